@@ -1,0 +1,182 @@
+/* hs_vk — the Vulkan compute layer: device, capabilities, buffers, pipelines
+ * (with an on-disk VkPipelineCache), recorded command sequences, timestamps.
+ *
+ * Usage:
+ *   hs_vk_ctx *vk; hs_vk_ctx_create(NULL, &vk);          // picks a device (HS_DEVICE)
+ *   hs_vk_buffer *b; hs_vk_buffer_create(vk, bytes, HS_MEM_DEVICE, &b);
+ *   hs_vk_buffer_upload(vk, b, 0, host_ptr, bytes);
+ *   hs_vk_pipeline *p; hs_vk_pipeline_create(vk, &desc, &p);
+ *   hs_vk_seq *s; hs_vk_seq_create(vk, &s);
+ *   hs_vk_seq_begin(s); hs_vk_seq_dispatch(s, p, binds, n, &push, gx, gy, gz); hs_vk_seq_end(s);
+ *   hs_vk_seq_submit(s);                                  // replay as often as wanted
+ *
+ * Sequences are recorded once and replayed: buffers, push constants and
+ * dispatch sizes are fixed at record time; what changes between runs (token
+ * ids, positions, lengths) lives in small device buffers the host writes.
+ * Barriers between dispatches are inserted automatically where a dispatch
+ * reads or writes a buffer that an earlier dispatch since the last barrier
+ * wrote (read-after-write, write-after-write) or read (write-after-read).
+ *
+ * Environment:
+ *   HS_DEVICE=<index|name substring>   choose the device
+ *   HS_VK_VALIDATION=1                 enable VK_LAYER_KHRONOS_validation; messages are counted
+ *   HS_VK_DISABLE_F16, HS_VK_DISABLE_16BIT_STORAGE, HS_VK_DISABLE_8BIT_STORAGE,
+ *   HS_VK_DISABLE_SUBGROUP_OPS,
+ *   HS_VK_DISABLE_INT8_DOT, HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL, HS_VK_DISABLE_COOPMAT
+ *                                      force the portable path of an optional feature
+ *   HS_VK_MAX_BUFFER_RANGE=<bytes>     pretend maxStorageBufferRange is this small
+ *   HS_PROFILE=1                       time every dispatch; hs_vk_profile_print() totals per op
+ *   HS_HOME=<dir>                      cache folder (default ~/.cache/heterospec)
+ *
+ * Ownership: *_create gives the object to the caller; *_destroy accepts NULL
+ * and half-built objects. Objects must be destroyed before their context.
+ * Thread-safety: a context and everything made from it belong to one thread.
+ */
+#ifndef HS_VK_H
+#define HS_VK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <vulkan/vulkan.h>
+
+#include "hs_status.h"
+
+typedef struct hs_vk_ctx hs_vk_ctx;
+typedef struct hs_vk_buffer hs_vk_buffer;
+typedef struct hs_vk_pipeline hs_vk_pipeline;
+typedef struct hs_vk_seq hs_vk_seq;
+
+/* What the device offers, after the HS_VK_DISABLE_* overrides. */
+typedef struct hs_vk_caps {
+    char device_name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
+    char driver_name[VK_MAX_DRIVER_NAME_SIZE];
+    char driver_info[VK_MAX_DRIVER_INFO_SIZE];
+    uint32_t vendor_id, device_id, driver_version, api_version;
+    VkPhysicalDeviceType type;
+    uint8_t device_uuid[VK_UUID_SIZE];
+    uint32_t index; /* in vkEnumeratePhysicalDevices order */
+
+    uint32_t subgroup_size;          /* default subgroup size */
+    uint32_t subgroup_min, subgroup_max; /* with subgroup size control, else both = subgroup_size */
+    bool subgroup_ops;               /* basic + arithmetic + shuffle + ballot in compute */
+    bool subgroup_size_control;      /* VK_EXT_subgroup_size_control with computeFullSubgroups */
+    bool fp16;                       /* shaderFloat16 arithmetic */
+    bool storage16;                  /* storageBuffer16BitAccess */
+    bool storage8;                   /* storageBuffer8BitAccess + shaderInt8 */
+    bool int8_dot;                   /* shaderIntegerDotProduct (4x8 packed) */
+    bool coopmat;                    /* VK_KHR_cooperative_matrix */
+    bool timestamps;                 /* compute queue has timestamp bits */
+    float timestamp_period_ns;
+
+    uint64_t device_local_bytes;     /* largest device-local heap */
+    uint64_t host_visible_device_local_bytes;
+    bool unified_memory;             /* a device-local heap is host visible (integrated, CPU) */
+
+    uint64_t max_storage_buffer_range;
+    uint64_t max_alloc;
+    uint64_t min_storage_offset_align;
+    uint32_t max_shared_memory;
+    uint32_t max_push_constants;
+    uint32_t max_wg_size[3];
+    uint32_t max_wg_invocations;
+    uint32_t max_wg_count[3];
+} hs_vk_caps;
+
+typedef struct hs_vk_ctx_options {
+    int device_index;      /* -1: HS_DEVICE or automatic choice */
+    const char *device_name; /* substring; NULL: HS_DEVICE or automatic */
+    int validation;        /* -1: HS_VK_VALIDATION, 0 off, 1 on */
+    bool no_pipeline_cache; /* do not load or save the on-disk cache */
+} hs_vk_ctx_options;
+
+/* Lists every Vulkan device (caps with overrides applied). *out is malloc'ed. */
+hs_status hs_vk_enumerate(hs_vk_caps **out, uint32_t *count);
+/* One line in the spirit of ggml_vulkan's device line. */
+void hs_vk_caps_line(const hs_vk_caps *c, char *buf, size_t n);
+const char *hs_vk_vendor_name(uint32_t vendor_id);
+
+hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out);
+void hs_vk_ctx_destroy(hs_vk_ctx *ctx);
+const hs_vk_caps *hs_vk_ctx_caps(const hs_vk_ctx *ctx);
+VkDevice hs_vk_ctx_device(const hs_vk_ctx *ctx);
+/* Number of validation-layer messages (warnings and errors) seen so far. */
+uint32_t hs_vk_validation_count(const hs_vk_ctx *ctx);
+/* Cache folder ($HS_HOME or ~/.cache/heterospec), created if missing. */
+hs_status hs_home_dir(char *buf, size_t n);
+
+/* ---- buffers ---- */
+typedef enum hs_mem {
+    HS_MEM_DEVICE = 0, /* device-local; host-visible too where memory is unified */
+    HS_MEM_HOST = 1,   /* host-visible, cached when possible: uploads, readbacks */
+} hs_mem;
+
+hs_status hs_vk_buffer_create(hs_vk_ctx *ctx, uint64_t size, hs_mem mem, hs_vk_buffer **out);
+void hs_vk_buffer_destroy(hs_vk_buffer *buf);
+uint64_t hs_vk_buffer_size(const hs_vk_buffer *buf);
+/* Persistently mapped pointer, or NULL if the memory is not host visible. */
+void *hs_vk_buffer_map(const hs_vk_buffer *buf);
+/* Copies through a staging buffer when the buffer is not host visible. Waits. */
+hs_status hs_vk_buffer_upload(hs_vk_buffer *buf, uint64_t offset, const void *src, uint64_t n);
+hs_status hs_vk_buffer_download(hs_vk_buffer *buf, uint64_t offset, void *dst, uint64_t n);
+hs_status hs_vk_buffer_fill(hs_vk_buffer *buf, uint64_t offset, uint64_t n, uint32_t value);
+
+/* ---- pipelines ---- */
+#define HS_VK_MAX_BINDINGS 12
+#define HS_VK_MAX_SPEC 12
+
+typedef struct hs_vk_pipeline_desc {
+    const char *name;        /* op kind, used by the profile ("matmul_q4_0") */
+    const uint32_t *code;    /* SPIR-V (hs_spv_*) */
+    size_t code_size;        /* bytes */
+    uint32_t n_bindings;     /* storage buffers at set 0, bindings 0..n-1 */
+    uint32_t write_mask;     /* bit i: binding i is written by the shader */
+    uint32_t push_size;      /* bytes of push constants (<= 128) */
+    uint32_t n_spec;         /* uint32 specialization constants, ids 0..n_spec-1 */
+    uint32_t spec[HS_VK_MAX_SPEC];
+    uint32_t required_subgroup_size; /* 0: driver's choice */
+    uint32_t wg_size[3];     /* local size, for dispatch-size checks (0 = 1) */
+} hs_vk_pipeline_desc;
+
+hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs_vk_pipeline **out);
+void hs_vk_pipeline_destroy(hs_vk_pipeline *p);
+const char *hs_vk_pipeline_name(const hs_vk_pipeline *p);
+
+/* ---- recorded sequences ---- */
+typedef struct hs_vk_binding {
+    hs_vk_buffer *buf;
+    uint64_t offset;
+    uint64_t range; /* 0: to the end of the buffer (capped at maxStorageBufferRange) */
+} hs_vk_binding;
+
+hs_status hs_vk_seq_create(hs_vk_ctx *ctx, hs_vk_seq **out);
+void hs_vk_seq_destroy(hs_vk_seq *seq);
+hs_vk_ctx *hs_vk_seq_ctx(const hs_vk_seq *seq);
+/* Starts (re)recording; forgets what was recorded before. */
+hs_status hs_vk_seq_begin(hs_vk_seq *seq);
+hs_status hs_vk_seq_dispatch(hs_vk_seq *seq, const hs_vk_pipeline *p, const hs_vk_binding *binds,
+                             uint32_t n_binds, const void *push, uint32_t gx, uint32_t gy,
+                             uint32_t gz);
+hs_status hs_vk_seq_copy(hs_vk_seq *seq, hs_vk_buffer *src, uint64_t src_off, hs_vk_buffer *dst,
+                         uint64_t dst_off, uint64_t n);
+hs_status hs_vk_seq_fill(hs_vk_seq *seq, hs_vk_buffer *dst, uint64_t off, uint64_t n, uint32_t v);
+/* Full compute barrier, for dependencies the automatic tracking cannot see. */
+void hs_vk_seq_barrier(hs_vk_seq *seq);
+hs_status hs_vk_seq_end(hs_vk_seq *seq);
+/* Submits the recorded sequence and waits for it. May be called many times. */
+hs_status hs_vk_seq_submit(hs_vk_seq *seq);
+uint32_t hs_vk_seq_dispatch_count(const hs_vk_seq *seq);
+uint32_t hs_vk_seq_barrier_count(const hs_vk_seq *seq);
+
+/* ---- profile (HS_PROFILE=1) ---- */
+bool hs_vk_profiling(const hs_vk_ctx *ctx);
+void hs_vk_profile_enable(hs_vk_ctx *ctx, bool on); /* before recording */
+void hs_vk_profile_reset(hs_vk_ctx *ctx);
+/* Prints time per op kind (name), count, mean and share; sorted by total. */
+void hs_vk_profile_print(const hs_vk_ctx *ctx, FILE *f);
+/* Total device time in ns recorded for op name (exact match), and its count. */
+double hs_vk_profile_total_ns(const hs_vk_ctx *ctx, const char *name, uint64_t *count);
+
+#endif

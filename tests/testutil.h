@@ -1,0 +1,64 @@
+/* testutil — shared helpers of the cmocka tests: one Vulkan context per test
+ * executable (validation on through HS_VK_VALIDATION=1, set by CTest), a
+ * seeded random generator, error measures, and upload/download shortcuts.
+ *
+ * Usage in a test file:
+ *   static int setup(void **state) { return hs_test_setup(state); }
+ *   static int teardown(void **state) { return hs_test_teardown(state); }
+ *   ... hs_test_env *env = *state; env->vk, env->ops ...
+ * hs_test_teardown fails the group if the validation layer said anything.
+ */
+#ifndef HS_TESTUTIL_H
+#define HS_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "hs_ops.h"
+
+typedef struct hs_test_env {
+    hs_vk_ctx *vk;
+    hs_ops *ops;
+} hs_test_env;
+
+int hs_test_setup(void **state);
+int hs_test_teardown(void **state);
+
+/* Fails the current test with the last error message unless st == HS_OK. */
+#define HS_CHECK(expr)                                                                             \
+    do {                                                                                           \
+        hs_status st_ = (expr);                                                                    \
+        if (st_ != HS_OK) fail_msg("%s -> %s: %s", #expr, hs_status_string(st_), hs_last_error()); \
+    } while (0)
+
+/* Deterministic xorshift generator. */
+typedef struct hs_rng {
+    uint64_t s;
+} hs_rng;
+void hs_rng_seed(hs_rng *r, uint64_t seed);
+uint32_t hs_rng_u32(hs_rng *r);
+float hs_rng_uniform(hs_rng *r);           /* [0, 1) */
+float hs_rng_range(hs_rng *r, float lo, float hi);
+void hs_rng_fill(hs_rng *r, float *x, size_t n, float lo, float hi);
+
+/* Normalised mean squared error sum((a-b)^2) / sum(b^2) (b = reference). */
+double hs_nmse(const float *a, const float *ref, size_t n);
+double hs_max_abs_diff(const float *a, const float *b, size_t n);
+
+/* Creates a device buffer holding n bytes of data (or zeroes if data is NULL). */
+hs_vk_buffer *hs_test_buffer(hs_test_env *env, const void *data, size_t n);
+/* Downloads n bytes from a buffer into a new malloc'ed array. */
+void *hs_test_download(hs_vk_buffer *b, size_t n);
+
+/* Shared data folder (../shared beside the source tree by default). */
+const char *hs_test_shared_dir(void);
+
+/* f16 conversion on the host (IEEE binary16, round to nearest even). */
+uint16_t hs_test_f32_to_f16(float f);
+float hs_test_f16_to_f32(uint16_t h);
+
+#endif
