@@ -1,0 +1,40 @@
+/* `heterospec devices`: one line per Vulkan device, like ggml_vulkan's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_cli.h"
+#include "hs_ops.h"
+
+int hs_cli_devices(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: heterospec devices\n\n"
+                   "Lists every Vulkan device with the capabilities heterospec uses. The device\n"
+                   "used by the other commands is the best by type (discrete > integrated >\n"
+                   "virtual > cpu) unless HS_DEVICE=<index|name> chooses one. HS_VK_DISABLE_*\n"
+                   "switches show as disabled features.\n");
+            return 0;
+        }
+        fprintf(stderr, "heterospec devices: unknown option '%s'\n", argv[i]);
+        return 2;
+    }
+    hs_vk_caps *caps = NULL;
+    uint32_t n = 0;
+    if (hs_vk_enumerate(&caps, &n) != HS_OK) {
+        fprintf(stderr, "heterospec: %s\n", hs_last_error());
+        return 1;
+    }
+    if (n == 0) {
+        fprintf(stderr, "heterospec: no Vulkan device found (install a driver, e.g. mesa-vulkan-drivers)\n");
+        free(caps);
+        return 1;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        char line[768];
+        hs_vk_caps_line(&caps[i], line, sizeof line);
+        printf("heterospec: %s\n", line);
+    }
+    free(caps);
+    return 0;
+}

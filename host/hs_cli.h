@@ -1,0 +1,8 @@
+/* hs_cli — the subcommands of the heterospec CLI. Each takes argv with
+ * argv[0] = the command name and returns the process exit code. */
+#ifndef HS_CLI_H
+#define HS_CLI_H
+
+int hs_cli_devices(int argc, char **argv);
+
+#endif

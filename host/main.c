@@ -1,0 +1,27 @@
+/* heterospec CLI entry point: dispatches to the subcommands in host/cli_*.c. */
+#include <stdio.h>
+#include <string.h>
+
+#include "hs_cli.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: heterospec <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  devices      list Vulkan devices and their capabilities\n"
+            "\n"
+            "Run `heterospec <command> --help` for the options of a command.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "devices")) return hs_cli_devices(argc - 1, argv + 1);
+    fprintf(stderr, "heterospec: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return 2;
+}

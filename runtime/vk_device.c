@@ -1,0 +1,697 @@
+/* vk_device: instance, device choice, capability record, context lifetime,
+ * VkResult mapping, the on-disk pipeline cache and the cache folder. */
+#include "vk_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STBDS_NO_SHORT_NAMES
+#include "stb_ds.h"
+
+const char *hs_vk_result_string(VkResult r) {
+    switch (r) {
+#define C(x)                                                                                       \
+    case x: return #x;
+        C(VK_SUCCESS) C(VK_NOT_READY) C(VK_TIMEOUT) C(VK_INCOMPLETE)
+        C(VK_ERROR_OUT_OF_HOST_MEMORY) C(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+        C(VK_ERROR_INITIALIZATION_FAILED) C(VK_ERROR_DEVICE_LOST) C(VK_ERROR_MEMORY_MAP_FAILED)
+        C(VK_ERROR_LAYER_NOT_PRESENT) C(VK_ERROR_EXTENSION_NOT_PRESENT)
+        C(VK_ERROR_FEATURE_NOT_PRESENT) C(VK_ERROR_INCOMPATIBLE_DRIVER) C(VK_ERROR_TOO_MANY_OBJECTS)
+        C(VK_ERROR_FORMAT_NOT_SUPPORTED) C(VK_ERROR_FRAGMENTED_POOL) C(VK_ERROR_OUT_OF_POOL_MEMORY)
+        C(VK_ERROR_INVALID_SHADER_NV) C(VK_ERROR_FRAGMENTATION) C(VK_ERROR_UNKNOWN)
+#undef C
+    default: return "VK_ERROR_(unlisted)";
+    }
+}
+
+hs_status hs_vk_result(VkResult r, const char *call, const char *file, int line, const char *detail) {
+    hs_status st;
+    switch (r) {
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY: st = HS_ERR_VK_OUT_OF_DEVICE_MEMORY; break;
+    case VK_ERROR_OUT_OF_HOST_MEMORY: st = HS_ERR_VK_OUT_OF_HOST_MEMORY; break;
+    case VK_ERROR_DEVICE_LOST: st = HS_ERR_VK_DEVICE_LOST; break;
+    case VK_ERROR_LAYER_NOT_PRESENT:
+    case VK_ERROR_EXTENSION_NOT_PRESENT:
+    case VK_ERROR_FEATURE_NOT_PRESENT:
+    case VK_ERROR_INCOMPATIBLE_DRIVER:
+    case VK_ERROR_FORMAT_NOT_SUPPORTED: st = HS_ERR_VK_UNSUPPORTED; break;
+    case VK_ERROR_INITIALIZATION_FAILED: st = HS_ERR_VK_INIT; break;
+    default: st = HS_ERR_VK_OTHER; break;
+    }
+    /* Keep only the function name of the call expression. */
+    char fn[64];
+    size_t n = strcspn(call, "(");
+    if (n >= sizeof fn) n = sizeof fn - 1;
+    memcpy(fn, call, n);
+    fn[n] = '\0';
+    if (detail && *detail)
+        return hs_error_set(st, file, line, "%s: %s (%s)", fn, hs_vk_result_string(r), detail);
+    return hs_error_set(st, file, line, "%s: %s", fn, hs_vk_result_string(r));
+}
+
+const char *hs_vk_vendor_name(uint32_t id) {
+    switch (id) {
+    case 0x10DE: return "NVIDIA";
+    case 0x1002: return "AMD";
+    case 0x8086: return "Intel";
+    case 0x13B5: return "ARM";
+    case 0x5143: return "Qualcomm";
+    case 0x1010: return "ImgTec";
+    case 0x106B: return "Apple";
+    case 0x10005: return "Mesa";
+    default: return "unknown";
+    }
+}
+
+static bool env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static bool has_ext(const VkExtensionProperties *exts, uint32_t n, const char *name) {
+    for (uint32_t i = 0; i < n; i++)
+        if (!strcmp(exts[i].extensionName, name)) return true;
+    return false;
+}
+
+/* Feature structs probed on every device and, where wanted, enabled. */
+typedef struct feature_chain {
+    VkPhysicalDeviceFeatures2 f2;
+    VkPhysicalDevice16BitStorageFeatures s16;
+    VkPhysicalDevice8BitStorageFeatures s8;
+    VkPhysicalDeviceShaderFloat16Int8Features f16i8;
+    VkPhysicalDeviceSubgroupSizeControlFeatures ssc;
+    VkPhysicalDeviceShaderIntegerDotProductFeatures idot;
+    bool has_s8, has_f16i8, has_ssc, has_idot, has_coopmat;
+} feature_chain;
+
+/* Links the structs whose extension (or core version) the device has. */
+static void chain_features(feature_chain *fc, uint32_t api, const VkExtensionProperties *exts,
+                           uint32_t n_ext) {
+    memset(fc, 0, sizeof *fc);
+    fc->f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    fc->s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
+    fc->s8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
+    fc->f16i8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+    fc->ssc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
+    fc->idot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+    fc->has_s8 = api >= VK_API_VERSION_1_2 || has_ext(exts, n_ext, "VK_KHR_8bit_storage");
+    fc->has_f16i8 = api >= VK_API_VERSION_1_2 || has_ext(exts, n_ext, "VK_KHR_shader_float16_int8");
+    fc->has_ssc = api >= VK_API_VERSION_1_3 || has_ext(exts, n_ext, "VK_EXT_subgroup_size_control");
+    fc->has_idot =
+        api >= VK_API_VERSION_1_3 || has_ext(exts, n_ext, "VK_KHR_shader_integer_dot_product");
+    fc->has_coopmat = has_ext(exts, n_ext, "VK_KHR_cooperative_matrix");
+    void **next = &fc->f2.pNext;
+    *next = &fc->s16;
+    next = &fc->s16.pNext;
+#define LINK(cond, s)                                                                              \
+    if (cond) {                                                                                    \
+        *next = &(s);                                                                              \
+        next = &(s).pNext;                                                                         \
+    }
+    LINK(fc->has_s8, fc->s8)
+    LINK(fc->has_f16i8, fc->f16i8)
+    LINK(fc->has_ssc, fc->ssc)
+    LINK(fc->has_idot, fc->idot)
+#undef LINK
+}
+
+/* Fills caps for one physical device; applies HS_VK_DISABLE_* and HS_VK_MAX_BUFFER_RANGE. */
+static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_api, hs_vk_caps *c,
+                       feature_chain *fc, uint32_t *queue_family) {
+    memset(c, 0, sizeof *c);
+    c->index = index;
+    uint32_t n_ext = 0;
+    vkEnumerateDeviceExtensionProperties(pd, NULL, &n_ext, NULL);
+    VkExtensionProperties *exts = calloc(n_ext ? n_ext : 1, sizeof *exts);
+    if (exts) vkEnumerateDeviceExtensionProperties(pd, NULL, &n_ext, exts);
+    else n_ext = 0;
+
+    VkPhysicalDeviceProperties base;
+    vkGetPhysicalDeviceProperties(pd, &base);
+    uint32_t api = base.apiVersion < instance_api ? base.apiVersion : instance_api;
+
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    VkPhysicalDeviceIDProperties idp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+    VkPhysicalDeviceSubgroupProperties sgp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceSubgroupSizeControlProperties sscp = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+    p2.pNext = &idp;
+    idp.pNext = &sgp;
+    void **next = &sgp.pNext;
+    bool has_drv = api >= VK_API_VERSION_1_2 || has_ext(exts, n_ext, "VK_KHR_driver_properties");
+    if (has_drv) {
+        *next = &drv;
+        next = &drv.pNext;
+    }
+    chain_features(fc, api, exts, n_ext);
+    if (fc->has_ssc) *next = &sscp;
+    vkGetPhysicalDeviceProperties2(pd, &p2);
+    vkGetPhysicalDeviceFeatures2(pd, &fc->f2);
+
+    const VkPhysicalDeviceProperties *p = &p2.properties;
+    snprintf(c->device_name, sizeof c->device_name, "%s", p->deviceName);
+    if (has_drv) {
+        snprintf(c->driver_name, sizeof c->driver_name, "%s", drv.driverName);
+        snprintf(c->driver_info, sizeof c->driver_info, "%s", drv.driverInfo);
+    }
+    c->vendor_id = p->vendorID;
+    c->device_id = p->deviceID;
+    c->driver_version = p->driverVersion;
+    c->api_version = api;
+    c->type = p->deviceType;
+    memcpy(c->device_uuid, idp.deviceUUID, VK_UUID_SIZE);
+
+    c->subgroup_size = sgp.subgroupSize;
+    c->subgroup_min = c->subgroup_max = sgp.subgroupSize;
+    const VkSubgroupFeatureFlags need = VK_SUBGROUP_FEATURE_BASIC_BIT |
+                                        VK_SUBGROUP_FEATURE_ARITHMETIC_BIT |
+                                        VK_SUBGROUP_FEATURE_SHUFFLE_BIT | VK_SUBGROUP_FEATURE_BALLOT_BIT;
+    c->subgroup_ops = (sgp.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                      (sgp.supportedOperations & need) == need;
+    c->subgroup_size_control = fc->has_ssc && fc->ssc.subgroupSizeControl &&
+                               fc->ssc.computeFullSubgroups &&
+                               (sscp.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT);
+    if (c->subgroup_size_control) {
+        c->subgroup_min = sscp.minSubgroupSize;
+        c->subgroup_max = sscp.maxSubgroupSize;
+    }
+    c->fp16 = fc->has_f16i8 && fc->f16i8.shaderFloat16;
+    c->storage16 = fc->s16.storageBuffer16BitAccess;
+    c->storage8 = fc->has_s8 && fc->s8.storageBuffer8BitAccess && fc->has_f16i8 && fc->f16i8.shaderInt8;
+    c->int8_dot = fc->has_idot && fc->idot.shaderIntegerDotProduct;
+    c->coopmat = fc->has_coopmat;
+
+    const VkPhysicalDeviceLimits *l = &p->limits;
+    c->max_storage_buffer_range = l->maxStorageBufferRange;
+    c->min_storage_offset_align = l->minStorageBufferOffsetAlignment;
+    c->max_shared_memory = l->maxComputeSharedMemorySize;
+    c->max_push_constants = l->maxPushConstantsSize;
+    c->max_wg_invocations = l->maxComputeWorkGroupInvocations;
+    for (int i = 0; i < 3; i++) {
+        c->max_wg_size[i] = l->maxComputeWorkGroupSize[i];
+        c->max_wg_count[i] = l->maxComputeWorkGroupCount[i];
+    }
+    c->max_alloc = 1ull << 30; /* Vulkan 1.1 guarantees at least 1 GiB */
+    VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2b = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
+    vkGetPhysicalDeviceProperties2(pd, &p2b);
+    if (m3.maxMemoryAllocationSize) c->max_alloc = m3.maxMemoryAllocationSize;
+    c->timestamp_period_ns = l->timestampPeriod;
+
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+    for (uint32_t t = 0; t < mp.memoryTypeCount; t++) {
+        VkMemoryPropertyFlags f = mp.memoryTypes[t].propertyFlags;
+        uint64_t heap = mp.memoryHeaps[mp.memoryTypes[t].heapIndex].size;
+        if (f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT) {
+            if (heap > c->device_local_bytes) c->device_local_bytes = heap;
+            if ((f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && heap > c->host_visible_device_local_bytes)
+                c->host_visible_device_local_bytes = heap;
+        }
+    }
+    c->unified_memory = c->host_visible_device_local_bytes > 0 &&
+                        c->host_visible_device_local_bytes >= c->device_local_bytes;
+
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, NULL);
+    VkQueueFamilyProperties *qf = calloc(nq ? nq : 1, sizeof *qf);
+    *queue_family = UINT32_MAX;
+    if (qf) {
+        vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, qf);
+        /* Prefer a compute queue without graphics (async compute), else any with compute. */
+        for (int pass = 0; pass < 2 && *queue_family == UINT32_MAX; pass++)
+            for (uint32_t i = 0; i < nq; i++) {
+                bool comp = qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT;
+                bool gfx = qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT;
+                if (comp && (pass == 1 || !gfx)) {
+                    *queue_family = i;
+                    c->timestamps = qf[i].timestampValidBits > 0 && l->timestampPeriod > 0;
+                    break;
+                }
+            }
+        free(qf);
+    }
+
+    /* Forced fallbacks. */
+    if (env_flag("HS_VK_DISABLE_F16")) c->fp16 = false;
+    if (env_flag("HS_VK_DISABLE_16BIT_STORAGE")) c->storage16 = false;
+    if (env_flag("HS_VK_DISABLE_8BIT_STORAGE")) c->storage8 = false;
+    if (env_flag("HS_VK_DISABLE_INT8_DOT")) c->int8_dot = false;
+    if (env_flag("HS_VK_DISABLE_COOPMAT")) c->coopmat = false;
+    if (env_flag("HS_VK_DISABLE_SUBGROUP_OPS")) c->subgroup_ops = false;
+    if (env_flag("HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL") || !c->subgroup_ops) {
+        c->subgroup_size_control = false;
+        c->subgroup_min = c->subgroup_max = c->subgroup_size;
+    }
+    const char *mbr = getenv("HS_VK_MAX_BUFFER_RANGE");
+    if (mbr && *mbr) {
+        unsigned long long v = strtoull(mbr, NULL, 0);
+        if (v >= 256 && v < c->max_storage_buffer_range) c->max_storage_buffer_range = v & ~255ull;
+    }
+    free(exts);
+}
+
+static VkInstance create_instance(bool want_validation, bool *validation_on, uint32_t *api) {
+    *api = VK_API_VERSION_1_1;
+    PFN_vkEnumerateInstanceVersion eiv =
+        (PFN_vkEnumerateInstanceVersion)vkGetInstanceProcAddr(NULL, "vkEnumerateInstanceVersion");
+    if (eiv) {
+        uint32_t v = 0;
+        if (eiv(&v) == VK_SUCCESS && v > *api) *api = v >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : v;
+    }
+    const char *layers[1];
+    uint32_t n_layers = 0;
+    const char *exts[2];
+    uint32_t n_exts = 0;
+    *validation_on = false;
+    if (want_validation) {
+        uint32_t n = 0;
+        vkEnumerateInstanceLayerProperties(&n, NULL);
+        VkLayerProperties *lp = calloc(n ? n : 1, sizeof *lp);
+        if (lp) {
+            vkEnumerateInstanceLayerProperties(&n, lp);
+            for (uint32_t i = 0; i < n; i++)
+                if (!strcmp(lp[i].layerName, "VK_LAYER_KHRONOS_validation")) *validation_on = true;
+            free(lp);
+        }
+        if (*validation_on) {
+            layers[n_layers++] = "VK_LAYER_KHRONOS_validation";
+            exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+        }
+    }
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+                             .pApplicationName = "heterospec",
+                             .pEngineName = "heterospec",
+                             .apiVersion = *api};
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+                               .pApplicationInfo = &app,
+                               .enabledLayerCount = n_layers,
+                               .ppEnabledLayerNames = layers,
+                               .enabledExtensionCount = n_exts,
+                               .ppEnabledExtensionNames = exts};
+    VkInstance inst = VK_NULL_HANDLE;
+    if (vkCreateInstance(&ci, NULL, &inst) != VK_SUCCESS) return VK_NULL_HANDLE;
+    return inst;
+}
+
+static int type_rank(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 4;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 3;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 1;
+    default: return 0;
+    }
+}
+
+static const char *type_name(VkPhysicalDeviceType t) {
+    switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+    }
+}
+
+hs_status hs_vk_enumerate(hs_vk_caps **out, uint32_t *count) {
+    *out = NULL;
+    *count = 0;
+    bool vo;
+    uint32_t api;
+    VkInstance inst = create_instance(false, &vo, &api);
+    if (!inst) return HS_FAIL(HS_ERR_VK_INIT, "vkCreateInstance failed: is a Vulkan driver installed?");
+    uint32_t n = 0;
+    vkEnumeratePhysicalDevices(inst, &n, NULL);
+    VkPhysicalDevice *pds = calloc(n ? n : 1, sizeof *pds);
+    hs_vk_caps *caps = calloc(n ? n : 1, sizeof *caps);
+    if (!pds || !caps) {
+        free(pds);
+        free(caps);
+        vkDestroyInstance(inst, NULL);
+        return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_enumerate: out of memory");
+    }
+    vkEnumeratePhysicalDevices(inst, &n, pds);
+    for (uint32_t i = 0; i < n; i++) {
+        feature_chain fc;
+        uint32_t qf;
+        probe_caps(pds[i], i, api, &caps[i], &fc, &qf);
+    }
+    free(pds);
+    vkDestroyInstance(inst, NULL);
+    *out = caps;
+    *count = n;
+    return HS_OK;
+}
+
+void hs_vk_caps_line(const hs_vk_caps *c, char *buf, size_t n) {
+    snprintf(buf, n,
+             "%u = %s (%s) | %s | %s | vulkan %u.%u.%u | uma: %d | fp16: %d | storage16: %d | "
+             "subgroup: %u (%u-%u)%s | shared memory: %u | int dot: %d | coopmat: %d | "
+             "max buffer range: %llu MiB | device memory: %llu MiB",
+             c->index, c->device_name, c->driver_name[0] ? c->driver_name : "?",
+             hs_vk_vendor_name(c->vendor_id), type_name(c->type), VK_API_VERSION_MAJOR(c->api_version),
+             VK_API_VERSION_MINOR(c->api_version), VK_API_VERSION_PATCH(c->api_version),
+             c->unified_memory, c->fp16, c->storage16, c->subgroup_size, c->subgroup_min,
+             c->subgroup_max, c->subgroup_ops ? "" : " (ops off)", c->max_shared_memory, c->int8_dot,
+             c->coopmat, (unsigned long long)(c->max_storage_buffer_range >> 20),
+             (unsigned long long)(c->device_local_bytes >> 20));
+}
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
+                                               VkDebugUtilsMessageTypeFlagsEXT type,
+                                               const VkDebugUtilsMessengerCallbackDataEXT *data,
+                                               void *user) {
+    hs_vk_ctx *ctx = user;
+    if (type == VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT) return VK_FALSE; /* loader chatter */
+    if (sev >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+        ctx->validation_count++;
+        fprintf(stderr, "heterospec: validation: %s\n", data->pMessage);
+    }
+    return VK_FALSE;
+}
+
+hs_status hs_home_dir(char *buf, size_t n) {
+    const char *home = getenv("HS_HOME");
+    if (home && *home) {
+        snprintf(buf, n, "%s", home);
+    } else {
+        const char *h = getenv("HOME");
+        if (!h || !*h) h = "/tmp";
+        snprintf(buf, n, "%s/.cache/heterospec", h);
+    }
+    /* mkdir -p */
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", buf);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        mkdir(tmp, 0755);
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return HS_FAIL(HS_ERR_IO, "cannot create cache folder %s: %s", tmp, strerror(errno));
+    return HS_OK;
+}
+
+static void load_pipeline_cache(hs_vk_ctx *ctx, bool use_disk) {
+    void *data = NULL;
+    size_t size = 0;
+    char dir[900];
+    if (use_disk && hs_home_dir(dir, sizeof dir) == HS_OK) {
+        char uuid[2 * VK_UUID_SIZE + 1];
+        for (uint32_t i = 0; i < VK_UUID_SIZE; i++) sprintf(uuid + 2 * i, "%02x", ctx->caps.device_uuid[i]);
+        snprintf(ctx->pipeline_cache_path, sizeof ctx->pipeline_cache_path,
+                 "%s/pipelines-%s-%08x.vkcache", dir, uuid, ctx->caps.driver_version);
+        ctx->save_pipeline_cache = true;
+        FILE *f = fopen(ctx->pipeline_cache_path, "rb");
+        if (f) {
+            if (fseek(f, 0, SEEK_END) == 0) {
+                long len = ftell(f);
+                if (len > 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)len))) {
+                    size = fread(data, 1, (size_t)len, f);
+                    if (size != (size_t)len) size = 0;
+                }
+            }
+            fclose(f);
+        }
+    }
+    /* The driver checks the header (vendor, device, cache UUID) and ignores data
+     * that does not match, so a stale file costs nothing but a recompile. */
+    VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                    .initialDataSize = size,
+                                    .pInitialData = size ? data : NULL};
+    if (vkCreatePipelineCache(ctx->device, &ci, NULL, &ctx->pipeline_cache) != VK_SUCCESS) {
+        ci.initialDataSize = 0;
+        ci.pInitialData = NULL;
+        if (vkCreatePipelineCache(ctx->device, &ci, NULL, &ctx->pipeline_cache) != VK_SUCCESS)
+            ctx->pipeline_cache = VK_NULL_HANDLE;
+    }
+    free(data);
+}
+
+static void save_pipeline_cache(hs_vk_ctx *ctx) {
+    if (!ctx->pipeline_cache || !ctx->save_pipeline_cache) return;
+    size_t size = 0;
+    if (vkGetPipelineCacheData(ctx->device, ctx->pipeline_cache, &size, NULL) != VK_SUCCESS || !size)
+        return;
+    void *data = malloc(size);
+    if (!data) return;
+    if (vkGetPipelineCacheData(ctx->device, ctx->pipeline_cache, &size, data) == VK_SUCCESS) {
+        char tmp[1100];
+        snprintf(tmp, sizeof tmp, "%s.%d.tmp", ctx->pipeline_cache_path, (int)getpid());
+        FILE *f = fopen(tmp, "wb");
+        if (f) {
+            bool ok = fwrite(data, 1, size, f) == size;
+            ok = (fclose(f) == 0) && ok;
+            /* rename is atomic: concurrent processes never see a torn file. */
+            if (!ok || rename(tmp, ctx->pipeline_cache_path) != 0) remove(tmp);
+        }
+    }
+    free(data);
+}
+
+static int pick_device(const hs_vk_caps *caps, uint32_t n, const hs_vk_ctx_options *opt) {
+    int idx = opt ? opt->device_index : -1;
+    const char *name = opt ? opt->device_name : NULL;
+    const char *env = getenv("HS_DEVICE");
+    if (idx < 0 && !name && env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0') idx = (int)v;
+        else name = env;
+    }
+    if (idx >= 0) return idx < (int)n ? idx : -2;
+    if (name) {
+        for (uint32_t i = 0; i < n; i++)
+            if (strstr(caps[i].device_name, name) || strstr(caps[i].driver_name, name)) return (int)i;
+        return -2;
+    }
+    int best = -1;
+    for (uint32_t i = 0; i < n; i++)
+        if (best < 0 || type_rank(caps[i].type) > type_rank(caps[best].type)) best = (int)i;
+    return best;
+}
+
+hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
+    hs_status st = HS_OK;
+    VkPhysicalDevice *pds = NULL;
+    hs_vk_caps *all = NULL;
+    feature_chain *fcs = NULL;
+    uint32_t *qfs = NULL;
+    *out = NULL;
+    hs_vk_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_ctx_create: out of memory");
+
+    int val = opt ? opt->validation : -1;
+    bool want_val = val < 0 ? env_flag("HS_VK_VALIDATION") : val > 0;
+    bool val_on;
+    uint32_t api;
+    ctx->instance = create_instance(want_val, &val_on, &api);
+    if (!ctx->instance) {
+        st = HS_FAIL(HS_ERR_VK_INIT, "vkCreateInstance failed: is a Vulkan driver installed?");
+        goto fail;
+    }
+    if (want_val && !val_on) {
+        st = HS_FAIL(HS_ERR_VK_UNSUPPORTED,
+                     "validation requested but VK_LAYER_KHRONOS_validation is not installed");
+        goto fail;
+    }
+    if (val_on) {
+        PFN_vkCreateDebugUtilsMessengerEXT cm = (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+            ctx->instance, "vkCreateDebugUtilsMessengerEXT");
+        VkDebugUtilsMessengerCreateInfoEXT mi = {
+            .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+            .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                               VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+            .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                           VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                           VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+            .pfnUserCallback = debug_cb,
+            .pUserData = ctx};
+        if (cm) HS_VK_CALL(cm(ctx->instance, &mi, NULL, &ctx->messenger), NULL);
+    }
+
+    uint32_t n = 0;
+    HS_VK_CALL(vkEnumeratePhysicalDevices(ctx->instance, &n, NULL), NULL);
+    if (n == 0) {
+        st = HS_FAIL(HS_ERR_VK_NO_DEVICE, "no Vulkan device found (install a driver, e.g. mesa-vulkan-drivers)");
+        goto fail;
+    }
+    pds = calloc(n, sizeof *pds);
+    all = calloc(n, sizeof *all);
+    fcs = calloc(n, sizeof *fcs);
+    qfs = calloc(n, sizeof *qfs);
+    if (!pds || !all || !fcs || !qfs) {
+        st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_ctx_create: out of memory");
+        goto fail;
+    }
+    HS_VK_CALL(vkEnumeratePhysicalDevices(ctx->instance, &n, pds), NULL);
+    for (uint32_t i = 0; i < n; i++) probe_caps(pds[i], i, api, &all[i], &fcs[i], &qfs[i]);
+    int pick = pick_device(all, n, opt);
+    if (pick < 0) {
+        st = HS_FAIL(HS_ERR_VK_NO_DEVICE, "no Vulkan device matches HS_DEVICE / --device (%u device(s); "
+                                          "see `heterospec devices`)", n);
+        goto fail;
+    }
+    if (qfs[pick] == UINT32_MAX) {
+        st = HS_FAIL(HS_ERR_VK_UNSUPPORTED, "device %s has no compute queue", all[pick].device_name);
+        goto fail;
+    }
+    ctx->phys = pds[pick];
+    ctx->caps = all[pick];
+    ctx->queue_family = qfs[pick];
+    vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->mem_props);
+
+    /* Enable only what the caps (after overrides) say we use. */
+    feature_chain *fc = &fcs[pick];
+    hs_vk_caps *c = &ctx->caps;
+    feature_chain en;
+    memset(&en, 0, sizeof en);
+    en.f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+    en.s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
+    en.s8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
+    en.f16i8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+    en.ssc.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES;
+    en.idot.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES;
+    en.f2.features.shaderInt16 = fc->f2.features.shaderInt16;
+    en.f2.features.shaderInt64 = fc->f2.features.shaderInt64;
+    const char *dev_exts[8];
+    uint32_t n_dev_exts = 0;
+    void **next = &en.f2.pNext;
+    if (c->storage16) {
+        en.s16.storageBuffer16BitAccess = VK_TRUE;
+        *next = &en.s16;
+        next = &en.s16.pNext;
+    }
+    if (c->storage8) {
+        en.s8.storageBuffer8BitAccess = VK_TRUE;
+        *next = &en.s8;
+        next = &en.s8.pNext;
+        if (c->api_version < VK_API_VERSION_1_2) dev_exts[n_dev_exts++] = "VK_KHR_8bit_storage";
+    }
+    if (c->fp16 || c->storage8) {
+        en.f16i8.shaderFloat16 = c->fp16;
+        en.f16i8.shaderInt8 = c->storage8;
+        *next = &en.f16i8;
+        next = &en.f16i8.pNext;
+        if (c->api_version < VK_API_VERSION_1_2) dev_exts[n_dev_exts++] = "VK_KHR_shader_float16_int8";
+    }
+    if (c->subgroup_size_control) {
+        en.ssc.subgroupSizeControl = VK_TRUE;
+        en.ssc.computeFullSubgroups = VK_TRUE;
+        *next = &en.ssc;
+        next = &en.ssc.pNext;
+        if (c->api_version < VK_API_VERSION_1_3) dev_exts[n_dev_exts++] = "VK_EXT_subgroup_size_control";
+    }
+    if (c->int8_dot) {
+        en.idot.shaderIntegerDotProduct = VK_TRUE;
+        *next = &en.idot;
+        next = &en.idot.pNext;
+        if (c->api_version < VK_API_VERSION_1_3) dev_exts[n_dev_exts++] = "VK_KHR_shader_integer_dot_product";
+    }
+    /* Cooperative matrix is probed for reporting; no kernel uses it yet, so it is not enabled. */
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                   .queueFamilyIndex = ctx->queue_family,
+                                   .queueCount = 1,
+                                   .pQueuePriorities = &prio};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .pNext = &en.f2,
+                              .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci,
+                              .enabledExtensionCount = n_dev_exts,
+                              .ppEnabledExtensionNames = dev_exts};
+    HS_VK_CALL(vkCreateDevice(ctx->phys, &dci, NULL, &ctx->device), ctx->caps.device_name);
+    vkGetDeviceQueue(ctx->device, ctx->queue_family, 0, &ctx->queue);
+
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                   .queueFamilyIndex = ctx->queue_family};
+    HS_VK_CALL(vkCreateCommandPool(ctx->device, &pci, NULL, &ctx->cmd_pool), NULL);
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = ctx->cmd_pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = 1};
+    HS_VK_CALL(vkAllocateCommandBuffers(ctx->device, &cai, &ctx->xfer_cmd), NULL);
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    HS_VK_CALL(vkCreateFence(ctx->device, &fci, NULL, &ctx->xfer_fence), NULL);
+
+    load_pipeline_cache(ctx, !(opt && opt->no_pipeline_cache));
+    ctx->profiling = env_flag("HS_PROFILE") && ctx->caps.timestamps;
+    stbds_sh_new_strdup(ctx->profile);
+
+    free(pds);
+    free(all);
+    free(fcs);
+    free(qfs);
+    *out = ctx;
+    return HS_OK;
+fail:
+    free(pds);
+    free(all);
+    free(fcs);
+    free(qfs);
+    hs_vk_ctx_destroy(ctx);
+    return st;
+}
+
+void hs_vk_ctx_destroy(hs_vk_ctx *ctx) {
+    if (!ctx) return;
+    if (ctx->device) {
+        vkDeviceWaitIdle(ctx->device);
+        if (ctx->profiling && stbds_shlen(ctx->profile) > 0) hs_vk_profile_print(ctx, stderr);
+        save_pipeline_cache(ctx);
+        if (ctx->pipeline_cache) vkDestroyPipelineCache(ctx->device, ctx->pipeline_cache, NULL);
+        if (ctx->xfer_fence) vkDestroyFence(ctx->device, ctx->xfer_fence, NULL);
+        if (ctx->cmd_pool) vkDestroyCommandPool(ctx->device, ctx->cmd_pool, NULL);
+        vkDestroyDevice(ctx->device, NULL);
+    }
+    if (ctx->messenger) {
+        PFN_vkDestroyDebugUtilsMessengerEXT dm = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+            ctx->instance, "vkDestroyDebugUtilsMessengerEXT");
+        if (dm) dm(ctx->instance, ctx->messenger, NULL);
+    }
+    if (ctx->instance) vkDestroyInstance(ctx->instance, NULL);
+    stbds_shfree(ctx->profile);
+    free(ctx);
+}
+
+const hs_vk_caps *hs_vk_ctx_caps(const hs_vk_ctx *ctx) { return &ctx->caps; }
+VkDevice hs_vk_ctx_device(const hs_vk_ctx *ctx) { return ctx->device; }
+uint32_t hs_vk_validation_count(const hs_vk_ctx *ctx) { return ctx->validation_count; }
+
+hs_status hs_vk_oneshot(hs_vk_ctx *ctx, void (*rec)(VkCommandBuffer, void *), void *user) {
+    hs_status st = HS_OK;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    HS_VK_CALL(vkBeginCommandBuffer(ctx->xfer_cmd, &bi), NULL);
+    rec(ctx->xfer_cmd, user);
+    HS_VK_CALL(vkEndCommandBuffer(ctx->xfer_cmd), NULL);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &ctx->xfer_cmd};
+    HS_VK_CALL(vkResetFences(ctx->device, 1, &ctx->xfer_fence), NULL);
+    HS_VK_CALL(vkQueueSubmit(ctx->queue, 1, &si, ctx->xfer_fence), NULL);
+    HS_VK_CALL(vkWaitForFences(ctx->device, 1, &ctx->xfer_fence, VK_TRUE, UINT64_MAX), NULL);
+fail:
+    return st;
+}
+
+int hs_vk_find_memory(const hs_vk_ctx *ctx, uint32_t type_bits, VkMemoryPropertyFlags want,
+                      VkMemoryPropertyFlags prefer) {
+    int fallback = -1;
+    for (uint32_t i = 0; i < ctx->mem_props.memoryTypeCount; i++) {
+        if (!(type_bits & (1u << i))) continue;
+        VkMemoryPropertyFlags f = ctx->mem_props.memoryTypes[i].propertyFlags;
+        if ((f & want) != want) continue;
+        if ((f & prefer) == prefer) return (int)i;
+        if (fallback < 0) fallback = (int)i;
+    }
+    return fallback;
+}

@@ -1,0 +1,79 @@
+/* vk_internal — structures shared by the runtime/vk_*.c files. Not public. */
+#ifndef HS_VK_INTERNAL_H
+#define HS_VK_INTERNAL_H
+
+#include "hs_vk.h"
+
+/* Maps a failing VkResult to a status class and records "call: VK_ERROR_X (detail)". */
+hs_status hs_vk_result(VkResult r, const char *call, const char *file, int line, const char *detail);
+const char *hs_vk_result_string(VkResult r);
+
+#define HS_VK_CALL(call, detail)                                                                   \
+    do {                                                                                           \
+        VkResult r_ = (call);                                                                      \
+        if (r_ != VK_SUCCESS) {                                                                    \
+            st = hs_vk_result(r_, #call, __FILE__, __LINE__, (detail));                            \
+            goto fail;                                                                             \
+        }                                                                                          \
+    } while (0)
+
+typedef struct hs_vk_profile_entry {
+    char *key; /* op name */
+    double total_ns;
+    uint64_t count;
+} hs_vk_profile_entry;
+
+struct hs_vk_ctx {
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    VkPhysicalDevice phys;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    hs_vk_caps caps;
+    VkPhysicalDeviceMemoryProperties mem_props;
+
+    VkPipelineCache pipeline_cache;
+    char pipeline_cache_path[1024];
+    bool save_pipeline_cache;
+
+    /* One-shot transfers (uploads, downloads, fills). */
+    VkCommandPool cmd_pool;
+    VkCommandBuffer xfer_cmd;
+    VkFence xfer_fence;
+
+    uint32_t validation_count;
+    bool profiling;
+    hs_vk_profile_entry *profile; /* stb_ds string hash map */
+};
+
+struct hs_vk_buffer {
+    hs_vk_ctx *ctx;
+    VkBuffer buffer;
+    VkDeviceMemory memory;
+    uint64_t size;
+    void *mapped;
+    bool coherent;
+};
+
+struct hs_vk_pipeline {
+    hs_vk_ctx *ctx;
+    char name[64];
+    VkShaderModule module;
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout layout;
+    VkPipeline pipeline;
+    uint32_t n_bindings;
+    uint32_t write_mask;
+    uint32_t push_size;
+    uint32_t wg_size[3];
+};
+
+/* Runs rec(cmd, user) in the one-shot command buffer and waits. */
+hs_status hs_vk_oneshot(hs_vk_ctx *ctx, void (*rec)(VkCommandBuffer, void *), void *user);
+/* Index of a memory type with all `want` flags (and preferring `prefer`), or -1. */
+int hs_vk_find_memory(const hs_vk_ctx *ctx, uint32_t type_bits, VkMemoryPropertyFlags want,
+                      VkMemoryPropertyFlags prefer);
+void hs_vk_profile_add(hs_vk_ctx *ctx, const char *name, double ns);
+
+#endif

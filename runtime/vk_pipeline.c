@@ -1,0 +1,109 @@
+/* vk_pipeline: compute pipelines from embedded SPIR-V with specialization
+ * constants, created through the context's VkPipelineCache. */
+#include "vk_internal.h"
+
+#include <string.h>
+
+hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs_vk_pipeline **out) {
+    hs_status st = HS_OK;
+    *out = NULL;
+    const hs_vk_caps *c = &ctx->caps;
+    if (!d->code || !d->code_size || d->code_size % 4)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "pipeline %s: no SPIR-V", d->name);
+    if (d->n_bindings > HS_VK_MAX_BINDINGS || d->n_spec > HS_VK_MAX_SPEC)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "pipeline %s: too many bindings or constants", d->name);
+    if (d->push_size > c->max_push_constants || d->push_size % 4)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "pipeline %s: %u bytes of push constants (device limit %u)",
+                       d->name, d->push_size, c->max_push_constants);
+    uint32_t wg[3];
+    for (int i = 0; i < 3; i++) wg[i] = d->wg_size[i] ? d->wg_size[i] : 1;
+    if (wg[0] > c->max_wg_size[0] || wg[1] > c->max_wg_size[1] || wg[2] > c->max_wg_size[2] ||
+        (uint64_t)wg[0] * wg[1] * wg[2] > c->max_wg_invocations)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "pipeline %s: workgroup %ux%ux%u exceeds the device limits",
+                       d->name, wg[0], wg[1], wg[2]);
+
+    hs_vk_pipeline *p = calloc(1, sizeof *p);
+    if (!p) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_pipeline_create: out of memory");
+    p->ctx = ctx;
+    snprintf(p->name, sizeof p->name, "%s", d->name ? d->name : "?");
+    p->n_bindings = d->n_bindings;
+    p->write_mask = d->write_mask;
+    p->push_size = d->push_size;
+    memcpy(p->wg_size, wg, sizeof wg);
+
+    VkShaderModuleCreateInfo smci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                     .codeSize = d->code_size,
+                                     .pCode = d->code};
+    HS_VK_CALL(vkCreateShaderModule(ctx->device, &smci, NULL, &p->module), p->name);
+
+    VkDescriptorSetLayoutBinding binds[HS_VK_MAX_BINDINGS];
+    for (uint32_t i = 0; i < d->n_bindings; i++)
+        binds[i] = (VkDescriptorSetLayoutBinding){.binding = i,
+                                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                  .descriptorCount = 1,
+                                                  .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo dslci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                             .bindingCount = d->n_bindings,
+                                             .pBindings = binds};
+    HS_VK_CALL(vkCreateDescriptorSetLayout(ctx->device, &dslci, NULL, &p->set_layout), p->name);
+
+    VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = d->push_size};
+    VkPipelineLayoutCreateInfo plci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                       .setLayoutCount = 1,
+                                       .pSetLayouts = &p->set_layout,
+                                       .pushConstantRangeCount = d->push_size ? 1 : 0,
+                                       .pPushConstantRanges = &pcr};
+    HS_VK_CALL(vkCreatePipelineLayout(ctx->device, &plci, NULL, &p->layout), p->name);
+
+    VkSpecializationMapEntry entries[HS_VK_MAX_SPEC];
+    for (uint32_t i = 0; i < d->n_spec; i++)
+        entries[i] = (VkSpecializationMapEntry){.constantID = i, .offset = 4 * i, .size = 4};
+    VkSpecializationInfo si = {.mapEntryCount = d->n_spec,
+                               .pMapEntries = entries,
+                               .dataSize = 4 * d->n_spec,
+                               .pData = d->spec};
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rss = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
+        .requiredSubgroupSize = d->required_subgroup_size};
+    VkPipelineShaderStageCreateInfo stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                             .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                                             .module = p->module,
+                                             .pName = "main",
+                                             .pSpecializationInfo = d->n_spec ? &si : NULL};
+    if (d->required_subgroup_size) {
+        if (!c->subgroup_size_control || d->required_subgroup_size < c->subgroup_min ||
+            d->required_subgroup_size > c->subgroup_max) {
+            st = HS_FAIL(HS_ERR_VK_UNSUPPORTED, "pipeline %s: subgroup size %u not available (%u-%u%s)",
+                         p->name, d->required_subgroup_size, c->subgroup_min, c->subgroup_max,
+                         c->subgroup_size_control ? "" : ", no size control");
+            goto fail;
+        }
+        stage.pNext = &rss;
+        /* Full subgroups: every lane of every subgroup is live, which the
+         * subgroup reductions of the kernels rely on. */
+        if (wg[0] % d->required_subgroup_size == 0)
+            stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+    }
+    VkComputePipelineCreateInfo cpci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                        .stage = stage,
+                                        .layout = p->layout};
+    HS_VK_CALL(vkCreateComputePipelines(ctx->device, ctx->pipeline_cache, 1, &cpci, NULL, &p->pipeline),
+               p->name);
+    *out = p;
+    return HS_OK;
+fail:
+    hs_vk_pipeline_destroy(p);
+    return st;
+}
+
+void hs_vk_pipeline_destroy(hs_vk_pipeline *p) {
+    if (!p) return;
+    VkDevice d = p->ctx->device;
+    if (p->pipeline) vkDestroyPipeline(d, p->pipeline, NULL);
+    if (p->layout) vkDestroyPipelineLayout(d, p->layout, NULL);
+    if (p->set_layout) vkDestroyDescriptorSetLayout(d, p->set_layout, NULL);
+    if (p->module) vkDestroyShaderModule(d, p->module, NULL);
+    free(p);
+}
+
+const char *hs_vk_pipeline_name(const hs_vk_pipeline *p) { return p->name; }

@@ -1,0 +1,359 @@
+/* vk_seq: command sequences recorded once and replayed, with automatic
+ * barriers from buffer hazard tracking, and per-dispatch timestamps. */
+#include "vk_internal.h"
+
+#include <string.h>
+
+#define STBDS_NO_SHORT_NAMES
+#include "stb_ds.h"
+
+/* Empties an stb_ds array, keeping its storage. */
+#define HS_ARR_CLEAR(a)                                                                            \
+    do {                                                                                           \
+        if (a) stbds_header(a)->length = 0;                                                        \
+    } while (0)
+
+#define HS_SEQ_SETS_PER_POOL 256
+#define HS_SEQ_QUERIES_PER_POOL 512
+
+struct hs_vk_seq {
+    hs_vk_ctx *ctx;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    VkDescriptorPool *pools; /* stb_ds array; all reset on begin */
+    VkBuffer *written;       /* written since the last barrier */
+    VkBuffer *read;          /* read since the last barrier */
+    bool recording, ready;
+    uint32_t n_dispatch, n_barrier;
+    /* Profiling: one timestamp before the first dispatch and after each one. */
+    VkQueryPool *qpools;
+    uint32_t n_queries;
+    const char **names; /* op name per dispatch (pipeline-owned strings) */
+};
+
+hs_status hs_vk_seq_create(hs_vk_ctx *ctx, hs_vk_seq **out) {
+    hs_status st = HS_OK;
+    *out = NULL;
+    hs_vk_seq *s = calloc(1, sizeof *s);
+    if (!s) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_seq_create: out of memory");
+    s->ctx = ctx;
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                       .commandPool = ctx->cmd_pool,
+                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                       .commandBufferCount = 1};
+    HS_VK_CALL(vkAllocateCommandBuffers(ctx->device, &cai, &s->cmd), NULL);
+    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    HS_VK_CALL(vkCreateFence(ctx->device, &fci, NULL, &s->fence), NULL);
+    *out = s;
+    return HS_OK;
+fail:
+    hs_vk_seq_destroy(s);
+    return st;
+}
+
+void hs_vk_seq_destroy(hs_vk_seq *s) {
+    if (!s) return;
+    VkDevice d = s->ctx->device;
+    if (s->cmd) vkFreeCommandBuffers(d, s->ctx->cmd_pool, 1, &s->cmd);
+    if (s->fence) vkDestroyFence(d, s->fence, NULL);
+    for (ptrdiff_t i = 0; i < stbds_arrlen(s->pools); i++) vkDestroyDescriptorPool(d, s->pools[i], NULL);
+    for (ptrdiff_t i = 0; i < stbds_arrlen(s->qpools); i++) vkDestroyQueryPool(d, s->qpools[i], NULL);
+    stbds_arrfree(s->pools);
+    stbds_arrfree(s->qpools);
+    stbds_arrfree(s->written);
+    stbds_arrfree(s->read);
+    stbds_arrfree(s->names);
+    free(s);
+}
+
+hs_vk_ctx *hs_vk_seq_ctx(const hs_vk_seq *s) { return s->ctx; }
+uint32_t hs_vk_seq_dispatch_count(const hs_vk_seq *s) { return s->n_dispatch; }
+uint32_t hs_vk_seq_barrier_count(const hs_vk_seq *s) { return s->n_barrier; }
+
+hs_status hs_vk_seq_begin(hs_vk_seq *s) {
+    hs_status st = HS_OK;
+    VkDevice d = s->ctx->device;
+    for (ptrdiff_t i = 0; i < stbds_arrlen(s->pools); i++)
+        HS_VK_CALL(vkResetDescriptorPool(d, s->pools[i], 0), NULL);
+    HS_ARR_CLEAR(s->written);
+    HS_ARR_CLEAR(s->read);
+    HS_ARR_CLEAR(s->names);
+    s->n_dispatch = s->n_barrier = 0;
+    s->n_queries = 0;
+    s->ready = false;
+    HS_VK_CALL(vkResetCommandBuffer(s->cmd, 0), NULL);
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    HS_VK_CALL(vkBeginCommandBuffer(s->cmd, &bi), NULL);
+    s->recording = true;
+    return HS_OK;
+fail:
+    return st;
+}
+
+/* Allocates the descriptor set of the n-th dispatch; pools fill in order and
+ * are kept (reset, not freed) across recordings. */
+static hs_status next_set(hs_vk_seq *s, VkDescriptorSetLayout layout, VkDescriptorSet *set) {
+    hs_status st = HS_OK;
+    uint32_t pool_index = s->n_dispatch / HS_SEQ_SETS_PER_POOL;
+    if (pool_index >= (uint32_t)stbds_arrlen(s->pools)) {
+        VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, HS_SEQ_SETS_PER_POOL * HS_VK_MAX_BINDINGS};
+        VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                                           .maxSets = HS_SEQ_SETS_PER_POOL,
+                                           .poolSizeCount = 1,
+                                           .pPoolSizes = &ps};
+        VkDescriptorPool pool;
+        HS_VK_CALL(vkCreateDescriptorPool(s->ctx->device, &dpci, NULL, &pool), NULL);
+        stbds_arrput(s->pools, pool);
+    }
+    VkDescriptorSetAllocateInfo dsai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+                                        .descriptorPool = s->pools[pool_index],
+                                        .descriptorSetCount = 1,
+                                        .pSetLayouts = &layout};
+    HS_VK_CALL(vkAllocateDescriptorSets(s->ctx->device, &dsai, set), NULL);
+fail:
+    return st;
+}
+
+static bool contains(VkBuffer *arr, VkBuffer b) {
+    for (ptrdiff_t i = 0; i < stbds_arrlen(arr); i++)
+        if (arr[i] == b) return true;
+    return false;
+}
+
+static void emit_barrier(hs_vk_seq *s) {
+    /* Orders every earlier compute-shader or transfer write before every later
+     * compute-shader or transfer access (and later writes after earlier reads). */
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                           VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+    VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    vkCmdPipelineBarrier(s->cmd, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+    HS_ARR_CLEAR(s->written);
+    HS_ARR_CLEAR(s->read);
+    s->n_barrier++;
+}
+
+void hs_vk_seq_barrier(hs_vk_seq *s) {
+    HS_ASSERT(s->recording);
+    emit_barrier(s);
+}
+
+/* Inserts a barrier if the access conflicts with what ran since the last one,
+ * then records the access. */
+static void track(hs_vk_seq *s, const VkBuffer *reads, uint32_t nr, const VkBuffer *writes, uint32_t nw) {
+    bool hazard = false;
+    for (uint32_t i = 0; i < nr && !hazard; i++) hazard = contains(s->written, reads[i]);
+    for (uint32_t i = 0; i < nw && !hazard; i++)
+        hazard = contains(s->written, writes[i]) || contains(s->read, writes[i]);
+    if (hazard) emit_barrier(s);
+    for (uint32_t i = 0; i < nr; i++)
+        if (!contains(s->read, reads[i])) stbds_arrput(s->read, reads[i]);
+    for (uint32_t i = 0; i < nw; i++)
+        if (!contains(s->written, writes[i])) stbds_arrput(s->written, writes[i]);
+}
+
+static hs_status timestamp(hs_vk_seq *s) {
+    hs_status st = HS_OK;
+    uint32_t pool = s->n_queries / HS_SEQ_QUERIES_PER_POOL, q = s->n_queries % HS_SEQ_QUERIES_PER_POOL;
+    if (pool >= (uint32_t)stbds_arrlen(s->qpools)) {
+        VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                     .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                     .queryCount = HS_SEQ_QUERIES_PER_POOL};
+        VkQueryPool qp;
+        HS_VK_CALL(vkCreateQueryPool(s->ctx->device, &qci, NULL, &qp), NULL);
+        stbds_arrput(s->qpools, qp);
+    }
+    if (q == 0) vkCmdResetQueryPool(s->cmd, s->qpools[pool], 0, HS_SEQ_QUERIES_PER_POOL);
+    vkCmdWriteTimestamp(s->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->qpools[pool], q);
+    s->n_queries++;
+fail:
+    return st;
+}
+
+hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_binding *binds,
+                             uint32_t n_binds, const void *push, uint32_t gx, uint32_t gy, uint32_t gz) {
+    hs_status st = HS_OK;
+    const hs_vk_caps *c = &s->ctx->caps;
+    HS_ASSERT(s->recording);
+    if (n_binds != p->n_bindings)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "dispatch %s: %u bindings given, pipeline has %u", p->name,
+                       n_binds, p->n_bindings);
+    if (gx == 0 || gy == 0 || gz == 0) return HS_OK; /* empty work: nothing to record */
+    if (gx > c->max_wg_count[0] || gy > c->max_wg_count[1] || gz > c->max_wg_count[2])
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "dispatch %s: %ux%ux%u workgroups exceed the device limit %ux%ux%u",
+                       p->name, gx, gy, gz, c->max_wg_count[0], c->max_wg_count[1], c->max_wg_count[2]);
+
+    VkDescriptorBufferInfo infos[HS_VK_MAX_BINDINGS];
+    VkWriteDescriptorSet writes[HS_VK_MAX_BINDINGS];
+    VkBuffer rd[HS_VK_MAX_BINDINGS], wr[HS_VK_MAX_BINDINGS];
+    uint32_t nr = 0, nw = 0;
+    for (uint32_t i = 0; i < n_binds; i++) {
+        const hs_vk_binding *b = &binds[i];
+        if (!b->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "dispatch %s: binding %u has no buffer", p->name, i);
+        uint64_t size = b->buf->size;
+        if (b->offset >= size)
+            return HS_FAIL(HS_ERR_OUT_OF_RANGE, "dispatch %s: binding %u offset %llu past buffer end %llu",
+                           p->name, i, (unsigned long long)b->offset, (unsigned long long)size);
+        if (b->offset % c->min_storage_offset_align)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "dispatch %s: binding %u offset %llu not aligned to %llu",
+                           p->name, i, (unsigned long long)b->offset,
+                           (unsigned long long)c->min_storage_offset_align);
+        uint64_t range = b->range ? b->range : size - b->offset;
+        if (!b->range && range > c->max_storage_buffer_range) range = c->max_storage_buffer_range;
+        if (range > size - b->offset)
+            return HS_FAIL(HS_ERR_OUT_OF_RANGE, "dispatch %s: binding %u range past buffer end", p->name, i);
+        if (range > c->max_storage_buffer_range)
+            return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
+                           "dispatch %s: binding %u range %llu exceeds maxStorageBufferRange %llu", p->name,
+                           i, (unsigned long long)range, (unsigned long long)c->max_storage_buffer_range);
+        infos[i] = (VkDescriptorBufferInfo){b->buf->buffer, b->offset, range};
+        writes[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                           .dstBinding = i,
+                                           .descriptorCount = 1,
+                                           .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                           .pBufferInfo = &infos[i]};
+        if (p->write_mask & (1u << i)) wr[nw++] = b->buf->buffer;
+        else rd[nr++] = b->buf->buffer;
+    }
+    VkDescriptorSet set;
+    HS_TRY(next_set(s, p->set_layout, &set));
+    for (uint32_t i = 0; i < n_binds; i++) writes[i].dstSet = set;
+    vkUpdateDescriptorSets(s->ctx->device, n_binds, writes, 0, NULL);
+
+    track(s, rd, nr, wr, nw);
+    if (s->ctx->profiling && s->n_queries == 0) HS_TRY(timestamp(s));
+    vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+    vkCmdBindDescriptorSets(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0, NULL);
+    if (p->push_size) {
+        HS_ASSERT(push);
+        vkCmdPushConstants(s->cmd, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_size, push);
+    }
+    vkCmdDispatch(s->cmd, gx, gy, gz);
+    s->n_dispatch++;
+    if (s->ctx->profiling) {
+        stbds_arrput(s->names, p->name);
+        HS_TRY(timestamp(s));
+    }
+fail:
+    return st;
+}
+
+hs_status hs_vk_seq_copy(hs_vk_seq *s, hs_vk_buffer *src, uint64_t src_off, hs_vk_buffer *dst,
+                         uint64_t dst_off, uint64_t n) {
+    HS_ASSERT(s->recording);
+    if (src_off > src->size || n > src->size - src_off || dst_off > dst->size || n > dst->size - dst_off)
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "hs_vk_seq_copy: range outside a buffer");
+    if (!n) return HS_OK;
+    track(s, &src->buffer, 1, &dst->buffer, 1);
+    VkBufferCopy r = {src_off, dst_off, n};
+    vkCmdCopyBuffer(s->cmd, src->buffer, dst->buffer, 1, &r);
+    return HS_OK;
+}
+
+hs_status hs_vk_seq_fill(hs_vk_seq *s, hs_vk_buffer *dst, uint64_t off, uint64_t n, uint32_t v) {
+    HS_ASSERT(s->recording);
+    if (off % 4 || n % 4 || off > dst->size || n > dst->size - off)
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "hs_vk_seq_fill: bad range");
+    if (!n) return HS_OK;
+    track(s, NULL, 0, &dst->buffer, 1);
+    vkCmdFillBuffer(s->cmd, dst->buffer, off, n, v);
+    return HS_OK;
+}
+
+hs_status hs_vk_seq_end(hs_vk_seq *s) {
+    hs_status st = HS_OK;
+    HS_ASSERT(s->recording);
+    /* Make the sequence's writes visible to the host once the fence signals. */
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(s->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    s->recording = false;
+    HS_VK_CALL(vkEndCommandBuffer(s->cmd), NULL);
+    s->ready = true;
+fail:
+    return st;
+}
+
+hs_status hs_vk_seq_submit(hs_vk_seq *s) {
+    hs_status st = HS_OK;
+    if (!s->ready) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_vk_seq_submit: sequence not ended");
+    VkDevice d = s->ctx->device;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &s->cmd};
+    HS_VK_CALL(vkResetFences(d, 1, &s->fence), NULL);
+    HS_VK_CALL(vkQueueSubmit(s->ctx->queue, 1, &si, s->fence), NULL);
+    HS_VK_CALL(vkWaitForFences(d, 1, &s->fence, VK_TRUE, UINT64_MAX), NULL);
+    if (s->ctx->profiling && s->n_queries > 1) {
+        uint64_t *ts = malloc(sizeof(uint64_t) * s->n_queries);
+        if (!ts) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "profile: out of memory");
+        for (uint32_t base = 0; base < s->n_queries; base += HS_SEQ_QUERIES_PER_POOL) {
+            uint32_t n = s->n_queries - base;
+            if (n > HS_SEQ_QUERIES_PER_POOL) n = HS_SEQ_QUERIES_PER_POOL;
+            VkResult r = vkGetQueryPoolResults(d, s->qpools[base / HS_SEQ_QUERIES_PER_POOL], 0, n,
+                                               sizeof(uint64_t) * n, ts + base, sizeof(uint64_t),
+                                               VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+            if (r != VK_SUCCESS) {
+                free(ts);
+                return hs_vk_result(r, "vkGetQueryPoolResults", __FILE__, __LINE__, NULL);
+            }
+        }
+        for (uint32_t i = 0; i + 1 < s->n_queries; i++)
+            hs_vk_profile_add(s->ctx, s->names[i], (double)(ts[i + 1] - ts[i]) * s->ctx->caps.timestamp_period_ns);
+        free(ts);
+    }
+fail:
+    return st;
+}
+
+bool hs_vk_profiling(const hs_vk_ctx *ctx) { return ctx->profiling; }
+void hs_vk_profile_enable(hs_vk_ctx *ctx, bool on) { ctx->profiling = on && ctx->caps.timestamps; }
+
+void hs_vk_profile_reset(hs_vk_ctx *ctx) {
+    stbds_shfree(ctx->profile);
+    stbds_sh_new_strdup(ctx->profile);
+}
+
+void hs_vk_profile_add(hs_vk_ctx *ctx, const char *name, double ns) {
+    ptrdiff_t i = stbds_shgeti(ctx->profile, name);
+    if (i < 0) {
+        hs_vk_profile_entry e = {.key = (char *)name, .total_ns = 0, .count = 0};
+        stbds_shputs(ctx->profile, e);
+        i = stbds_shgeti(ctx->profile, name);
+    }
+    ctx->profile[i].total_ns += ns;
+    ctx->profile[i].count++;
+}
+
+double hs_vk_profile_total_ns(const hs_vk_ctx *cctx, const char *name, uint64_t *count) {
+    hs_vk_ctx *ctx = (hs_vk_ctx *)cctx; /* stb_ds lookups write a temporary into the map header */
+    ptrdiff_t i = stbds_shgeti(ctx->profile, name);
+    if (count) *count = i < 0 ? 0 : ctx->profile[i].count;
+    return i < 0 ? 0.0 : ctx->profile[i].total_ns;
+}
+
+static int by_total(const void *a, const void *b) {
+    double x = ((const hs_vk_profile_entry *)a)->total_ns, y = ((const hs_vk_profile_entry *)b)->total_ns;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+void hs_vk_profile_print(const hs_vk_ctx *ctx, FILE *f) {
+    ptrdiff_t n = stbds_shlen(ctx->profile);
+    if (!n) return;
+    hs_vk_profile_entry *v = malloc(sizeof *v * (size_t)n);
+    if (!v) return;
+    double total = 0;
+    for (ptrdiff_t i = 0; i < n; i++) {
+        v[i] = ctx->profile[i];
+        total += v[i].total_ns;
+    }
+    qsort(v, (size_t)n, sizeof *v, by_total);
+    fprintf(f, "%-28s %10s %12s %10s %7s\n", "op", "count", "total ms", "mean us", "share");
+    for (ptrdiff_t i = 0; i < n; i++)
+        fprintf(f, "%-28s %10llu %12.3f %10.2f %6.1f%%\n", v[i].key, (unsigned long long)v[i].count,
+                v[i].total_ns / 1e6, v[i].total_ns / 1e3 / (double)v[i].count,
+                total > 0 ? 100.0 * v[i].total_ns / total : 0.0);
+    fprintf(f, "%-28s %10s %12.3f\n", "total", "", total / 1e6);
+    free(v);
+}

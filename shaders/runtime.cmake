@@ -1,0 +1,3 @@
+# Kernels of the runtime itself (benchmarks of the device).
+hs_shader(noop noop.comp)
+hs_shader(read_bw read_bw.comp)

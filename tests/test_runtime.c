@@ -1,0 +1,270 @@
+/* Tests of the Vulkan layer: context, buffers, pipelines, recorded sequences
+ * (replay, automatic barriers, argument checks), pipeline cache, profile. */
+#include <string.h>
+#include <sys/stat.h>
+
+#include "hs_shaders.h"
+#include "testutil.h"
+
+static int setup(void **state) { return hs_test_setup(state); }
+static int teardown(void **state) { return hs_test_teardown(state); }
+
+static void test_caps(void **state) {
+    hs_test_env *env = *state;
+    const hs_vk_caps *c = hs_vk_ctx_caps(env->vk);
+    assert_true(strlen(c->device_name) > 0);
+    assert_true(c->subgroup_size >= 1);
+    assert_true(c->max_storage_buffer_range >= 1u << 16);
+    assert_true(c->max_push_constants >= 128);
+    assert_true(c->max_wg_invocations >= 128);
+    char line[768];
+    hs_vk_caps_line(c, line, sizeof line);
+    assert_non_null(strstr(line, c->device_name));
+    /* The forced fallbacks must show in the caps. */
+    if (getenv("HS_VK_DISABLE_SUBGROUP_OPS")) assert_false(c->subgroup_ops);
+    if (getenv("HS_VK_DISABLE_F16")) assert_false(c->fp16);
+    if (getenv("HS_VK_DISABLE_16BIT_STORAGE")) assert_false(c->storage16);
+}
+
+static void test_buffer_roundtrip(void **state) {
+    hs_test_env *env = *state;
+    for (int mem = 0; mem < 2; mem++) {
+        hs_vk_buffer *b = NULL;
+        const size_t n = 100003 * 4;
+        HS_CHECK(hs_vk_buffer_create(env->vk, n, (hs_mem)mem, &b));
+        uint32_t *src = malloc(n), *dst = malloc(n);
+        for (size_t i = 0; i < n / 4; i++) src[i] = (uint32_t)(i * 2654435761u);
+        HS_CHECK(hs_vk_buffer_upload(b, 0, src, n));
+        HS_CHECK(hs_vk_buffer_download(b, 0, dst, n));
+        assert_memory_equal(src, dst, n);
+        HS_CHECK(hs_vk_buffer_fill(b, 16, 32, 0xDEADBEEFu));
+        HS_CHECK(hs_vk_buffer_download(b, 0, dst, 64));
+        assert_int_equal(dst[3], src[3]);
+        assert_int_equal(dst[4], 0xDEADBEEFu);
+        assert_int_equal(dst[11], 0xDEADBEEFu);
+        assert_int_equal(dst[12], src[12]);
+        /* Out-of-range access is an error with a message, not a crash. */
+        assert_int_equal(hs_vk_buffer_upload(b, n - 4, src, 8), HS_ERR_OUT_OF_RANGE);
+        assert_non_null(strstr(hs_last_error(), "outside buffer"));
+        free(src);
+        free(dst);
+        hs_vk_buffer_destroy(b);
+    }
+    hs_vk_buffer *b = NULL;
+    assert_int_equal(hs_vk_buffer_create(env->vk, 0, HS_MEM_DEVICE, &b), HS_ERR_INVALID_ARG);
+    assert_null(b);
+    hs_vk_buffer_destroy(NULL);
+}
+
+static void test_huge_alloc_fails_cleanly(void **state) {
+    hs_test_env *env = *state;
+    hs_vk_buffer *b = NULL;
+    uint64_t too_big = hs_vk_ctx_caps(env->vk)->max_alloc + 4096;
+    assert_int_equal(hs_vk_buffer_create(env->vk, too_big, HS_MEM_DEVICE, &b), HS_ERR_VK_OUT_OF_DEVICE_MEMORY);
+    assert_null(b);
+    assert_non_null(strstr(hs_last_error(), "maxMemoryAllocationSize"));
+}
+
+typedef struct read_push {
+    uint32_t n_vec4, stride;
+} read_push;
+
+static hs_vk_pipeline *read_pipeline(hs_test_env *env, uint32_t wg) {
+    hs_vk_pipeline_desc d = {.name = "read_bw",
+                             .code = hs_spv_read_bw,
+                             .code_size = hs_spv_read_bw_size,
+                             .n_bindings = 2,
+                             .write_mask = 2,
+                             .push_size = sizeof(read_push),
+                             .n_spec = 1,
+                             .spec = {wg},
+                             .wg_size = {wg, 1, 1}};
+    hs_vk_pipeline *p = NULL;
+    HS_CHECK(hs_ops_pipeline(env->ops, &d, &p));
+    return p;
+}
+
+/* The read kernel XORs a strided slice: check it on the host, replay the
+ * sequence after changing the input, and check the automatic barriers. */
+static void test_seq_replay_and_barriers(void **state) {
+    hs_test_env *env = *state;
+    const uint32_t wg = 8, groups = 3, threads = wg * groups, n_vec4 = 1000;
+    hs_vk_pipeline *p = read_pipeline(env, wg);
+    uint32_t *data = malloc(n_vec4 * 16);
+    hs_rng rng;
+    hs_rng_seed(&rng, 7);
+    for (uint32_t i = 0; i < n_vec4 * 4; i++) data[i] = hs_rng_u32(&rng);
+    hs_vk_buffer *in = hs_test_buffer(env, data, n_vec4 * 16);
+    hs_vk_buffer *out = hs_test_buffer(env, NULL, threads * 4);
+    hs_vk_buffer *out2 = hs_test_buffer(env, NULL, threads * 4);
+    hs_vk_seq *seq = NULL;
+    HS_CHECK(hs_vk_seq_create(env->vk, &seq));
+    HS_CHECK(hs_vk_seq_begin(seq));
+    read_push pc = {n_vec4, threads};
+    hs_vk_binding b1[2] = {{in, 0, 0}, {out, 0, 0}};
+    hs_vk_binding b2[2] = {{in, 0, 0}, {out2, 0, 0}};
+    HS_CHECK(hs_vk_seq_dispatch(seq, p, b1, 2, &pc, groups, 1, 1));
+    HS_CHECK(hs_vk_seq_dispatch(seq, p, b2, 2, &pc, groups, 1, 1)); /* independent: no barrier */
+    assert_int_equal(hs_vk_seq_barrier_count(seq), 0);
+    hs_vk_binding b3[2] = {{out, 0, 0}, {out2, 0, 0}}; /* reads out, writes out2: RAW + WAW */
+    read_push pc3 = {threads / 4, threads};
+    HS_CHECK(hs_vk_seq_dispatch(seq, p, b3, 2, &pc3, groups, 1, 1));
+    assert_int_equal(hs_vk_seq_barrier_count(seq), 1);
+    assert_int_equal(hs_vk_seq_dispatch_count(seq), 3);
+    HS_CHECK(hs_vk_seq_end(seq));
+
+    for (int round = 0; round < 2; round++) {
+        HS_CHECK(hs_vk_seq_submit(seq));
+        uint32_t *got = hs_test_download(out, threads * 4), *got2 = hs_test_download(out2, threads * 4);
+        uint32_t expect[64];
+        for (uint32_t t = 0; t < threads; t++) {
+            uint32_t acc[4] = {0, 0, 0, 0};
+            for (uint32_t j = t; j < n_vec4; j += threads)
+                for (int k = 0; k < 4; k++) acc[k] ^= data[4 * j + k];
+            expect[t] = acc[0] ^ acc[1] ^ acc[2] ^ acc[3];
+            assert_int_equal(got[t], expect[t]);
+        }
+        /* Third dispatch read `out` as uvec4s: threads/4 vec4s. */
+        for (uint32_t t = 0; t < threads; t++) {
+            uint32_t e = 0;
+            for (uint32_t j = t; j < threads / 4; j += threads)
+                e ^= expect[4 * j] ^ expect[4 * j + 1] ^ expect[4 * j + 2] ^ expect[4 * j + 3];
+            assert_int_equal(got2[t], e);
+        }
+        free(got);
+        free(got2);
+        /* Replay with new input data: same recording, new results. */
+        for (uint32_t i = 0; i < n_vec4 * 4; i++) data[i] = hs_rng_u32(&rng);
+        HS_CHECK(hs_vk_buffer_upload(in, 0, data, n_vec4 * 16));
+    }
+    hs_vk_seq_destroy(seq);
+    hs_vk_buffer_destroy(in);
+    hs_vk_buffer_destroy(out);
+    hs_vk_buffer_destroy(out2);
+    free(data);
+}
+
+static void test_dispatch_errors(void **state) {
+    hs_test_env *env = *state;
+    const hs_vk_caps *c = hs_vk_ctx_caps(env->vk);
+    hs_vk_pipeline *p = read_pipeline(env, 8);
+    hs_vk_buffer *a = hs_test_buffer(env, NULL, 256), *b = hs_test_buffer(env, NULL, 256);
+    hs_vk_seq *seq = NULL;
+    HS_CHECK(hs_vk_seq_create(env->vk, &seq));
+    HS_CHECK(hs_vk_seq_begin(seq));
+    read_push pc = {1, 8};
+    hs_vk_binding ok[2] = {{a, 0, 0}, {b, 0, 0}};
+    assert_int_equal(hs_vk_seq_dispatch(seq, p, ok, 1, &pc, 1, 1, 1), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_vk_seq_dispatch(seq, p, ok, 2, &pc, c->max_wg_count[0] + 1u, 1, 1),
+                     c->max_wg_count[0] == UINT32_MAX ? HS_OK : HS_ERR_VK_UNSUPPORTED);
+    hs_vk_binding past[2] = {{a, 512, 0}, {b, 0, 0}};
+    assert_int_equal(hs_vk_seq_dispatch(seq, p, past, 2, &pc, 1, 1, 1), HS_ERR_OUT_OF_RANGE);
+    if (c->min_storage_offset_align > 1) {
+        hs_vk_binding mis[2] = {{a, 1, 0}, {b, 0, 0}};
+        assert_int_equal(hs_vk_seq_dispatch(seq, p, mis, 2, &pc, 1, 1, 1), HS_ERR_INVALID_ARG);
+        assert_non_null(strstr(hs_last_error(), "not aligned"));
+    }
+    hs_vk_binding big[2] = {{a, 0, 4096}, {b, 0, 0}};
+    assert_int_equal(hs_vk_seq_dispatch(seq, p, big, 2, &pc, 1, 1, 1), HS_ERR_OUT_OF_RANGE);
+    HS_CHECK(hs_vk_seq_end(seq));
+    HS_CHECK(hs_vk_seq_submit(seq));
+    hs_vk_seq_destroy(seq);
+    hs_vk_buffer_destroy(a);
+    hs_vk_buffer_destroy(b);
+
+    /* Pipeline limits are checked before Vulkan sees them. */
+    hs_vk_pipeline_desc d = {.name = "read_bw_too_much_push", .code = hs_spv_read_bw,
+                             .code_size = hs_spv_read_bw_size, .n_bindings = 2,
+                             .push_size = c->max_push_constants + 4, .n_spec = 1, .spec = {8}};
+    hs_vk_pipeline *bad = NULL;
+    assert_int_equal(hs_vk_pipeline_create(env->vk, &d, &bad), HS_ERR_VK_UNSUPPORTED);
+    assert_null(bad);
+}
+
+static void test_copy_fill_in_seq(void **state) {
+    hs_test_env *env = *state;
+    uint32_t src[64];
+    for (int i = 0; i < 64; i++) src[i] = (uint32_t)i * 3u;
+    hs_vk_buffer *a = hs_test_buffer(env, src, sizeof src), *b = hs_test_buffer(env, NULL, sizeof src);
+    hs_vk_seq *seq = NULL;
+    HS_CHECK(hs_vk_seq_create(env->vk, &seq));
+    HS_CHECK(hs_vk_seq_begin(seq));
+    HS_CHECK(hs_vk_seq_fill(seq, b, 0, sizeof src, 7u));
+    HS_CHECK(hs_vk_seq_copy(seq, a, 16, b, 32, 64)); /* WAW on b: needs a barrier */
+    assert_int_equal(hs_vk_seq_barrier_count(seq), 1);
+    HS_CHECK(hs_vk_seq_end(seq));
+    HS_CHECK(hs_vk_seq_submit(seq));
+    uint32_t *got = hs_test_download(b, sizeof src);
+    for (int i = 0; i < 64; i++) assert_int_equal(got[i], (i >= 8 && i < 24) ? src[i - 4] : 7u);
+    free(got);
+    hs_vk_seq_destroy(seq);
+    hs_vk_buffer_destroy(a);
+    hs_vk_buffer_destroy(b);
+}
+
+/* A second context on the same device loads the cache the first one saved. */
+static void test_pipeline_cache_file(void **state) {
+    (void)state;
+    char dir[1024];
+    HS_CHECK(hs_home_dir(dir, sizeof dir));
+    hs_vk_ctx *vk = NULL;
+    hs_vk_ctx_options opt = {.device_index = -1, .validation = -1};
+    HS_CHECK(hs_vk_ctx_create(&opt, &vk));
+    hs_vk_pipeline_desc d = {.name = "noop", .code = hs_spv_noop, .code_size = hs_spv_noop_size, .n_bindings = 1};
+    hs_vk_pipeline *p = NULL;
+    HS_CHECK(hs_vk_pipeline_create(vk, &d, &p));
+    hs_vk_pipeline_destroy(p);
+    const hs_vk_caps *c = hs_vk_ctx_caps(vk);
+    char path[1400], uuid[33];
+    for (int i = 0; i < 16; i++) sprintf(uuid + 2 * i, "%02x", c->device_uuid[i]);
+    snprintf(path, sizeof path, "%s/pipelines-%s-%08x.vkcache", dir, uuid, c->driver_version);
+    uint32_t msgs = hs_vk_validation_count(vk);
+    hs_vk_ctx_destroy(vk);
+    assert_int_equal(msgs, 0);
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_true(sb.st_size > 0);
+}
+
+/* The validation layer is really on and its messages are counted: a buffer
+ * of size 0 is invalid usage (VUID-VkBufferCreateInfo-size-00912). */
+static void test_validation_is_counted(void **state) {
+    (void)state;
+    if (!getenv("HS_VK_VALIDATION")) skip();
+    hs_vk_ctx *vk = NULL;
+    hs_vk_ctx_options opt = {.device_index = -1, .validation = 1, .no_pipeline_cache = true};
+    HS_CHECK(hs_vk_ctx_create(&opt, &vk));
+    assert_int_equal(hs_vk_validation_count(vk), 0);
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                              .size = 0,
+                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT};
+    VkBuffer b = VK_NULL_HANDLE;
+    fprintf(stderr, "(an intentional validation error follows)\n");
+    VkResult r = vkCreateBuffer(hs_vk_ctx_device(vk), &bci, NULL, &b);
+    if (r == VK_SUCCESS && b) vkDestroyBuffer(hs_vk_ctx_device(vk), b, NULL);
+    assert_true(hs_vk_validation_count(vk) > 0);
+    hs_vk_ctx_destroy(vk);
+}
+
+static void test_status_messages(void **state) {
+    (void)state;
+    hs_status st = HS_FAIL(HS_ERR_VK_DEVICE_LOST, "vkQueueSubmit: %s", "VK_ERROR_DEVICE_LOST");
+    assert_int_equal(st, HS_ERR_VK_DEVICE_LOST);
+    assert_string_equal(hs_status_string(st), "HS_ERR_VK_DEVICE_LOST");
+    assert_non_null(strstr(hs_last_error(), "vkQueueSubmit: VK_ERROR_DEVICE_LOST at tests/test_runtime.c:"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_buffer_roundtrip),
+        cmocka_unit_test(test_huge_alloc_fails_cleanly),
+        cmocka_unit_test(test_seq_replay_and_barriers),
+        cmocka_unit_test(test_dispatch_errors),
+        cmocka_unit_test(test_copy_fill_in_seq),
+        cmocka_unit_test(test_pipeline_cache_file),
+        cmocka_unit_test(test_validation_is_counted),
+        cmocka_unit_test(test_status_messages),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
