@@ -226,6 +226,34 @@ static void test_pipeline_cache_file(void **state) {
     assert_true(sb.st_size > 0);
 }
 
+/* HS_PROFILE's machinery: timestamps around each dispatch, totals per op name. */
+static void test_profile(void **state) {
+    hs_test_env *env = *state;
+    if (!hs_vk_ctx_caps(env->vk)->timestamps) skip();
+    hs_vk_profile_enable(env->vk, true);
+    hs_vk_profile_reset(env->vk);
+    hs_vk_pipeline *p = read_pipeline(env, 8);
+    hs_vk_buffer *in = hs_test_buffer(env, NULL, 4096), *out = hs_test_buffer(env, NULL, 256);
+    hs_vk_seq *seq = NULL;
+    HS_CHECK(hs_vk_seq_create(env->vk, &seq));
+    HS_CHECK(hs_vk_seq_begin(seq));
+    read_push pc = {256, 64};
+    hs_vk_binding b[2] = {{in, 0, 0}, {out, 0, 0}};
+    for (int i = 0; i < 3; i++) HS_CHECK(hs_vk_seq_dispatch(seq, p, b, 2, &pc, 8, 1, 1));
+    HS_CHECK(hs_vk_seq_end(seq));
+    HS_CHECK(hs_vk_seq_submit(seq));
+    HS_CHECK(hs_vk_seq_submit(seq));
+    uint64_t count = 0;
+    double ns = hs_vk_profile_total_ns(env->vk, "read_bw", &count);
+    assert_int_equal(count, 6);
+    assert_true(ns > 0);
+    hs_vk_profile_enable(env->vk, false);
+    hs_vk_profile_reset(env->vk);
+    hs_vk_seq_destroy(seq);
+    hs_vk_buffer_destroy(in);
+    hs_vk_buffer_destroy(out);
+}
+
 /* The validation layer is really on and its messages are counted: a buffer
  * of size 0 is invalid usage (VUID-VkBufferCreateInfo-size-00912). */
 static void test_validation_is_counted(void **state) {
@@ -263,6 +291,7 @@ int main(void) {
         cmocka_unit_test(test_dispatch_errors),
         cmocka_unit_test(test_copy_fill_in_seq),
         cmocka_unit_test(test_pipeline_cache_file),
+        cmocka_unit_test(test_profile),
         cmocka_unit_test(test_validation_is_counted),
         cmocka_unit_test(test_status_messages),
     };
