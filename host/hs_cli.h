@@ -4,5 +4,6 @@
 #define HS_CLI_H
 
 int hs_cli_devices(int argc, char **argv);
+int hs_cli_info(int argc, char **argv);
 
 #endif

@@ -10,6 +10,7 @@ static void usage(FILE *f) {
             "\n"
             "commands:\n"
             "  devices      list Vulkan devices and their capabilities\n"
+            "  info         show a GGUF file's header, metadata and tensors\n"
             "\n"
             "Run `heterospec <command> --help` for the options of a command.\n");
 }
@@ -21,6 +22,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "devices")) return hs_cli_devices(argc - 1, argv + 1);
+    if (!strcmp(cmd, "info")) return hs_cli_info(argc - 1, argv + 1);
     fprintf(stderr, "heterospec: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;
