@@ -1,0 +1,538 @@
+/* op_elem: recording of the row, element-wise and RoPE ops (see op_elem.h).
+ *
+ * Every op follows the same steps: validate sizes against the bindings, pick
+ * the shader variant (subgroup or portable; f16 cache through 16-bit storage or
+ * packed), split the rows into dispatches that each fit maxStorageBufferRange,
+ * and for each dispatch bind every operand at its offset aligned down to
+ * minStorageBufferOffsetAlignment, passing the remainder (in elements) as a
+ * push constant. */
+#include "op_elem.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "hs_shaders.h"
+
+/* Workgroup sizes of the kernels without reductions: several subgroups on
+ * every device. llvmpipe pays roughly a microsecond per workgroup, so these
+ * kernels give each invocation several chunks rather than launching more
+ * workgroups. */
+#define HS_ELTWISE_WG              64u
+#define HS_ELTWISE_EPT             4u /* elements per chunk (one vec4) */
+#define HS_ELTWISE_CHUNKS_PER_LANE 4u
+#define HS_ROPE_WG                 64u
+/* Largest n_rot / 2: the per-token cos/sin table in shared memory (MAX_PAIRS
+ * in rope.comp, 2 KiB). */
+#define HS_ROPE_MAX_PAIRS 256u
+
+/* Push constants, mirrored field by field in the shaders. */
+typedef struct hs_rmsnorm_push {
+    uint32_t n, dim, x_off, w_off, y_off, has_w;
+    float eps;
+    uint32_t use_vec4;
+} hs_rmsnorm_push;
+static_assert(sizeof(hs_rmsnorm_push) == 32, "hs_rmsnorm_push must match rmsnorm.comp");
+
+typedef struct hs_softmax_push {
+    uint32_t n, dim, x_off, y_off;
+    float scale;
+    uint32_t use_vec4, pad[2];
+} hs_softmax_push;
+static_assert(sizeof(hs_softmax_push) == 32, "hs_softmax_push must match softmax.comp");
+
+typedef struct hs_eltwise_push {
+    uint32_t count, ff, a_off, b_off, y_off;
+    float s;
+    uint32_t use_vec4, pad;
+} hs_eltwise_push;
+static_assert(sizeof(hs_eltwise_push) == 32, "hs_eltwise_push must match eltwise.comp");
+
+typedef struct hs_rope_push {
+    uint32_t n_tok, n_head, n_kv, head_dim, n_rot, neox;
+    float freq_base, freq_scale;
+    uint32_t n_ctx, x_off, pos_off, rows_off, q_off, k_off, v_off, f_off, has_freqs;
+    float l2b_hi, l2b_lo;
+} hs_rope_push;
+static_assert(sizeof(hs_rope_push) == 76, "hs_rope_push must match rope.comp");
+static_assert(sizeof(hs_rope_push) <= 128, "push constants are limited to 128 bytes");
+
+/* ---- operands ---- */
+
+/* One tensor operand of an op: the caller's binding and what the op touches.
+ * Split operands advance by row_bytes per row from dispatch to dispatch;
+ * whole operands (weights, caches) are bound in full to every dispatch. */
+typedef struct hs_operand {
+    const hs_vk_binding *b;
+    const char *name;
+    uint64_t row_bytes; /* > 0: split by rows */
+    uint64_t bytes;     /* total bytes the op reads or writes */
+} hs_operand;
+
+static hs_status check_operand(const char *op, const hs_operand *a) {
+    if (!a->b || !a->b->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s has no buffer", op, a->name);
+    const hs_vk_binding *b = a->b;
+    uint64_t size = hs_vk_buffer_size(b->buf);
+    if (b->offset % 4)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s offset %llu is not a multiple of 4 bytes", op, a->name,
+                       (unsigned long long)b->offset);
+    if (b->offset > size || (b->range && b->range > size - b->offset))
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE,
+                       "%s: %s binding (offset %llu, range %llu) is outside its %llu-byte buffer", op,
+                       a->name, (unsigned long long)b->offset, (unsigned long long)b->range,
+                       (unsigned long long)size);
+    uint64_t avail = b->range ? b->range : size - b->offset;
+    if (a->bytes > avail)
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s needs %llu bytes but its binding holds %llu", op, a->name,
+                       (unsigned long long)a->bytes, (unsigned long long)avail);
+    return HS_OK;
+}
+
+static hs_status check_operands(const char *op, const hs_operand *a, int n) {
+    for (int i = 0; i < n; i++) {
+        hs_status st = check_operand(op, &a[i]);
+        if (st != HS_OK) return st;
+    }
+    return HS_OK;
+}
+
+/* Largest number of rows per dispatch such that every split operand's window
+ * (plus alignment slack) fits maxStorageBufferRange, capped at max_rows. Whole
+ * operands must fit as they are. */
+static hs_status plan_rows(const hs_vk_caps *c, const char *op, const hs_operand *a, int n, uint64_t max_rows,
+                           uint64_t *rows) {
+    uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+    uint64_t cap = c->max_storage_buffer_range > align ? c->max_storage_buffer_range - align : 0;
+    uint64_t r = max_rows;
+    for (int i = 0; i < n; i++) {
+        if (a[i].row_bytes) {
+            uint64_t fit = cap / a[i].row_bytes;
+            if (fit == 0)
+                return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
+                               "%s: one row of %s (%llu bytes) exceeds maxStorageBufferRange %llu", op,
+                               a[i].name, (unsigned long long)a[i].row_bytes,
+                               (unsigned long long)c->max_storage_buffer_range);
+            if (fit < r) r = fit;
+        } else if (a[i].bytes > cap) {
+            return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "%s: %s (%llu bytes) exceeds maxStorageBufferRange %llu",
+                           op, a[i].name, (unsigned long long)a[i].bytes,
+                           (unsigned long long)c->max_storage_buffer_range);
+        }
+    }
+    *rows = r ? r : 1;
+    return HS_OK;
+}
+
+/* Binds rows [r0, r0 + nr) of a split operand (or all of a whole one) at the
+ * aligned-down offset; *off receives the remainder in units of `unit` bytes. */
+static void bind_window(const hs_vk_caps *c, const hs_operand *a, uint64_t r0, uint64_t nr, uint32_t unit,
+                        hs_vk_binding *out, uint32_t *off) {
+    uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+    uint64_t first = a->row_bytes ? r0 * a->row_bytes : 0;
+    uint64_t bytes = a->row_bytes ? nr * a->row_bytes : a->bytes;
+    uint64_t base = a->b->offset + first;
+    uint64_t aligned = base - base % align;
+    if (bytes == 0) bytes = 4; /* ranges must not be empty; nothing is accessed */
+    *out = (hs_vk_binding){a->b->buf, aligned, base - aligned + bytes};
+    *off = (uint32_t)((base - aligned) / unit);
+}
+
+/* Workgroup grid for `groups` workgroups: x first, then rows of x. */
+static void grid_2d(const hs_vk_caps *c, uint64_t groups, uint32_t *gx, uint32_t *gy) {
+    uint64_t mx = c->max_wg_count[0];
+    *gx = (uint32_t)(groups < mx ? groups : mx);
+    *gy = (uint32_t)(*gx ? (groups + *gx - 1) / *gx : 0);
+}
+
+static uint64_t max_groups_2d(const hs_vk_caps *c) {
+    return (uint64_t)c->max_wg_count[0] * c->max_wg_count[1];
+}
+
+static uint32_t clamp_wg(const hs_vk_caps *c, uint32_t wg) {
+    if (wg > c->max_wg_size[0]) wg = c->max_wg_size[0];
+    if (wg > c->max_wg_invocations) wg = c->max_wg_invocations;
+    return wg ? wg : 1;
+}
+
+/* llvmpipe (lavapipe) silently ends the loops of a shader invocation after
+ * 65535 trips in total (LP_MAX_TGSI_LOOP_ITERATIONS, one counter shared by
+ * every loop of the shader), so a long row must be spread over enough
+ * invocations. The workgroup of a row op widens (powers of two) until each
+ * invocation stays far below that; it depends on dim only, never on n, so
+ * batch invariance holds. */
+#define HS_LOOP_TRIP_BUDGET 16384u
+
+static uint32_t row_wg(const hs_vk_caps *c, uint32_t wg, uint64_t dim, uint32_t passes, uint32_t per_trip) {
+    while ((uint64_t)passes * ((dim + (uint64_t)wg * per_trip - 1) / ((uint64_t)wg * per_trip)) >
+               HS_LOOP_TRIP_BUDGET &&
+           clamp_wg(c, wg * 2) == wg * 2)
+        wg *= 2;
+    return wg;
+}
+
+static hs_status get_pipeline(hs_ops *ops, const char *name, const uint32_t *code, size_t code_size,
+                              uint32_t n_bindings, uint32_t write_mask, uint32_t push_size, uint32_t wg,
+                              bool subgroup_spec, hs_vk_pipeline **out) {
+    hs_vk_pipeline_desc d = {
+        .name = name,
+        .code = code,
+        .code_size = code_size,
+        .n_bindings = n_bindings,
+        .write_mask = write_mask,
+        .push_size = push_size,
+        .n_spec = subgroup_spec ? 2 : 1,
+        .spec = {wg, hs_ops_subgroup(ops)},
+        .wg_size = {wg, 1, 1},
+    };
+    return hs_ops_pipeline(ops, &d, out);
+}
+
+/* ---- rmsnorm ---- */
+
+hs_status hs_op_rmsnorm(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *x, const hs_vk_binding *w,
+                        const hs_vk_binding *y, uint32_t n, uint32_t dim, float eps) {
+    static const char *op = "hs_op_rmsnorm";
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    if (dim == 0) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: dim must be > 0", op);
+    if (!(eps >= 0.0f)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: eps must be >= 0 (got %g)", op, (double)eps);
+    uint64_t row = (uint64_t)dim * 4;
+    hs_operand a[3] = {{x, "x", row, row * n}, {y, "y", row, row * n}, {w ? w : x, "w", 0, w ? row : 4}};
+    hs_status st = check_operands(op, a, w ? 3 : 2);
+    if (st != HS_OK || n == 0) return st;
+
+    bool sg = hs_ops_subgroup(ops) > 1;
+    /* Two passes over the row, four elements per trip (rmsnorm.comp). */
+    uint32_t wg = row_wg(c, clamp_wg(c, hs_ops_tuning(ops)->reduce_wg_size), dim, 2, 4);
+    hs_vk_pipeline *p;
+    st = get_pipeline(ops, sg ? "rmsnorm_sg" : "rmsnorm", sg ? hs_spv_rmsnorm_sg : hs_spv_rmsnorm,
+                      sg ? hs_spv_rmsnorm_sg_size : hs_spv_rmsnorm_size, 3, 1u << 2, sizeof(hs_rmsnorm_push),
+                      wg, true, &p);
+    if (st != HS_OK) return st;
+
+    uint64_t per;
+    st = plan_rows(c, op, a, w ? 3 : 2, max_groups_2d(c), &per);
+    if (st != HS_OK) return st;
+    for (uint64_t r0 = 0; r0 < n; r0 += per) {
+        uint64_t nr = n - r0 < per ? n - r0 : per;
+        hs_vk_binding bind[3];
+        hs_rmsnorm_push pc = {.n = (uint32_t)nr, .dim = dim, .has_w = w != NULL, .eps = eps};
+        bind_window(c, &a[0], r0, nr, 4, &bind[0], &pc.x_off);
+        bind_window(c, &a[1], r0, nr, 4, &bind[2], &pc.y_off);
+        if (w) {
+            bind_window(c, &a[2], 0, 0, 4, &bind[1], &pc.w_off);
+        } else {
+            bind[1] = bind[0]; /* unused by the shader; any valid binding */
+        }
+        pc.use_vec4 = dim % 4 == 0 && (pc.x_off | pc.y_off | pc.w_off) % 4 == 0;
+        uint32_t gx, gy;
+        grid_2d(c, nr, &gx, &gy);
+        st = hs_vk_seq_dispatch(seq, p, bind, 3, &pc, gx, gy, 1);
+        if (st != HS_OK) return st;
+    }
+    return HS_OK;
+}
+
+/* ---- softmax ---- */
+
+hs_status hs_op_softmax(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *x, const hs_vk_binding *y,
+                        uint32_t n, uint32_t dim, float scale) {
+    static const char *op = "hs_op_softmax";
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    if (dim == 0) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: dim must be > 0", op);
+    uint64_t row = (uint64_t)dim * 4;
+    hs_operand a[2] = {{x, "x", row, row * n}, {y, "y", row, row * n}};
+    hs_status st = check_operands(op, a, 2);
+    if (st != HS_OK || n == 0) return st;
+
+    bool sg = hs_ops_subgroup(ops) > 1;
+    /* Two passes over the row, four elements per trip (softmax.comp). */
+    uint32_t wg = row_wg(c, clamp_wg(c, hs_ops_tuning(ops)->reduce_wg_size), dim, 2, 4);
+    hs_vk_pipeline *p;
+    st = get_pipeline(ops, sg ? "softmax_sg" : "softmax", sg ? hs_spv_softmax_sg : hs_spv_softmax,
+                      sg ? hs_spv_softmax_sg_size : hs_spv_softmax_size, 2, 1u << 1, sizeof(hs_softmax_push),
+                      wg, true, &p);
+    if (st != HS_OK) return st;
+
+    uint64_t per;
+    st = plan_rows(c, op, a, 2, max_groups_2d(c), &per);
+    if (st != HS_OK) return st;
+    for (uint64_t r0 = 0; r0 < n; r0 += per) {
+        uint64_t nr = n - r0 < per ? n - r0 : per;
+        hs_vk_binding bind[2];
+        hs_softmax_push pc = {.n = (uint32_t)nr, .dim = dim, .scale = scale};
+        bind_window(c, &a[0], r0, nr, 4, &bind[0], &pc.x_off);
+        bind_window(c, &a[1], r0, nr, 4, &bind[1], &pc.y_off);
+        pc.use_vec4 = dim % 4 == 0 && (pc.x_off | pc.y_off) % 4 == 0;
+        uint32_t gx, gy;
+        grid_2d(c, nr, &gx, &gy);
+        st = hs_vk_seq_dispatch(seq, p, bind, 2, &pc, gx, gy, 1);
+        if (st != HS_OK) return st;
+    }
+    return HS_OK;
+}
+
+/* ---- element-wise ---- */
+
+typedef enum hs_elt_op { ELT_ADD, ELT_MUL, ELT_SCALE, ELT_GELU, ELT_SILU, ELT_SWIGLU, ELT_GEGLU } hs_elt_op;
+
+static const struct {
+    const char *name;
+    const char *api;
+    const uint32_t *code;
+    const size_t *size;
+    bool binary, gated;
+} k_elt[] = {
+    [ELT_ADD] = {"add", "hs_op_add", hs_spv_add, &hs_spv_add_size, true, false},
+    [ELT_MUL] = {"mul", "hs_op_mul", hs_spv_mul, &hs_spv_mul_size, true, false},
+    [ELT_SCALE] = {"scale", "hs_op_scale", hs_spv_scale, &hs_spv_scale_size, false, false},
+    [ELT_GELU] = {"gelu", "hs_op_gelu", hs_spv_gelu, &hs_spv_gelu_size, false, false},
+    [ELT_SILU] = {"silu", "hs_op_silu", hs_spv_silu, &hs_spv_silu_size, false, false},
+    [ELT_SWIGLU] = {"swiglu", "hs_op_swiglu", hs_spv_swiglu, &hs_spv_swiglu_size, false, true},
+    [ELT_GEGLU] = {"geglu", "hs_op_geglu", hs_spv_geglu, &hs_spv_geglu_size, false, true},
+};
+
+/* Flat ops: rows of one element, so a dispatch may start anywhere. Gated ops:
+ * one row per token (gate | up in, ff out). */
+static hs_status eltwise(hs_ops *ops, hs_vk_seq *seq, hs_elt_op kind, const hs_vk_binding *a,
+                         const hs_vk_binding *b, const hs_vk_binding *y, uint64_t rows, uint32_t ff,
+                         float s) {
+    const char *op = k_elt[kind].api;
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    bool binary = k_elt[kind].binary, gated = k_elt[kind].gated;
+    if (gated && ff == 0) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: ff must be > 0", op);
+    uint64_t in_row = gated ? 8ull * ff : 4, out_row = gated ? 4ull * ff : 4;
+    hs_operand o[3] = {{a,
+                        gated    ? "gu"
+                        : binary ? "a"
+                                 : "x",
+                        in_row, in_row * rows},
+                       {y, "y", out_row, out_row * rows},
+                       {b, "b", 4, 4 * rows}};
+    int n_o = binary ? 3 : 2;
+    hs_status st = check_operands(op, o, n_o);
+    if (st != HS_OK || rows == 0) return st;
+
+    uint32_t wg = clamp_wg(c, HS_ELTWISE_WG);
+    hs_vk_pipeline *p;
+    st = get_pipeline(ops, k_elt[kind].name, k_elt[kind].code, *k_elt[kind].size, (uint32_t)n_o,
+                      1u << (n_o - 1), sizeof(hs_eltwise_push), wg, false, &p);
+    if (st != HS_OK) return st;
+
+    /* Workgroups loop over 4-element chunks with a grid stride; aim for about
+     * HS_ELTWISE_CHUNKS_PER_LANE chunks per invocation. Flat ops: one grid row,
+     * outputs per dispatch below 2^32 (32-bit indices in the shader). Gated
+     * ops: one grid row per token. */
+    uint64_t per_group = (uint64_t)wg * HS_ELTWISE_EPT * HS_ELTWISE_CHUNKS_PER_LANE;
+    uint64_t max_rows = gated ? c->max_wg_count[1] : 0xFFFFFFF0ull;
+    uint64_t per;
+    st = plan_rows(c, op, o, n_o, max_rows, &per);
+    if (st != HS_OK) return st;
+    if (!gated && per >= 4) per &= ~3ull; /* keep later dispatches on vec4 boundaries */
+    for (uint64_t r0 = 0; r0 < rows; r0 += per) {
+        uint64_t nr = rows - r0 < per ? rows - r0 : per;
+        hs_vk_binding bind[3];
+        hs_eltwise_push pc = {.count = (uint32_t)nr, .ff = ff, .s = s};
+        bind_window(c, &o[0], r0, nr, 4, &bind[0], &pc.a_off);
+        if (binary) {
+            bind_window(c, &o[2], r0, nr, 4, &bind[1], &pc.b_off);
+            bind_window(c, &o[1], r0, nr, 4, &bind[2], &pc.y_off);
+        } else {
+            bind_window(c, &o[1], r0, nr, 4, &bind[1], &pc.y_off);
+        }
+        pc.use_vec4 = (pc.a_off | pc.b_off | pc.y_off | (gated ? ff : 0)) % 4 == 0;
+        uint64_t gx = ((gated ? ff : nr) + per_group - 1) / per_group;
+        if (gx > c->max_wg_count[0]) gx = c->max_wg_count[0];
+        st = hs_vk_seq_dispatch(seq, p, bind, (uint32_t)n_o, &pc, (uint32_t)gx, gated ? (uint32_t)nr : 1, 1);
+        if (st != HS_OK) return st;
+    }
+    return HS_OK;
+}
+
+hs_status hs_op_add(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *a, const hs_vk_binding *b,
+                    const hs_vk_binding *y, uint64_t count) {
+    return eltwise(ops, seq, ELT_ADD, a, b, y, count, 0, 0.0f);
+}
+
+hs_status hs_op_mul(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *a, const hs_vk_binding *b,
+                    const hs_vk_binding *y, uint64_t count) {
+    return eltwise(ops, seq, ELT_MUL, a, b, y, count, 0, 0.0f);
+}
+
+hs_status hs_op_scale(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *x, const hs_vk_binding *y,
+                      uint64_t count, float s) {
+    return eltwise(ops, seq, ELT_SCALE, x, NULL, y, count, 0, s);
+}
+
+hs_status hs_op_gelu(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *x, const hs_vk_binding *y,
+                     uint64_t count) {
+    return eltwise(ops, seq, ELT_GELU, x, NULL, y, count, 0, 0.0f);
+}
+
+hs_status hs_op_silu(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *x, const hs_vk_binding *y,
+                     uint64_t count) {
+    return eltwise(ops, seq, ELT_SILU, x, NULL, y, count, 0, 0.0f);
+}
+
+hs_status hs_op_swiglu(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *gu, const hs_vk_binding *y,
+                       uint32_t n, uint32_t ff) {
+    return eltwise(ops, seq, ELT_SWIGLU, gu, NULL, y, n, ff, 0.0f);
+}
+
+hs_status hs_op_geglu(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *gu, const hs_vk_binding *y,
+                      uint32_t n, uint32_t ff) {
+    return eltwise(ops, seq, ELT_GEGLU, gu, NULL, y, n, ff, 0.0f);
+}
+
+/* ---- RoPE ---- */
+
+void hs_rope_freqs(const hs_rope_params *rp, float *out) {
+    /* The operation order of ggml and of the C reference, in float. */
+    for (uint32_t i = 0; i < rp->n_rot / 2; i++)
+        out[i] = powf(rp->freq_base, -2.0f * (float)i / (float)rp->n_rot);
+}
+
+static hs_status check_rope(const char *op, const hs_rope_params *rp, uint32_t head_dim) {
+    if (!rp) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: no RoPE parameters", op);
+    if (head_dim == 0 || head_dim % 2)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: head_dim must be even and > 0 (got %u)", op, head_dim);
+    if (rp->n_rot % 2 || rp->n_rot > head_dim || rp->n_rot > 2 * HS_ROPE_MAX_PAIRS)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: n_rot must be even, <= head_dim %u and <= %u (got %u)", op,
+                       head_dim, 2 * HS_ROPE_MAX_PAIRS, rp->n_rot);
+    if (rp->mode != HS_ROPE_NORMAL && rp->mode != HS_ROPE_NEOX)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: unknown RoPE mode %d", op, (int)rp->mode);
+    if (!(rp->freq_base > 0.0f) || !(rp->freq_scale > 0.0f) || isinf(rp->freq_base) || isinf(rp->freq_scale))
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: freq_base and freq_scale must be finite and > 0 (got %g, %g)",
+                       op, (double)rp->freq_base, (double)rp->freq_scale);
+    return HS_OK;
+}
+
+/* Push constants every RoPE dispatch shares. */
+static hs_rope_push rope_push(const hs_rope_params *rp, uint32_t head_dim) {
+    double l2b = log2((double)rp->freq_base);
+    float hi = (float)l2b;
+    return (hs_rope_push){.head_dim = head_dim,
+                          .n_rot = rp->n_rot,
+                          .neox = rp->mode == HS_ROPE_NEOX,
+                          .freq_base = rp->freq_base,
+                          .freq_scale = rp->freq_scale,
+                          .has_freqs = rp->freqs != NULL,
+                          .l2b_hi = hi,
+                          .l2b_lo = (float)(l2b - (double)hi)};
+}
+
+hs_status hs_op_rope(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *x, const hs_vk_binding *pos,
+                     uint32_t n, uint32_t n_heads, uint32_t head_dim, const hs_rope_params *rp) {
+    static const char *op = "hs_op_rope";
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    hs_status st = check_rope(op, rp, head_dim);
+    if (st != HS_OK) return st;
+    if (n_heads == 0) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: n_heads must be > 0", op);
+    uint64_t row = (uint64_t)n_heads * head_dim * 4;
+    hs_operand a[3] = {
+        {x, "x", row, row * n}, {pos, "pos", 4, 4ull * n}, {rp->freqs, "freqs", 0, 2ull * rp->n_rot}};
+    st = check_operands(op, a, rp->freqs ? 3 : 2);
+    if (st != HS_OK || n == 0) return st;
+
+    if (rp->n_rot == 0) return HS_OK; /* nothing rotates */
+    uint32_t wg = clamp_wg(c, HS_ROPE_WG);
+    hs_vk_pipeline *p;
+    st = get_pipeline(ops, "rope", hs_spv_rope, hs_spv_rope_size, 3, 1u << 0, sizeof(hs_rope_push), wg, false,
+                      &p);
+    if (st != HS_OK) return st;
+
+    uint64_t per;
+    st = plan_rows(c, op, a, rp->freqs ? 3 : 2, c->max_wg_count[0], &per);
+    if (st != HS_OK) return st;
+    for (uint64_t t0 = 0; t0 < n; t0 += per) {
+        uint64_t nt = n - t0 < per ? n - t0 : per;
+        hs_vk_binding bind[3];
+        hs_rope_push pc = rope_push(rp, head_dim);
+        pc.n_tok = (uint32_t)nt;
+        pc.n_head = n_heads;
+        bind_window(c, &a[0], t0, nt, 4, &bind[0], &pc.x_off);
+        bind_window(c, &a[1], t0, nt, 4, &bind[1], &pc.pos_off);
+        if (rp->freqs)
+            bind_window(c, &a[2], 0, 0, 4, &bind[2], &pc.f_off);
+        else
+            bind[2] = bind[1]; /* unused by the shader; any valid binding */
+        st = hs_vk_seq_dispatch(seq, p, bind, 3, &pc, (uint32_t)nt, 1, 1);
+        if (st != HS_OK) return st;
+    }
+    return HS_OK;
+}
+
+hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, const hs_vk_binding *pos,
+                        const hs_vk_binding *rows, const hs_vk_binding *q_out, const hs_kv_layer *kv,
+                        uint32_t n, uint32_t n_head, const hs_rope_params *rp) {
+    static const char *op = "hs_op_rope_kv";
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    if (!kv) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: no KV cache", op);
+    hs_status st = check_rope(op, rp, kv->head_dim);
+    if (st != HS_OK) return st;
+    if (kv->type != HS_TYPE_F32 && kv->type != HS_TYPE_F16)
+        return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "%s: KV cache type %s is not f32 or f16", op,
+                       hs_type_name(kv->type));
+    if (n_head == 0 || kv->n_kv_head == 0 || kv->n_ctx == 0)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: n_head (%u), n_kv_head (%u) and n_ctx (%u) must be > 0", op,
+                       n_head, kv->n_kv_head, kv->n_ctx);
+    const uint32_t hd = kv->head_dim;
+    const uint64_t n_slot = (uint64_t)n_head + 2ull * kv->n_kv_head;
+    const uint64_t esize = kv->type == HS_TYPE_F16 ? 2 : 4;
+    const uint64_t cache_bytes = (uint64_t)kv->n_ctx * kv->n_kv_head * hd * esize;
+    hs_operand a[7] = {
+        {qkv, "qkv", n_slot * hd * 4, n_slot * hd * 4 * n},
+        {pos, "pos", 4, 4ull * n},
+        {rows, "rows", 4, 4ull * n},
+        {q_out, "q_out", (uint64_t)n_head * hd * 4, (uint64_t)n_head * hd * 4 * n},
+        {&kv->k, "k cache", 0, cache_bytes},
+        {&kv->v, "v cache", 0, cache_bytes},
+        {rp->freqs, "freqs", 0, 2ull * rp->n_rot},
+    };
+    const bool use_freqs = rp->freqs && rp->n_rot > 0;
+    const int n_a = use_freqs ? 7 : 6;
+    st = check_operands(op, a, n_a);
+    if (st != HS_OK || n == 0) return st;
+
+    uint32_t wg = clamp_wg(c, HS_ROPE_WG);
+    const char *name;
+    const uint32_t *code;
+    size_t size;
+    if (kv->type == HS_TYPE_F32) {
+        name = "rope_kv_f32", code = hs_spv_rope_kv_f32, size = hs_spv_rope_kv_f32_size;
+    } else if (c->storage16) {
+        name = "rope_kv_f16", code = hs_spv_rope_kv_f16, size = hs_spv_rope_kv_f16_size;
+    } else {
+        name = "rope_kv_f16p", code = hs_spv_rope_kv_f16p, size = hs_spv_rope_kv_f16p_size;
+    }
+    hs_vk_pipeline *p;
+    st = get_pipeline(ops, name, code, size, 7, (1u << 3) | (1u << 4) | (1u << 5), sizeof(hs_rope_push), wg,
+                      false, &p);
+    if (st != HS_OK) return st;
+
+    uint64_t per;
+    st = plan_rows(c, op, a, n_a, c->max_wg_count[0], &per);
+    if (st != HS_OK) return st;
+    for (uint64_t t0 = 0; t0 < n; t0 += per) {
+        uint64_t nt = n - t0 < per ? n - t0 : per;
+        hs_vk_binding bind[7];
+        hs_rope_push pc = rope_push(rp, hd);
+        pc.has_freqs = use_freqs;
+        pc.n_tok = (uint32_t)nt;
+        pc.n_head = n_head;
+        pc.n_kv = kv->n_kv_head;
+        pc.n_ctx = kv->n_ctx;
+        bind_window(c, &a[0], t0, nt, 4, &bind[0], &pc.x_off);
+        bind_window(c, &a[1], t0, nt, 4, &bind[1], &pc.pos_off);
+        bind_window(c, &a[2], t0, nt, 4, &bind[2], &pc.rows_off);
+        bind_window(c, &a[3], t0, nt, 4, &bind[3], &pc.q_off);
+        bind_window(c, &a[4], 0, 0, (uint32_t)esize, &bind[4], &pc.k_off);
+        bind_window(c, &a[5], 0, 0, (uint32_t)esize, &bind[5], &pc.v_off);
+        if (use_freqs)
+            bind_window(c, &a[6], 0, 0, 4, &bind[6], &pc.f_off);
+        else
+            bind[6] = bind[1]; /* unused by the shader; any valid binding */
+        st = hs_vk_seq_dispatch(seq, p, bind, 7, &pc, (uint32_t)nt, 1, 1);
+        if (st != HS_OK) return st;
+    }
+    return HS_OK;
+}

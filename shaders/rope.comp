@@ -1,0 +1,264 @@
+/* rope: rotary position embedding, ggml's two modes, and the fused variant that
+ * also writes the KV cache.
+ *
+ *   theta_i = freq_scale * (pos * freq_base^(-2i / n_rot)),  i in [0, n_rot / 2)
+ *   normal: rotates (x[2i], x[2i+1]);  neox: rotates (x[i], x[i + n_rot/2])
+ *   (x0, x1) -> (x0 cos - x1 sin, x0 sin + x1 cos); dims >= n_rot pass through.
+ *
+ * ROPE_KV = 0 (hs_op_rope): x [n][n_heads][head_dim] rotated in place; an
+ *   invocation owns both elements of the pairs it rotates.
+ * ROPE_KV = 1 (hs_op_rope_kv): qkv [n][(n_head + 2 n_kv) head_dim] (Q heads, K
+ *   heads, V heads) -> q_out [n][n_head][head_dim] rotated, rotated K and plain V
+ *   to row rows[t] of k_cache / v_cache [n_ctx][n_kv][head_dim]. Work items are
+ *   pairs of adjacent outputs (2m, 2m+1), so an f16 cache can be written as one
+ *   packed uint without 16-bit storage (in neox mode the two outputs belong to
+ *   different rotations). Cache rows >= n_ctx are skipped.
+ * Positions and cache rows are read from buffers: a recorded sequence is
+ *   replayed with new values.
+ *
+ * One workgroup per token (gl_WorkGroupID.x): it first computes cos/sin of the
+ * token's n_rot/2 angles into shared memory (every head shares them), then
+ * loops over the token's work items. Few, busy workgroups: llvmpipe pays about
+ * a microsecond per workgroup, and no integer division is needed (llvmpipe
+ * scalarises it): the (head, pair) of an item advances incrementally.
+ *
+ * Frequencies: with a table (has_freqs) f_i = freqs[i], computed on the host
+ * with powf exactly as the C reference, so the angles are bitwise the
+ * reference's. Without one, f_i is computed here with an exp2 of our own
+ * (float-float exponent, ~1 ulp) instead of pow(): Vulkan lets pow() be off by
+ * (3 + 2|x|) ulp of exp2, i.e. ~30 ulp for base 10000, which at position 1e4
+ * would move an angle by ~0.02 rad.
+ *
+ * Defines: ROPE_KV (0/1); with ROPE_KV: CACHE_F16 (0/1), STORAGE16 (0/1: f16
+ * cache through 16-bit storage, else packed in uints). Spec constant 0 = WG.
+ */
+#version 450
+#extension GL_GOOGLE_include_directive : require
+
+#ifndef ROPE_KV
+#define ROPE_KV 0
+#endif
+#ifndef CACHE_F16
+#define CACHE_F16 0
+#endif
+#ifndef STORAGE16
+#define STORAGE16 0
+#endif
+#if CACHE_F16 && STORAGE16
+#extension GL_EXT_shader_16bit_storage : require
+#endif
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+
+/* Largest n_rot / 2 (HS_ROPE_MAX_PAIRS in runtime/op_elem.c): 2 KiB. */
+#define MAX_PAIRS 256u
+shared vec2 cs_sh[MAX_PAIRS];
+
+/* Mirrors hs_rope_push in runtime/op_elem.c. Offsets are in elements of the
+ * binding's type (halves for an f16 cache), relative to the bound ranges. */
+layout(push_constant) uniform Push {
+    uint n_tok;    /* tokens in this dispatch */
+    uint n_head;   /* heads of x (ROPE_KV = 0) or Q heads */
+    uint n_kv;     /* K (= V) heads */
+    uint head_dim;
+    uint n_rot;
+    uint neox;
+    float freq_base;
+    float freq_scale;
+    uint n_ctx;    /* cache rows */
+    uint x_off;    /* x or qkv */
+    uint pos_off;
+    uint rows_off;
+    uint q_off;
+    uint k_off;
+    uint v_off;
+    uint f_off;
+    uint has_freqs;  /* 1: f_i = freqs[f_off + i] */
+    float l2b_hi;    /* log2(freq_base) = l2b_hi + l2b_lo (from double on the host) */
+    float l2b_lo;
+} p;
+
+#if ROPE_KV
+layout(binding = 0) readonly buffer X { float x[]; };
+#else
+layout(binding = 0) buffer X { float x[]; };
+#endif
+layout(binding = 1) readonly buffer Pos { int pos[]; };
+#if !ROPE_KV
+layout(binding = 2) readonly buffer Freqs { float freqs[]; };
+#else
+layout(binding = 2) readonly buffer Rows { uint rows[]; };
+layout(binding = 3) writeonly buffer Q { float q[]; };
+#if CACHE_F16 && STORAGE16
+layout(binding = 4) writeonly buffer KC { float16_t kc[]; };
+layout(binding = 5) writeonly buffer VC { float16_t vc[]; };
+#elif CACHE_F16
+layout(binding = 4) writeonly buffer KC { uint kc[]; };
+layout(binding = 5) writeonly buffer VC { uint vc[]; };
+#else
+layout(binding = 4) writeonly buffer KC { float kc[]; };
+layout(binding = 5) writeonly buffer VC { float vc[]; };
+#endif
+layout(binding = 6) readonly buffer Freqs { float freqs[]; };
+#endif
+
+/* a * b exactly as hi + lo (Dekker; no fma needed, `precise` stops the
+ * compiler from contracting or reassociating). */
+vec2 two_prod(float a, float b) {
+    precise float ph = a * b;
+    precise float ta = 4097.0 * a;
+    precise float ahi = ta - (ta - a);
+    precise float alo = a - ahi;
+    precise float tb = 4097.0 * b;
+    precise float bhi = tb - (tb - b);
+    precise float blo = b - bhi;
+    precise float pl = ((ahi * bhi - ph) + ahi * blo + alo * bhi) + alo * blo;
+    return vec2(ph, pl);
+}
+
+/* freq_base^e = 2^(e log2(base)) to about one ulp: the exponent in float-float,
+ * then 2^n * 2^r with |r| <= 0.5 by a degree-7 Taylor series (error < 1e-8). */
+float rope_pow_base(float e) {
+    const vec2 y = two_prod(e, p.l2b_hi);
+    precise float ylo = y.y + e * p.l2b_lo;
+    precise float n = floor(y.x + 0.5);
+    precise float r = (y.x - n) + ylo;
+    precise float t = r * 0.69314718055994531;
+    precise float q = 1.0 / 5040.0;
+    q = q * t + 1.0 / 720.0;
+    q = q * t + 1.0 / 120.0;
+    q = q * t + 1.0 / 24.0;
+    q = q * t + 1.0 / 6.0;
+    q = q * t + 0.5;
+    q = q * t + 1.0;
+    q = q * t + 1.0;
+    return ldexp(q, int(n));
+}
+
+/* Angle of rotation i at position ps, in the operation order of the C
+ * reference (and of ggml): freq_scale * (pos * base^(-2i / n_rot)). */
+float rope_theta(float ps, uint i) {
+    float f;
+    if (p.has_freqs != 0u) {
+        f = freqs[p.f_off + i];
+    } else {
+        f = rope_pow_base(-2.0 * float(i) / float(p.n_rot));
+    }
+    return p.freq_scale * (ps * f);
+}
+
+/* cos and sin of theta. Drivers only promise accuracy for sin/cos within
+ * [-pi, pi] and positions reach tens of thousands of radians, so reduce by 2 pi
+ * first (Cody-Waite: 6.28125 has 8 significant bits, so k * 6.28125 is exact for
+ * |k| < 2^16, i.e. |theta| < 4e5; `precise` keeps the compiler from
+ * reassociating the steps). */
+vec2 rope_cos_sin(float theta) {
+    precise float k = floor(theta * 0.15915494309189535 + 0.5);
+    precise float r = theta - k * 6.28125;
+    r = r - k * 1.935307169e-3;
+    r = r - k * 1.025313168e-11;
+    return vec2(cos(r), sin(r));
+}
+
+/* Stores the outputs (o0, o1) = elements (e0, e0+1) of head slot s of token t. */
+#if ROPE_KV
+void store_pair(uint t, uint s, uint e0, float o0, float o1, uint row) {
+    if (s < p.n_head) {
+        const uint qb = p.q_off + (t * p.n_head + s) * p.head_dim + e0;
+        q[qb] = o0;
+        q[qb + 1u] = o1;
+        return;
+    }
+    if (row >= p.n_ctx) return;
+    const bool is_k = s < p.n_head + p.n_kv;
+    const uint kvh = is_k ? s - p.n_head : s - p.n_head - p.n_kv;
+    const uint ce = (row * p.n_kv + kvh) * p.head_dim + e0; /* element in the cache */
+#if CACHE_F16 && STORAGE16
+    if (is_k) {
+        kc[p.k_off + ce] = float16_t(o0);
+        kc[p.k_off + ce + 1u] = float16_t(o1);
+    } else {
+        vc[p.v_off + ce] = float16_t(o0);
+        vc[p.v_off + ce + 1u] = float16_t(o1);
+    }
+#elif CACHE_F16
+    /* head_dim is even and the offsets are whole uints, so (ce, ce+1) is one
+     * uint; packHalf2x16 puts the first element in the low half, matching a
+     * little-endian array of halves. */
+    const uint packed = packHalf2x16(vec2(o0, o1));
+    if (is_k) kc[(p.k_off + ce) / 2u] = packed;
+    else vc[(p.v_off + ce) / 2u] = packed;
+#else
+    if (is_k) {
+        kc[p.k_off + ce] = o0;
+        kc[p.k_off + ce + 1u] = o1;
+    } else {
+        vc[p.v_off + ce] = o0;
+        vc[p.v_off + ce + 1u] = o1;
+    }
+#endif
+}
+#endif
+
+void main() {
+    const uint t = gl_WorkGroupID.x;
+    const uint lid = gl_LocalInvocationID.x;
+    if (t >= p.n_tok) return; /* uniform per workgroup: the barrier stays legal */
+    const float ps = float(pos[p.pos_off + t]);
+    const uint half_rot = p.n_rot / 2u;
+
+    for (uint i = lid; i < half_rot; i += WG) cs_sh[i] = rope_cos_sin(rope_theta(ps, i));
+    barrier(); /* the token's cos/sin table is complete and visible */
+
+#if !ROPE_KV
+    /* Item = (head h, rotation i); i advances by WG, h carries. */
+    uint h = 0u, i = lid;
+    while (i >= half_rot && h < p.n_head) i -= half_rot, h++;
+    for (; h < p.n_head; ) {
+        const uint b = p.x_off + (t * p.n_head + h) * p.head_dim;
+        const uint e0 = p.neox != 0u ? i : 2u * i;
+        const uint e1 = p.neox != 0u ? i + half_rot : 2u * i + 1u;
+        const vec2 cs = cs_sh[i];
+        const float x0 = x[b + e0], x1 = x[b + e1];
+        x[b + e0] = x0 * cs.x - x1 * cs.y;
+        x[b + e1] = x0 * cs.y + x1 * cs.x;
+        i += WG;
+        while (i >= half_rot && h < p.n_head) i -= half_rot, h++;
+    }
+#else
+    const uint half_hd = p.head_dim / 2u;
+    const uint n_slot = p.n_head + 2u * p.n_kv;
+    const uint n_rope = p.n_head + p.n_kv; /* slots that rotate: Q and K */
+    const uint row = rows[p.rows_off + t];
+    /* Item = (head slot s, output pair m); m advances by WG, s carries. */
+    uint s = 0u, m = lid;
+    while (m >= half_hd && s < n_slot) m -= half_hd, s++;
+    for (; s < n_slot; ) {
+        const uint e0 = 2u * m;
+        const uint b = p.x_off + (t * n_slot + s) * p.head_dim;
+        float o0 = x[b + e0], o1 = x[b + e0 + 1u];
+        if (s < n_rope && e0 < p.n_rot) {
+            if (p.neox == 0u) {
+                const vec2 cs = cs_sh[m];
+                const float x0 = o0, x1 = o1;
+                o0 = x0 * cs.x - x1 * cs.y;
+                o1 = x0 * cs.y + x1 * cs.x;
+            } else {
+                /* Output e of a neox rotation i: e = i gives x[i] cos - x[i+h] sin,
+                 * e = i + h gives x[i] sin + x[i+h] cos (h = n_rot / 2). */
+                const bool lo0 = e0 < half_rot, lo1 = e0 + 1u < half_rot;
+                const uint i0 = lo0 ? e0 : e0 - half_rot, i1 = lo1 ? e0 + 1u : e0 + 1u - half_rot;
+                const vec2 c0 = cs_sh[i0], c1 = cs_sh[i1];
+                const float a0 = x[b + i0], a1 = x[b + i0 + half_rot];
+                const float b0 = x[b + i1], b1 = x[b + i1 + half_rot];
+                o0 = lo0 ? a0 * c0.x - a1 * c0.y : a0 * c0.y + a1 * c0.x;
+                o1 = lo1 ? b0 * c1.x - b1 * c1.y : b0 * c1.y + b1 * c1.x;
+            }
+        }
+        store_pair(t, s, e0, o0, o1, row);
+        m += WG;
+        while (m >= half_hd && s < n_slot) m -= half_hd, s++;
+    }
+#endif
+}
