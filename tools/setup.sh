@@ -14,9 +14,12 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libvulkan-dev mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
   glslang-tools spirv-tools
-  libstb-dev libcmocka-dev libcjson-dev
+  libstb-dev libcmocka-dev libcjson-dev libpcre2-dev
   python3 python3-venv
 )
+# npm fetches test data and (later) the llama.cpp peer; a machine that already
+# has Node.js with npm keeps it.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -9,6 +9,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$here/tools/setup.sh" "$here/build"
+"$here/tools/fetch_llama_src.sh"   # llama.cpp's tokenizer test vectors
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/runtime-$(id -u)}"
 jobs="$(nproc 2>/dev/null || echo 2)"
 
