@@ -5,5 +5,6 @@
 
 int hs_cli_devices(int argc, char **argv);
 int hs_cli_info(int argc, char **argv);
+int hs_cli_bench_ops(int argc, char **argv);
 
 #endif

@@ -11,6 +11,7 @@ static void usage(FILE *f) {
             "commands:\n"
             "  devices      list Vulkan devices and their capabilities\n"
             "  info         show a GGUF file's header, metadata and tensors\n"
+            "  bench-ops    per-op figures on the chosen device (table or --json)\n"
             "\n"
             "Run `heterospec <command> --help` for the options of a command.\n");
 }
@@ -23,6 +24,7 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "devices")) return hs_cli_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return hs_cli_info(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench-ops")) return hs_cli_bench_ops(argc - 1, argv + 1);
     fprintf(stderr, "heterospec: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;
