@@ -1,0 +1,337 @@
+/* op_attn: recording of tree attention, the tree ancestor mask and KV
+ * compaction. Shaders: attention.comp, tree_mask.comp, kv_gather.comp. */
+#include "op_attn.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "hs_shaders.h"
+
+/* Per-lane vec4 registers of one operand (queries or accumulators) the
+ * attention kernel may hold: the query heads sharing a workgroup are cut to
+ * stay under it (one head always fits), trading K/V-load sharing for fewer
+ * register spills on GPUs. */
+#define HS_ATTN_LANE_VEC4 48u
+/* Lanes of the attention kernel: keys are dealt to lanes by ordinal, so more
+ * lanes mean more keys in flight, and a larger merge. */
+#define HS_ATTN_MIN_LANES 8u
+#define HS_ATTN_MAX_LANES 64u
+/* Workgroup size of the tree-mask and kv-gather kernels (independent lanes, no
+ * barriers: the size only sets how the work is cut into workgroups). */
+#define HS_ATTN_SIMPLE_WG 32u
+
+/* Mirrors the push block of attention.comp. */
+typedef struct hs_attn_push {
+    uint32_t n_ctx, n_kv_head, n_head, n;
+    uint32_t group, mask_words, q_base;
+    float scale_log2;
+    uint32_t q_off, k_off, v_off, o_off;
+    uint32_t info_off, mask_off, pad0, pad1;
+} hs_attn_push;
+static_assert(sizeof(hs_attn_push) == 64 && sizeof(hs_attn_push) <= 128, "attention push constants");
+
+/* Mirrors the push block of tree_mask.comp. */
+typedef struct hs_tree_mask_push {
+    uint32_t n, words, parents_off, mask_off, depth_off, pad0;
+} hs_tree_mask_push;
+static_assert(sizeof(hs_tree_mask_push) == 24, "tree_mask push constants");
+
+/* Mirrors the push block of kv_gather.comp. */
+typedef struct hs_kv_gather_push {
+    uint32_t row_units, layer_units, n_ctx, cap;
+    uint32_t k_off, v_off, info_off, pad0;
+} hs_kv_gather_push;
+static_assert(sizeof(hs_kv_gather_push) == 32, "kv_gather push constants");
+
+/* Bytes a binding exposes from its offset (its range, or to the buffer end). */
+static uint64_t binding_span(const hs_vk_binding *b) {
+    uint64_t size = hs_vk_buffer_size(b->buf);
+    if (b->offset >= size) return 0;
+    return b->range ? (b->range < size - b->offset ? b->range : size - b->offset) : size - b->offset;
+}
+
+/* Binds `need` bytes starting `at` bytes into tensor b: the descriptor gets the
+ * offset aligned down to minStorageBufferOffsetAlignment, and *off the slack in
+ * units of `unit` bytes (the shader's element size), which the shader adds. */
+static hs_status bind_range(const hs_ops *ops, const char *op, const char *what, const hs_vk_binding *b,
+                            uint64_t at, uint64_t need, uint32_t unit, hs_vk_binding *out, uint32_t *off) {
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    if (!b || !b->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s has no buffer", op, what);
+    uint64_t span = binding_span(b);
+    if (at > span || need > span - at)
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s needs %llu bytes at +%llu, binding has %llu", op, what,
+                       (unsigned long long)need, (unsigned long long)at, (unsigned long long)span);
+    uint64_t start = b->offset + at;
+    if (start % unit)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s offset %llu is not a multiple of %u bytes", op, what,
+                       (unsigned long long)start, unit);
+    uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+    uint64_t base = start - start % align;
+    uint64_t slack = start - base; /* a multiple of unit: align and unit are powers of two */
+    if (slack + need > c->max_storage_buffer_range)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "%s: %s spans %llu bytes, over maxStorageBufferRange %llu", op,
+                       what, (unsigned long long)(slack + need),
+                       (unsigned long long)c->max_storage_buffer_range);
+    if (slack / unit > UINT32_MAX) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s offset too large", op, what);
+    *out = (hs_vk_binding){.buf = b->buf, .offset = base, .range = slack + need};
+    *off = (uint32_t)(slack / unit);
+    return HS_OK;
+}
+
+hs_status hs_attn_check_parents(const int32_t *parents, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++)
+        if (parents[i] < -1 || parents[i] >= (int64_t)i)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "tree: parent[%u] = %d is not in [-1, %u)", i, parents[i], i);
+    return HS_OK;
+}
+
+/* ---- tree mask ---- */
+
+hs_status hs_op_tree_mask(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *parents, uint32_t n,
+                          const hs_vk_binding *mask, const hs_vk_binding *depth) {
+    hs_status st = HS_OK;
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    if (n == 0) return HS_FAIL(HS_ERR_INVALID_ARG, "tree_mask: n = 0");
+    const uint32_t words = hs_attn_mask_words(n);
+    const uint32_t groups = (n + HS_ATTN_SIMPLE_WG - 1) / HS_ATTN_SIMPLE_WG;
+    if (groups > c->max_wg_count[0] || (uint64_t)n * words * 4 > UINT32_MAX)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "tree_mask: n = %u nodes is too many", n);
+
+    hs_vk_binding b[3];
+    hs_tree_mask_push pc = {.n = n, .words = words};
+    HS_TRY(bind_range(ops, "tree_mask", "parents", parents, 0, (uint64_t)n * 4, 4, &b[0], &pc.parents_off));
+    HS_TRY(bind_range(ops, "tree_mask", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[1], &pc.mask_off));
+    HS_TRY(bind_range(ops, "tree_mask", "depth", depth, 0, (uint64_t)n * 4, 4, &b[2], &pc.depth_off));
+
+    hs_vk_pipeline_desc d = {.name = "tree_mask",
+                             .code = hs_spv_tree_mask,
+                             .code_size = hs_spv_tree_mask_size,
+                             .n_bindings = 3,
+                             .write_mask = 0x6,
+                             .push_size = sizeof pc,
+                             .n_spec = 1,
+                             .spec = {HS_ATTN_SIMPLE_WG},
+                             .wg_size = {HS_ATTN_SIMPLE_WG, 1, 1}};
+    hs_vk_pipeline *p = NULL;
+    HS_TRY(hs_ops_pipeline(ops, &d, &p));
+    HS_TRY(hs_vk_seq_dispatch(seq, p, b, 3, &pc, groups, 1, 1));
+fail:
+    return st;
+}
+
+/* ---- attention ---- */
+
+/* The kernel shape for one (device, model). It must not depend on n: a query
+ * gives the same bits in any batch because the lane split follows from it. */
+typedef struct attn_plan {
+    uint32_t lanes; /* workgroup size: keys are dealt to lanes by ordinal */
+    uint32_t hpw;   /* query heads per workgroup (one KV head) */
+} attn_plan;
+
+/* A compiled attention kernel and the byte size of its cache load unit. */
+typedef struct attn_variant {
+    const uint32_t *code;
+    const size_t *size;
+    const char *name;
+    uint32_t unit;
+} attn_variant;
+
+static uint64_t attn_shared_bytes(uint32_t lanes, uint32_t heads, uint32_t head_dim) {
+    return (uint64_t)lanes * heads * (head_dim + 2) * 4;
+}
+
+static hs_status attn_plan_for(const hs_ops *ops, uint32_t head_dim, uint32_t group, attn_plan *pl) {
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    /* The tuning table's row-reduction width: one subgroup on lavapipe. */
+    uint32_t l = hs_ops_tuning(ops)->reduce_wg_size;
+    if (l < HS_ATTN_MIN_LANES) l = HS_ATTN_MIN_LANES;
+    if (l > HS_ATTN_MAX_LANES) l = HS_ATTN_MAX_LANES;
+    while (l > 1 && (l > c->max_wg_invocations || l > c->max_wg_size[0]))
+        l /= 2;
+    /* The merge needs every lane's state in shared memory: halve the lanes
+     * until one head fits (at 16 KiB that is 31 lanes of head_dim 128). */
+    while (l > 1 && attn_shared_bytes(l, 1, head_dim) > c->max_shared_memory)
+        l /= 2;
+    if (attn_shared_bytes(l, 1, head_dim) > c->max_shared_memory)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
+                       "attention: head_dim %u needs %llu bytes of shared memory (limit %u)", head_dim,
+                       (unsigned long long)attn_shared_bytes(1, 1, head_dim), c->max_shared_memory);
+    pl->lanes = l;
+    pl->hpw = 1;
+    for (uint32_t h = group; h > 1; h--) {
+        if (group % h || h * (head_dim / 4) > HS_ATTN_LANE_VEC4 ||
+            attn_shared_bytes(l, h, head_dim) > c->max_shared_memory)
+            continue;
+        pl->hpw = h;
+        break;
+    }
+    return HS_OK;
+}
+
+hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
+                          uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask, uint32_t n,
+                          float scale, const hs_vk_binding *out) {
+    hs_status st = HS_OK;
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    if (!kv) return HS_FAIL(HS_ERR_INVALID_ARG, "attention: no KV cache");
+    const uint32_t hd = kv->head_dim, nkv = kv->n_kv_head;
+    if (kv->type != HS_TYPE_F32 && kv->type != HS_TYPE_F16)
+        return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "attention: KV cache type %s (f32 or f16 only)",
+                       hs_type_name(kv->type));
+    if (n == 0 || kv->n_ctx == 0 || nkv == 0 || n_head == 0)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "attention: empty shape (n %u, n_ctx %u, n_kv_head %u, n_head %u)",
+                       n, kv->n_ctx, nkv, n_head);
+    if (n_head % nkv)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "attention: n_head %u is not a multiple of n_kv_head %u", n_head,
+                       nkv);
+    if (hd == 0 || hd % 4 || hd > HS_ATTN_MAX_HEAD_DIM)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "attention: head_dim %u must be a multiple of 4 in [4, %u]", hd,
+                       HS_ATTN_MAX_HEAD_DIM);
+    if (!isfinite(scale)) return HS_FAIL(HS_ERR_INVALID_ARG, "attention: scale is not finite");
+    if (q && out && q->buf == out->buf) {
+        uint64_t qe = q->offset + (uint64_t)n * n_head * hd * 4,
+                 oe = out->offset + (uint64_t)n * n_head * hd * 4;
+        if (q->offset < oe && out->offset < qe)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "attention: out overlaps q");
+    }
+    const uint32_t group = n_head / nkv;
+    attn_plan pl;
+    HS_TRY(attn_plan_for(ops, hd, group, &pl));
+    const uint32_t gx = nkv * (group / pl.hpw);
+    if (gx > c->max_wg_count[0])
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "attention: %u head blocks exceed the grid limit", gx);
+
+    const uint32_t words = hs_attn_mask_words(n);
+    const uint64_t esize = kv->type == HS_TYPE_F16 ? 2 : 4;
+    const uint64_t kv_bytes = (uint64_t)kv->n_ctx * nkv * hd * esize;
+    const uint64_t q_row = (uint64_t)n_head * hd * 4; /* one query's heads */
+    if ((uint64_t)kv->n_ctx * nkv * hd / 4 > UINT32_MAX || (uint64_t)n * words > UINT32_MAX)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "attention: shapes exceed 32-bit indexing");
+
+    hs_vk_binding b[6];
+    hs_attn_push pc = {.n_ctx = kv->n_ctx,
+                       .n_kv_head = nkv,
+                       .n_head = n_head,
+                       .n = n,
+                       .group = group,
+                       .mask_words = words,
+                       .scale_log2 = (float)(scale * 1.4426950408889634)};
+    /* The cache's load unit: vec4 (f32), eight halves as a uvec4 when head_dim
+     * and both offsets allow, else four halves as a uvec2. */
+    static const attn_variant variants[3] = {
+        {hs_spv_attention_f32, &hs_spv_attention_f32_size, "attention_f32", 16},
+        {hs_spv_attention_f16x8, &hs_spv_attention_f16x8_size, "attention_f16x8", 16},
+        {hs_spv_attention_f16x4, &hs_spv_attention_f16x4_size, "attention_f16x4", 8},
+    };
+    const bool x8 = hd % 8 == 0 && kv->k.offset % 16 == 0 && kv->v.offset % 16 == 0;
+    const attn_variant *variant = &variants[kv->type == HS_TYPE_F16 ? (x8 ? 1 : 2) : 0];
+    HS_TRY(bind_range(ops, "attention", "k cache", &kv->k, 0, kv_bytes, variant->unit, &b[1], &pc.k_off));
+    HS_TRY(bind_range(ops, "attention", "v cache", &kv->v, 0, kv_bytes, variant->unit, &b[2], &pc.v_off));
+    HS_TRY(bind_range(ops, "attention", "info", info, 0, HS_ATTN_INFO_WORDS * 4, 4, &b[3], &pc.info_off));
+    HS_TRY(bind_range(ops, "attention", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[4], &pc.mask_off));
+    /* Whole q and out must exist even if they are bound chunk by chunk. */
+    if (!q || !q->buf || !out || !out->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "attention: q or out missing");
+    if (binding_span(q) < n * q_row || binding_span(out) < n * q_row)
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "attention: q or out holds fewer than %u x %u x %u floats", n,
+                       n_head, hd);
+
+    hs_vk_pipeline_desc d = {.name = variant->name,
+                             .code = variant->code,
+                             .code_size = *variant->size,
+                             .n_bindings = 6,
+                             .write_mask = 1u << 5,
+                             .push_size = sizeof pc,
+                             .n_spec = 4,
+                             .spec = {pl.lanes, pl.lanes, hd, pl.hpw},
+                             .wg_size = {pl.lanes, 1, 1}};
+    hs_vk_pipeline *p = NULL;
+    HS_TRY(hs_ops_pipeline(ops, &d, &p));
+
+    /* Queries per dispatch: the grid's y limit and the q/out binding range. */
+    uint64_t per = c->max_wg_count[1];
+    uint64_t by_range = (c->max_storage_buffer_range - c->min_storage_offset_align) / q_row;
+    if (by_range < per) per = by_range;
+    if (per == 0)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "attention: one query row exceeds maxStorageBufferRange");
+    for (uint32_t q0 = 0; q0 < n; q0 += (uint32_t)per) {
+        uint32_t cnt = n - q0 < per ? n - q0 : (uint32_t)per;
+        HS_TRY(bind_range(ops, "attention", "q", q, q0 * q_row, cnt * q_row, 16, &b[0], &pc.q_off));
+        HS_TRY(bind_range(ops, "attention", "out", out, q0 * q_row, cnt * q_row, 16, &b[5], &pc.o_off));
+        pc.q_base = q0;
+        HS_TRY(hs_vk_seq_dispatch(seq, p, b, 6, &pc, gx, cnt, 1));
+    }
+fail:
+    return st;
+}
+
+/* ---- KV compaction ---- */
+
+hs_status hs_op_kv_gather(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *k, const hs_vk_binding *v,
+                          hs_type type, uint32_t n_layers, uint64_t layer_stride, uint32_t n_ctx,
+                          uint32_t row_elems, const hs_vk_binding *rows, uint32_t cap) {
+    hs_status st = HS_OK;
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    if (type != HS_TYPE_F32 && type != HS_TYPE_F16)
+        return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "kv_gather: type %s (f32 or f16 only)", hs_type_name(type));
+    if (n_layers == 0 || n_ctx == 0 || row_elems == 0 || cap == 0)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "kv_gather: empty shape (layers %u, n_ctx %u, row %u, cap %u)",
+                       n_layers, n_ctx, row_elems, cap);
+    const uint64_t row_bytes = (uint64_t)row_elems * (type == HS_TYPE_F16 ? 2 : 4);
+    if (row_bytes % 4)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "kv_gather: a row of %llu bytes is not whole uints",
+                       (unsigned long long)row_bytes);
+    const uint64_t layer_bytes = row_bytes * n_ctx;
+    if (n_layers > 1 && (layer_stride < layer_bytes || layer_stride % 4))
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "kv_gather: layer stride %llu (layer holds %llu bytes, multiple of 4)",
+                       (unsigned long long)layer_stride, (unsigned long long)layer_bytes);
+    if (n_layers == 1) layer_stride = layer_bytes;
+    if (!k || !k->buf || !v || !v->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "kv_gather: k or v missing");
+
+    /* uvec4 units when rows, strides and both offsets allow, else uints. */
+    const bool u4 =
+        row_bytes % 16 == 0 && layer_stride % 16 == 0 && k->offset % 16 == 0 && v->offset % 16 == 0;
+    const uint32_t unit = u4 ? 16 : 4;
+    const uint64_t row_units = row_bytes / unit, stride_units = layer_stride / unit;
+    if (stride_units * n_layers > UINT32_MAX)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "kv_gather: caches exceed 32-bit indexing");
+    const uint32_t gx = (uint32_t)((row_units + HS_ATTN_SIMPLE_WG - 1) / HS_ATTN_SIMPLE_WG);
+    if (gx > c->max_wg_count[0]) return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "kv_gather: row too long");
+
+    hs_vk_binding b[3];
+    hs_kv_gather_push pc = {
+        .row_units = (uint32_t)row_units, .layer_units = (uint32_t)stride_units, .n_ctx = n_ctx, .cap = cap};
+    HS_TRY(bind_range(ops, "kv_gather", "rows", rows, 0, (uint64_t)(HS_KV_GATHER_SRC + cap) * 4, 4, &b[2],
+                      &pc.info_off));
+    hs_vk_pipeline_desc d = {.name = u4 ? "kv_gather_u4" : "kv_gather_u1",
+                             .code = u4 ? hs_spv_kv_gather_u4 : hs_spv_kv_gather_u1,
+                             .code_size = u4 ? hs_spv_kv_gather_u4_size : hs_spv_kv_gather_u1_size,
+                             .n_bindings = 3,
+                             .write_mask = 0x3,
+                             .push_size = sizeof pc,
+                             .n_spec = 1,
+                             .spec = {HS_ATTN_SIMPLE_WG},
+                             .wg_size = {HS_ATTN_SIMPLE_WG, 1, 1}};
+    hs_vk_pipeline *p = NULL;
+    HS_TRY(hs_ops_pipeline(ops, &d, &p));
+
+    /* Layers per dispatch: as many as one binding range holds (all of them for
+     * any model that fits a phone); the grid's y limit too. */
+    const uint64_t range = c->max_storage_buffer_range - c->min_storage_offset_align;
+    if (layer_bytes > range)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
+                       "kv_gather: one layer's cache (%llu bytes) exceeds maxStorageBufferRange",
+                       (unsigned long long)layer_bytes);
+    uint64_t per = 1 + (range - layer_bytes) / layer_stride;
+    if (per > c->max_wg_count[1]) per = c->max_wg_count[1];
+    for (uint32_t l0 = 0; l0 < n_layers; l0 += (uint32_t)per) {
+        uint32_t cnt = n_layers - l0 < per ? n_layers - l0 : (uint32_t)per;
+        uint64_t at = (uint64_t)l0 * layer_stride, span = (uint64_t)(cnt - 1) * layer_stride + layer_bytes;
+        HS_TRY(bind_range(ops, "kv_gather", "k", k, at, span, unit, &b[0], &pc.k_off));
+        HS_TRY(bind_range(ops, "kv_gather", "v", v, at, span, unit, &b[1], &pc.v_off));
+        HS_TRY(hs_vk_seq_dispatch(seq, p, b, 3, &pc, gx, cnt, 2));
+    }
+fail:
+    return st;
+}

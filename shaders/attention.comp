@@ -1,0 +1,250 @@
+/* attention: softmax(q k^T * scale) v over the KV cache, with tree visibility.
+ *
+ * Query i (of n, capacity; the first n_used are live) sees the cache rows
+ * 0 .. n_prefix-1 and the rows n_prefix + j for every bit j set in mask row i
+ * (tree nodes live at rows n_prefix .. n_prefix + n_used - 1). n_prefix and
+ * n_used are read from the info buffer at run time, so a recorded sequence is
+ * replayed unchanged from one decoding step to the next.
+ *
+ * Exactness (DESIGN.md section 3): the visible keys of a query form ONE ordered
+ * sequence -- prefix rows ascending, then its visible tree rows ascending --
+ * and the work is split by a key's ordinal t in it, never by its cache row:
+ * lane t % LANES takes key t. Each lane runs its own online softmax over its
+ * keys in order, and the LANES partial states are merged in lane order. Every
+ * step depends only on ordinals and loaded values and uses fma()/precise, so a
+ * node verified inside a tree gives bitwise the output of the same node decoded
+ * alone after its ancestors were compacted to the rows right after the prefix,
+ * whatever n is.
+ *
+ * Cost shape (DESIGN.md section 9; on lavapipe every buffer load is paid per
+ * lane, uniform or not, so what counts is how many heads share each loaded
+ * K/V element): one workgroup per (query, block of HPW query heads sharing one
+ * KV head); each row a lane loads serves its HPW heads. No cross-lane
+ * operation per key (lavapipe's shuffles are slow); one barrier per workgroup
+ * (the merge). No subgroup operations, so there is no portable twin.
+ * (Blocking several queries per workgroup to share the prefix rows was tried
+ * on lavapipe: the per-lane state outgrew what it keeps in registers, decode
+ * became several times slower and pipeline compiles took minutes.)
+ * Loops over head_dim are [[unroll]]ed: lavapipe ends an invocation's loops
+ * after 65535 trips in total, and only the key loop may spend them.
+ *
+ * Defines: KV_F16 = 0 (f32 cache, vec4 loads), 2 (f16 cache read as uvec2:
+ * four halves, low half first; head_dim % 4 == 0) or 4 (f16 read as uvec4:
+ * eight halves; head_dim % 8 == 0). Halves are unpacked from uints, so no
+ * 16-bit storage feature is needed.
+ * Spec constants: 0 = workgroup size (== LANES), 1 = LANES, 2 = HEAD_DIM
+ * (multiple of 4), 3 = HPW (divides n_head / n_kv_head).
+ * Shared memory: LANES * HPW * (HEAD_DIM + 2) floats.
+ */
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint LANES = 8;
+layout(constant_id = 2) const uint HEAD_DIM = 64;
+layout(constant_id = 3) const uint HPW = 1;
+
+const uint D4 = HEAD_DIM / 4u;                  /* vec4 columns of a head */
+const uint NO = (HPW * D4 + LANES - 1u) / LANES; /* output vec4s per lane in the merge */
+const float NEG = -3.0e38;                      /* "minus infinity" that stays finite */
+
+/* Mirrors hs_attn_push in runtime/op_attn.c. Offsets are in units of the
+ * bound array's element (vec4 for q/out, the cache's load unit for k/v, uint
+ * for info/mask), relative to the bound ranges: they absorb the slack of
+ * aligning binding offsets down to minStorageBufferOffsetAlignment. */
+layout(push_constant) uniform Push {
+    uint n_ctx;      /* rows of the cache */
+    uint n_kv_head;
+    uint n_head;
+    uint n;          /* query capacity (mask rows) */
+    uint group;      /* n_head / n_kv_head */
+    uint mask_words; /* ceil(n / 32): uints per mask row */
+    uint q_base;     /* first query of this dispatch (q, out bound from it) */
+    float scale_log2; /* scale * log2(e): exp2 replaces exp */
+    uint q_off;
+    uint k_off;
+    uint v_off;
+    uint o_off;
+    uint info_off;
+    uint mask_off;
+    uint pad0;
+    uint pad1;
+} p;
+
+#if KV_F16 == 4
+#define KV_UNIT uvec4
+#define KV_PER_ROW (HEAD_DIM / 8u)
+#elif KV_F16 == 2
+#define KV_UNIT uvec2
+#define KV_PER_ROW (HEAD_DIM / 4u)
+#else
+#define KV_UNIT vec4
+#define KV_PER_ROW (HEAD_DIM / 4u)
+#endif
+
+layout(binding = 0) readonly buffer Q { vec4 q4[]; };       /* [n][n_head][HEAD_DIM] */
+layout(binding = 1) readonly buffer K { KV_UNIT kc[]; };    /* [n_ctx][n_kv_head][HEAD_DIM] */
+layout(binding = 2) readonly buffer V { KV_UNIT vc[]; };
+layout(binding = 3) readonly buffer Info { uint info[]; };  /* {n_prefix, n_used} */
+layout(binding = 4) readonly buffer Mask { uint mask[]; };  /* [n][mask_words] */
+layout(binding = 5) writeonly buffer O { vec4 o4[]; };      /* [n][n_head][HEAD_DIM] */
+
+/* Partial state of every lane, merged after the key loop. */
+shared vec4 s_acc[LANES * HPW * D4]; /* [lane][head][column] */
+shared float s_m[LANES * HPW];       /* [lane][head] running maximum (log2 units) */
+shared float s_l[LANES * HPW];       /* [lane][head] running sum */
+
+/* Per-lane state of the workgroup's HPW heads. */
+vec4 g_q[HPW * D4];   /* scaled queries */
+vec4 g_acc[HPW * D4]; /* sum of p * v */
+float g_m[HPW], g_l[HPW];
+vec4 g_k[D4], g_v[D4]; /* the key row being folded in */
+
+uint g_kvh;
+
+void load_row(uint row) {
+    const uint kb = p.k_off + (row * p.n_kv_head + g_kvh) * KV_PER_ROW;
+    const uint vb = p.v_off + (row * p.n_kv_head + g_kvh) * KV_PER_ROW;
+    [[unroll]] for (uint c = 0u; c < KV_PER_ROW; c++) {
+#if KV_F16 == 4
+        const uvec4 a = kc[kb + c], b = vc[vb + c];
+        g_k[2u * c] = vec4(unpackHalf2x16(a.x), unpackHalf2x16(a.y));
+        g_k[2u * c + 1u] = vec4(unpackHalf2x16(a.z), unpackHalf2x16(a.w));
+        g_v[2u * c] = vec4(unpackHalf2x16(b.x), unpackHalf2x16(b.y));
+        g_v[2u * c + 1u] = vec4(unpackHalf2x16(b.z), unpackHalf2x16(b.w));
+#elif KV_F16 == 2
+        const uvec2 a = kc[kb + c], b = vc[vb + c];
+        g_k[c] = vec4(unpackHalf2x16(a.x), unpackHalf2x16(a.y));
+        g_v[c] = vec4(unpackHalf2x16(b.x), unpackHalf2x16(b.y));
+#else
+        g_k[c] = kc[kb + c];
+        g_v[c] = vc[vb + c];
+#endif
+    }
+}
+
+/* Folds the loaded row into head slot h: the one update every key of every
+ * query goes through, in ordinal order. */
+void fold(uint h) {
+    precise vec4 a = vec4(0.0);
+    [[unroll]] for (uint c = 0u; c < D4; c++) a = fma(g_q[h * D4 + c], g_k[c], a);
+    precise float s = (a.x + a.y) + (a.z + a.w);
+    /* Rescale only when the maximum grows: rare after the first keys. */
+    if (s > g_m[h]) {
+        const float alpha = exp2(g_m[h] - s);
+        precise float ls = g_l[h] * alpha;
+        g_l[h] = ls;
+        [[unroll]] for (uint c = 0u; c < D4; c++) {
+            precise vec4 x = g_acc[h * D4 + c] * alpha;
+            g_acc[h * D4 + c] = x;
+        }
+        g_m[h] = s;
+    }
+    const float pr = exp2(s - g_m[h]);
+    precise float ls = g_l[h] + pr;
+    g_l[h] = ls;
+    [[unroll]] for (uint c = 0u; c < D4; c++) {
+        precise vec4 x = fma(vec4(pr), g_v[c], g_acc[h * D4 + c]);
+        g_acc[h * D4 + c] = x;
+    }
+}
+
+/* ---- the tree part of one query's sequence ---- */
+
+uint g_qi, g_n_used;
+uint g_cw, g_cbits; /* cursor: current mask word and its bits not yet passed */
+
+/* Mask word w of query g_qi, with the bits of nodes >= n_used cleared. */
+uint mask_word(uint w) {
+    if (w >= p.mask_words || w * 32u >= g_n_used) return 0u;
+    const uint m = mask[p.mask_off + g_qi * p.mask_words + w];
+    const uint lim = g_n_used - w * 32u;
+    return lim >= 32u ? m : (m & ((1u << lim) - 1u));
+}
+
+/* Skips k - 1 visible nodes and returns the index of the k-th. */
+uint take(uint k) {
+    for (;;) {
+        const uint c = uint(bitCount(g_cbits));
+        if (c >= k || g_cw + 1u >= p.mask_words) break;
+        k -= c;
+        g_cbits = mask_word(++g_cw);
+    }
+    for (uint i = 1u; i < k; i++) g_cbits &= g_cbits - 1u;
+    const uint j = uint(findLSB(g_cbits));
+    g_cbits &= g_cbits - 1u;
+    return g_cw * 32u + j;
+}
+
+void main() {
+    const uint lane = gl_LocalInvocationID.x;
+    const uint nhb = p.group / HPW;
+    g_kvh = gl_WorkGroupID.x / nhb;
+    const uint h0 = g_kvh * p.group + (gl_WorkGroupID.x % nhb) * HPW;
+    const uint ql = gl_WorkGroupID.y; /* q and out are bound from query q_base on */
+    g_qi = p.q_base + ql;
+    if (g_qi >= p.n) return; /* uniform per workgroup */
+    const uint ob = p.o_off + (ql * p.n_head + h0) * D4;
+
+    const uint n_prefix = min(info[p.info_off], p.n_ctx);
+    g_n_used = min(min(info[p.info_off + 1u], p.n), p.n_ctx - n_prefix);
+    if (g_qi >= g_n_used) {
+        /* A slot beyond the live tree: defined zeros for the ops downstream. */
+        for (uint c = lane; c < HPW * D4; c += LANES) o4[ob + c] = vec4(0.0);
+        return; /* uniform per workgroup */
+    }
+
+    uint n_vis = n_prefix;
+    const uint used_words = min((g_n_used + 31u) / 32u, p.mask_words);
+    for (uint w = 0u; w < used_words; w++) n_vis += uint(bitCount(mask_word(w)));
+    g_cw = 0u;
+    g_cbits = mask_word(0u);
+
+    [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
+        g_m[hh] = NEG;
+        g_l[hh] = 0.0;
+        [[unroll]] for (uint c = 0u; c < D4; c++) {
+            g_acc[hh * D4 + c] = vec4(0.0);
+            g_q[hh * D4 + c] = q4[p.q_off + (ql * p.n_head + h0 + hh) * D4 + c] * p.scale_log2;
+        }
+    }
+
+    /* Keys t = lane, lane + LANES, ... of the visible sequence. One loop body
+     * for prefix and tree keys: only the row differs, never the arithmetic. */
+    bool first_tree = true;
+    for (uint t = lane; t < n_vis; t += LANES) {
+        uint row = t;
+        if (t >= n_prefix) {
+            row = min(n_prefix + take(first_tree ? t - n_prefix + 1u : LANES), p.n_ctx - 1u);
+            first_tree = false;
+        }
+        load_row(row);
+        [[unroll]] for (uint hh = 0u; hh < HPW; hh++) fold(hh);
+    }
+
+    [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
+        s_m[lane * HPW + hh] = g_m[hh];
+        s_l[lane * HPW + hh] = g_l[hh];
+        [[unroll]] for (uint c = 0u; c < D4; c++) s_acc[(lane * HPW + hh) * D4 + c] = g_acc[hh * D4 + c];
+    }
+    barrier(); /* every lane's partial state is visible */
+
+    /* Merge in lane order; lane takes output columns lane, lane + LANES, ... */
+    [[unroll]] for (uint j = 0u; j < NO; j++) {
+        const uint o = lane + j * LANES;
+        if (o >= HPW * D4) break;
+        const uint hh = o / D4, c = o % D4;
+        float mx = NEG;
+        [[unroll]] for (uint w = 0u; w < LANES; w++) mx = max(mx, s_m[w * HPW + hh]);
+        precise float sum = 0.0;
+        precise vec4 r = vec4(0.0);
+        [[unroll]] for (uint w = 0u; w < LANES; w++) {
+            const float e = exp2(s_m[w * HPW + hh] - mx);
+            sum = fma(s_l[w * HPW + hh], e, sum);
+            r = fma(vec4(e), s_acc[(w * HPW + hh) * D4 + c], r);
+        }
+        /* No visible key at all (empty prefix and mask row): zeros. */
+        o4[ob + o] = sum > 0.0 ? r / sum : vec4(0.0);
+    }
+}
