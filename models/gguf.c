@@ -724,7 +724,7 @@ HS_GGUF_GETTER(hs_gguf_get_bool, bool, hs_gguf_value_bool)
 
 hs_status hs_gguf_get_str(const hs_gguf *g, const char *key, const char **out) {
     const hs_gguf_value *v;
-    hs_gguf_str s;
+    hs_gguf_str s = {0};
     hs_status st = find(g, key, &v);
     if (st == HS_OK) st = hs_gguf_value_str(v, &s);
     if (st == HS_OK) *out = s.s;

@@ -196,7 +196,7 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
             return HS_FAIL(HS_ERR_INVALID_ARG, "attention: out overlaps q");
     }
     const uint32_t group = n_head / nkv;
-    attn_plan pl;
+    attn_plan pl = {0};
     HS_TRY(attn_plan_for(ops, hd, group, &pl));
     const uint32_t gx = nkv * (group / pl.hpw);
     if (gx > c->max_wg_count[0])
