@@ -1,0 +1,422 @@
+/* llama: weights, KV cache and the recorded forward graph. */
+#include "llama.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op_attn.h"
+#include "op_matmul.h"
+#include "op_select.h"
+
+#define STBDS_NO_SHORT_NAMES
+#include "stb_ds.h"
+
+typedef struct llama_layer {
+    hs_weight *wqkv;    /* (q_dim + 2 kv_dim, dim) stacked Q, K, V */
+    hs_weight *wo;      /* (dim, q_dim) */
+    hs_weight *wgu;     /* (2 ff, dim) stacked gate, up */
+    hs_weight *wdown;   /* (dim, ff) */
+} llama_layer;
+
+/* One recorded batch shape. */
+typedef struct llama_graph {
+    uint32_t n;
+    bool last_only;
+    hs_vk_seq *seq;
+} llama_graph;
+
+struct hs_llama {
+    hs_ops *ops;
+    hs_vk_ctx *vk;
+    hs_llama_config cfg;
+    uint32_t n_ctx, max_batch, n_past;
+
+    hs_weight *tok_embd; /* (n_vocab, dim) */
+    hs_weight *output;   /* (n_vocab, dim); NULL when tied to tok_embd */
+    llama_layer *layers; /* (n_layer) */
+    /* f32 vectors, each at a multiple of `slot` bytes: attn_norm and ffn_norm
+     * per layer, output_norm, then the RoPE frequency table. */
+    hs_vk_buffer *vecs;
+    uint64_t slot;
+
+    hs_vk_buffer *k_cache, *v_cache; /* (n_layer, n_ctx, n_kv_head, head_dim) f32 */
+    uint64_t layer_bytes;
+
+    /* Activations for max_batch tokens. */
+    hs_vk_buffer *h;      /* (max_batch, dim) */
+    hs_vk_buffer *qkv;    /* (max_batch, q_dim + 2 kv_dim) */
+    hs_vk_buffer *q;      /* (max_batch, q_dim) */
+    hs_vk_buffer *att;    /* (max_batch, q_dim) */
+    hs_vk_buffer *gu;     /* (max_batch, 2 ff) */
+    hs_vk_buffer *logits; /* (max_batch, n_vocab), host visible */
+    hs_vk_buffer *mask;   /* (max_batch, mask words) */
+    hs_vk_buffer *depth;  /* (max_batch) */
+    /* Host-visible step data written before each submit, at `slot`-aligned
+     * offsets: tokens, pos, rows, parents (max_batch each), info, argmax. */
+    hs_vk_buffer *step;
+    uint64_t off_tokens, off_pos, off_rows, off_parents, off_info, off_argmax;
+
+    llama_graph *graphs; /* stb_ds array */
+    uint32_t last_dispatches;
+    uint64_t weight_bytes;
+};
+
+static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+hs_status hs_llama_config_read(const hs_gguf *g, hs_llama_config *c) {
+    hs_status st = HS_OK;
+    memset(c, 0, sizeof *c);
+    const char *arch = NULL;
+    HS_TRY(hs_gguf_architecture(g, &arch));
+    if (strcmp(arch, "llama") != 0)
+        return HS_FAIL(HS_ERR_FORMAT, "%s: architecture '%s' is not supported by the llama loader",
+                       hs_gguf_name(g), arch);
+    snprintf(c->arch, sizeof c->arch, "%s", arch);
+    char key[128];
+#define GET_U32(name, field)                                                                       \
+    snprintf(key, sizeof key, "%s." name, arch);                                               \
+    HS_TRY(hs_gguf_get_u32(g, key, &c->field))
+    GET_U32("embedding_length", dim);
+    GET_U32("block_count", n_layer);
+    GET_U32("attention.head_count", n_head);
+    GET_U32("feed_forward_length", ff);
+    GET_U32("context_length", n_ctx_train);
+#undef GET_U32
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", arch);
+    if (hs_gguf_find_key(g, key)) HS_TRY(hs_gguf_get_u32(g, key, &c->n_kv_head));
+    else c->n_kv_head = c->n_head;
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", arch);
+    HS_TRY(hs_gguf_get_f32(g, key, &c->eps));
+    if (c->n_head == 0 || c->dim % c->n_head || c->n_kv_head == 0 || c->n_head % c->n_kv_head)
+        return HS_FAIL(HS_ERR_FORMAT, "%s: bad head counts (dim %u, heads %u, kv heads %u)", hs_gguf_name(g),
+                       c->dim, c->n_head, c->n_kv_head);
+    c->head_dim = c->dim / c->n_head;
+    c->n_rot = c->head_dim;
+    snprintf(key, sizeof key, "%s.rope.dimension_count", arch);
+    if (hs_gguf_find_key(g, key)) HS_TRY(hs_gguf_get_u32(g, key, &c->n_rot));
+    c->rope_base = 10000.0f;
+    snprintf(key, sizeof key, "%s.rope.freq_base", arch);
+    if (hs_gguf_find_key(g, key)) HS_TRY(hs_gguf_get_f32(g, key, &c->rope_base));
+    c->rope_scale = 1.0f;
+    snprintf(key, sizeof key, "%s.rope.scale_linear", arch);
+    if (hs_gguf_find_key(g, key)) {
+        float s;
+        HS_TRY(hs_gguf_get_f32(g, key, &s));
+        if (s > 0) c->rope_scale = 1.0f / s;
+    }
+    if (c->n_rot == 0 || c->n_rot > c->head_dim || c->n_rot % 2)
+        return HS_FAIL(HS_ERR_FORMAT, "%s: rope dimension %u does not fit head_dim %u", hs_gguf_name(g), c->n_rot,
+                       c->head_dim);
+    c->rope_mode = HS_ROPE_NORMAL; /* llama.cpp's converter permutes Q/K for adjacent pairs */
+    const hs_gguf_tensor *emb = hs_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb) return HS_FAIL(HS_ERR_FORMAT, "%s: tensor token_embd.weight missing", hs_gguf_name(g));
+    if (emb->ne[0] != c->dim)
+        return HS_FAIL(HS_ERR_FORMAT, "%s: token_embd.weight has %lld columns, expected dim %u", hs_gguf_name(g),
+                       (long long)emb->ne[0], c->dim);
+    c->n_vocab = (uint32_t)emb->ne[1];
+    c->tied_output = hs_gguf_find_tensor(g, "output.weight") == NULL;
+fail:
+    return st;
+}
+
+/* Finds a 2-D tensor of shape (rows, cols) in a type the kernels support. */
+static hs_status get_matrix(const hs_gguf *g, const char *name, uint32_t rows, uint32_t cols,
+                            const hs_gguf_tensor **out) {
+    const hs_gguf_tensor *t = hs_gguf_find_tensor(g, name);
+    if (!t) return HS_FAIL(HS_ERR_FORMAT, "%s: tensor %s missing", hs_gguf_name(g), name);
+    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1)
+        return HS_FAIL(HS_ERR_FORMAT, "%s: tensor %s has shape [%lld, %lld], expected [%u, %u]", hs_gguf_name(g),
+                       name, (long long)t->ne[0], (long long)t->ne[1], cols, rows);
+    if (!hs_type_supported(t->type))
+        return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "%s: tensor %s has type %s, which heterospec cannot compute with",
+                       hs_gguf_name(g), name, hs_ggml_type_get(t->type) ? hs_ggml_type_get(t->type)->name : "?");
+    *out = t;
+    return HS_OK;
+}
+
+static hs_status load_stacked(hs_llama *m, const hs_gguf *g, const char *const *names, uint32_t count,
+                              const uint32_t *rows, uint32_t cols, hs_weight **out) {
+    hs_status st = HS_OK;
+    const void *data[4];
+    hs_type type = HS_TYPE_F32;
+    for (uint32_t i = 0; i < count; i++) {
+        const hs_gguf_tensor *t;
+        HS_TRY(get_matrix(g, names[i], rows[i], cols, &t));
+        if (i > 0 && (hs_type)t->type != type)
+            return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "%s: %s is %s but %s is %s; stacked products need one type",
+                           hs_gguf_name(g), names[i], hs_type_name((hs_type)t->type), names[0], hs_type_name(type));
+        type = (hs_type)t->type;
+        data[i] = t->data;
+    }
+    if (count == 1) HS_TRY(hs_weight_create(m->ops, type, rows[0], cols, data[0], out));
+    else HS_TRY(hs_weight_create_stacked(m->ops, type, cols, count, rows, data, out));
+    m->weight_bytes += hs_weight_device_bytes(*out);
+fail:
+    return st;
+}
+
+static hs_status upload_vec(hs_llama *m, const hs_gguf *g, const char *name, uint32_t n, uint32_t slot_index) {
+    const hs_gguf_tensor *t = hs_gguf_find_tensor(g, name);
+    if (!t) return HS_FAIL(HS_ERR_FORMAT, "%s: tensor %s missing", hs_gguf_name(g), name);
+    if (t->type != HS_GGML_TYPE_F32 || hs_gguf_tensor_nelements(t) != n)
+        return HS_FAIL(HS_ERR_FORMAT, "%s: tensor %s must be f32 [%u]", hs_gguf_name(g), name, n);
+    return hs_vk_buffer_upload(m->vecs, m->slot * slot_index, t->data, (uint64_t)n * 4);
+}
+
+static hs_vk_binding vec_binding(const hs_llama *m, uint32_t slot_index, uint32_t n) {
+    return (hs_vk_binding){m->vecs, m->slot * slot_index, (uint64_t)n * 4};
+}
+
+static hs_status alloc(hs_llama *m, uint64_t bytes, hs_mem mem, hs_vk_buffer **b) {
+    return hs_vk_buffer_create(m->vk, bytes ? bytes : 4, mem, b);
+}
+
+hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *opt, hs_llama **out) {
+    hs_status st = HS_OK;
+    *out = NULL;
+    hs_llama *m = calloc(1, sizeof *m);
+    if (!m) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_llama_load: out of memory");
+    m->ops = ops;
+    m->vk = hs_ops_vk(ops);
+    HS_TRY(hs_llama_config_read(g, &m->cfg));
+    const hs_llama_config *c = &m->cfg;
+    const hs_vk_caps *caps = hs_ops_caps(ops);
+    m->n_ctx = opt && opt->n_ctx ? opt->n_ctx : (c->n_ctx_train < 4096 ? c->n_ctx_train : 4096);
+    m->max_batch = opt && opt->max_batch ? opt->max_batch : 512;
+    if (m->max_batch > m->n_ctx) m->max_batch = m->n_ctx;
+    m->slot = align_up(256, caps->min_storage_offset_align);
+    const uint32_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_kv_head * c->head_dim;
+
+    /* Weights. */
+    const hs_gguf_tensor *emb;
+    HS_TRY(get_matrix(g, "token_embd.weight", c->n_vocab, c->dim, &emb));
+    HS_TRY(hs_weight_create(ops, (hs_type)emb->type, c->n_vocab, c->dim, emb->data, &m->tok_embd));
+    m->weight_bytes += hs_weight_device_bytes(m->tok_embd);
+    if (!c->tied_output) {
+        const char *names[1] = {"output.weight"};
+        HS_TRY(load_stacked(m, g, names, 1, &c->n_vocab, c->dim, &m->output));
+    }
+    uint64_t vec_slot = align_up((uint64_t)(c->dim > c->n_rot ? c->dim : c->n_rot) * 4, m->slot);
+    m->slot = vec_slot;
+    HS_TRY(alloc(m, vec_slot * (2ull * c->n_layer + 2), HS_MEM_DEVICE, &m->vecs));
+    m->layers = calloc(c->n_layer, sizeof *m->layers);
+    if (!m->layers) {
+        st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_llama_load: out of memory");
+        goto fail;
+    }
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        char n0[64], n1[64], n2[64];
+        const char *names[3] = {n0, n1, n2};
+        llama_layer *L = &m->layers[l];
+        snprintf(n0, sizeof n0, "blk.%u.attn_q.weight", l);
+        snprintf(n1, sizeof n1, "blk.%u.attn_k.weight", l);
+        snprintf(n2, sizeof n2, "blk.%u.attn_v.weight", l);
+        uint32_t qkv_rows[3] = {q_dim, kv_dim, kv_dim};
+        HS_TRY(load_stacked(m, g, names, 3, qkv_rows, c->dim, &L->wqkv));
+        snprintf(n0, sizeof n0, "blk.%u.attn_output.weight", l);
+        HS_TRY(load_stacked(m, g, names, 1, &c->dim, q_dim, &L->wo));
+        snprintf(n0, sizeof n0, "blk.%u.ffn_gate.weight", l);
+        snprintf(n1, sizeof n1, "blk.%u.ffn_up.weight", l);
+        uint32_t gu_rows[2] = {c->ff, c->ff};
+        HS_TRY(load_stacked(m, g, names, 2, gu_rows, c->dim, &L->wgu));
+        snprintf(n0, sizeof n0, "blk.%u.ffn_down.weight", l);
+        HS_TRY(load_stacked(m, g, names, 1, &c->dim, c->ff, &L->wdown));
+        snprintf(n0, sizeof n0, "blk.%u.attn_norm.weight", l);
+        HS_TRY(upload_vec(m, g, n0, c->dim, 2 * l));
+        snprintf(n0, sizeof n0, "blk.%u.ffn_norm.weight", l);
+        HS_TRY(upload_vec(m, g, n0, c->dim, 2 * l + 1));
+    }
+    HS_TRY(upload_vec(m, g, "output_norm.weight", c->dim, 2 * c->n_layer));
+    {
+        hs_rope_params rp = {.n_rot = c->n_rot, .mode = c->rope_mode, .freq_base = c->rope_base,
+                             .freq_scale = c->rope_scale};
+        float freqs[512];
+        hs_rope_freqs(&rp, freqs);
+        HS_TRY(hs_vk_buffer_upload(m->vecs, m->slot * (2ull * c->n_layer + 1), freqs, (uint64_t)c->n_rot / 2 * 4));
+    }
+
+    /* KV cache: one buffer per K and V, layers back to back. */
+    m->layer_bytes = align_up((uint64_t)m->n_ctx * kv_dim * 4, m->slot);
+    if (m->layer_bytes > caps->max_storage_buffer_range) {
+        st = HS_FAIL(HS_ERR_VK_UNSUPPORTED, "KV cache layer of %llu MiB exceeds maxStorageBufferRange; use a smaller "
+                                            "context (-c)", (unsigned long long)(m->layer_bytes >> 20));
+        goto fail;
+    }
+    HS_TRY(alloc(m, m->layer_bytes * c->n_layer, HS_MEM_DEVICE, &m->k_cache));
+    HS_TRY(alloc(m, m->layer_bytes * c->n_layer, HS_MEM_DEVICE, &m->v_cache));
+
+    const uint64_t B = m->max_batch;
+    HS_TRY(alloc(m, B * c->dim * 4, HS_MEM_DEVICE, &m->h));
+    HS_TRY(alloc(m, B * (q_dim + 2 * kv_dim) * 4, HS_MEM_DEVICE, &m->qkv));
+    HS_TRY(alloc(m, B * q_dim * 4, HS_MEM_DEVICE, &m->q));
+    HS_TRY(alloc(m, B * q_dim * 4, HS_MEM_DEVICE, &m->att));
+    HS_TRY(alloc(m, B * 2 * c->ff * 4, HS_MEM_DEVICE, &m->gu));
+    HS_TRY(alloc(m, B * c->n_vocab * 4, HS_MEM_HOST, &m->logits));
+    HS_TRY(alloc(m, B * hs_attn_mask_words((uint32_t)B) * 4, HS_MEM_DEVICE, &m->mask));
+    HS_TRY(alloc(m, B * 4, HS_MEM_DEVICE, &m->depth));
+    uint64_t arr = align_up(B * 4, m->slot);
+    m->off_tokens = 0;
+    m->off_pos = arr;
+    m->off_rows = 2 * arr;
+    m->off_parents = 3 * arr;
+    m->off_info = 4 * arr;
+    m->off_argmax = 4 * arr + m->slot;
+    HS_TRY(alloc(m, 5 * arr + m->slot, HS_MEM_HOST, &m->step));
+    *out = m;
+    return HS_OK;
+fail:
+    hs_llama_destroy(m);
+    return st;
+}
+
+void hs_llama_destroy(hs_llama *m) {
+    if (!m) return;
+    for (ptrdiff_t i = 0; i < stbds_arrlen(m->graphs); i++) hs_vk_seq_destroy(m->graphs[i].seq);
+    stbds_arrfree(m->graphs);
+    if (m->layers) {
+        for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+            hs_weight_destroy(m->layers[l].wqkv);
+            hs_weight_destroy(m->layers[l].wo);
+            hs_weight_destroy(m->layers[l].wgu);
+            hs_weight_destroy(m->layers[l].wdown);
+        }
+        free(m->layers);
+    }
+    hs_weight_destroy(m->tok_embd);
+    hs_weight_destroy(m->output);
+    hs_vk_buffer *bufs[] = {m->vecs, m->k_cache, m->v_cache, m->h, m->qkv, m->q, m->att, m->gu,
+                            m->logits, m->mask, m->depth, m->step};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hs_vk_buffer_destroy(bufs[i]);
+    free(m);
+}
+
+const hs_llama_config *hs_llama_cfg(const hs_llama *m) { return &m->cfg; }
+uint32_t hs_llama_n_ctx(const hs_llama *m) { return m->n_ctx; }
+uint32_t hs_llama_n_past(const hs_llama *m) { return m->n_past; }
+void hs_llama_reset(hs_llama *m) { m->n_past = 0; }
+uint64_t hs_llama_weight_bytes(const hs_llama *m) { return m->weight_bytes; }
+uint32_t hs_llama_last_dispatches(const hs_llama *m) { return m->last_dispatches; }
+
+static hs_vk_binding B(hs_vk_buffer *b, uint64_t off, uint64_t bytes) { return (hs_vk_binding){b, off, bytes}; }
+
+/* Records the forward pass of n tokens. */
+static hs_status record(hs_llama *m, llama_graph *gr) {
+    hs_status st = HS_OK;
+    const hs_llama_config *c = &m->cfg;
+    hs_ops *ops = m->ops;
+    hs_vk_seq *s = gr->seq;
+    const uint32_t n = gr->n, q_dim = c->n_head * c->head_dim, kv_dim = c->n_kv_head * c->head_dim;
+    const uint32_t qkv_dim = q_dim + 2 * kv_dim;
+    hs_vk_binding h = B(m->h, 0, (uint64_t)n * c->dim * 4);
+    hs_vk_binding qkv = B(m->qkv, 0, (uint64_t)n * qkv_dim * 4);
+    hs_vk_binding q = B(m->q, 0, (uint64_t)n * q_dim * 4);
+    hs_vk_binding att = B(m->att, 0, (uint64_t)n * q_dim * 4);
+    hs_vk_binding gu = B(m->gu, 0, (uint64_t)n * 2 * c->ff * 4);
+    hs_vk_binding tokens = B(m->step, m->off_tokens, (uint64_t)n * 4);
+    hs_vk_binding pos = B(m->step, m->off_pos, (uint64_t)n * 4);
+    hs_vk_binding rows = B(m->step, m->off_rows, (uint64_t)n * 4);
+    hs_vk_binding parents = B(m->step, m->off_parents, (uint64_t)n * 4);
+    hs_vk_binding info = B(m->step, m->off_info, HS_ATTN_INFO_WORDS * 4);
+    hs_vk_binding mask = B(m->mask, 0, (uint64_t)n * hs_attn_mask_words(n) * 4);
+    hs_vk_binding depth = B(m->depth, 0, (uint64_t)n * 4);
+    hs_vk_binding freqs = vec_binding(m, 2 * c->n_layer + 1, c->n_rot / 2);
+    hs_rope_params rp = {.n_rot = c->n_rot, .mode = c->rope_mode, .freq_base = c->rope_base,
+                         .freq_scale = c->rope_scale, .freqs = &freqs};
+
+    HS_TRY(hs_vk_seq_begin(s));
+    HS_TRY(hs_op_get_rows(ops, s, m->tok_embd, tokens, n, h));
+    HS_TRY(hs_op_tree_mask(ops, s, &parents, n, &mask, &depth));
+    for (uint32_t l = 0; l < c->n_layer; l++) {
+        const llama_layer *L = &m->layers[l];
+        hs_kv_layer kv = {.k = B(m->k_cache, m->layer_bytes * l, m->layer_bytes),
+                          .v = B(m->v_cache, m->layer_bytes * l, m->layer_bytes),
+                          .type = HS_TYPE_F32, .n_ctx = m->n_ctx, .n_kv_head = c->n_kv_head,
+                          .head_dim = c->head_dim};
+        hs_matmul_opts norm_attn = {.prologue = HS_MATMUL_RMSNORM, .norm = vec_binding(m, 2 * l, c->dim),
+                                    .eps = c->eps};
+        HS_TRY(hs_op_matmul(ops, s, L->wqkv, h, n, qkv, &norm_attn));
+        HS_TRY(hs_op_rope_kv(ops, s, &qkv, &pos, &rows, &q, &kv, n, c->n_head, &rp));
+        HS_TRY(hs_op_attention(ops, s, &q, &kv, c->n_head, &info, &mask, n, 1.0f / sqrtf((float)c->head_dim),
+                               &att));
+        hs_matmul_opts resid = {.residual = true, .res = h};
+        HS_TRY(hs_op_matmul(ops, s, L->wo, att, n, h, &resid));
+        hs_matmul_opts norm_ffn = {.prologue = HS_MATMUL_RMSNORM, .norm = vec_binding(m, 2 * l + 1, c->dim),
+                                   .eps = c->eps};
+        HS_TRY(hs_op_matmul(ops, s, L->wgu, h, n, gu, &norm_ffn));
+        hs_matmul_opts down = {.prologue = HS_MATMUL_SWIGLU, .residual = true, .res = h};
+        HS_TRY(hs_op_matmul(ops, s, L->wdown, gu, n, h, &down));
+    }
+    /* Output head: all rows, or only the last token's. */
+    uint32_t n_out = gr->last_only ? 1 : n;
+    hs_vk_binding h_out = gr->last_only ? B(m->h, (uint64_t)(n - 1) * c->dim * 4, (uint64_t)c->dim * 4) : h;
+    hs_vk_binding logits = B(m->logits, 0, (uint64_t)n_out * c->n_vocab * 4);
+    hs_matmul_opts norm_out = {.prologue = HS_MATMUL_RMSNORM, .norm = vec_binding(m, 2 * c->n_layer, c->dim),
+                               .eps = c->eps};
+    HS_TRY(hs_op_matmul(ops, s, m->output ? m->output : m->tok_embd, h_out, n_out, logits, &norm_out));
+    hs_vk_binding amax = B(m->step, m->off_argmax, (uint64_t)n_out * 4);
+    HS_TRY(hs_op_argmax(ops, s, &logits, n_out, c->n_vocab, &amax));
+    HS_TRY(hs_vk_seq_end(s));
+fail:
+    return st;
+}
+
+static hs_status get_graph(hs_llama *m, uint32_t n, bool last_only, llama_graph **out) {
+    hs_status st = HS_OK;
+    for (ptrdiff_t i = 0; i < stbds_arrlen(m->graphs); i++)
+        if (m->graphs[i].n == n && m->graphs[i].last_only == last_only) {
+            *out = &m->graphs[i];
+            return HS_OK;
+        }
+    llama_graph gr = {.n = n, .last_only = last_only};
+    HS_TRY(hs_vk_seq_create(m->vk, &gr.seq));
+    st = record(m, &gr);
+    if (st != HS_OK) {
+        hs_vk_seq_destroy(gr.seq);
+        return st;
+    }
+    stbds_arrput(m->graphs, gr);
+    *out = &m->graphs[stbds_arrlen(m->graphs) - 1];
+fail:
+    return st;
+}
+
+hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents, bool last_only,
+                        bool commit, const float **logits, const uint32_t **argmax) {
+    hs_status st = HS_OK;
+    const hs_llama_config *c = &m->cfg;
+    if (n == 0 || n > m->max_batch)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_llama_eval: %u tokens (batch limit %u)", n, m->max_batch);
+    if ((uint64_t)m->n_past + n > m->n_ctx)
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "context full: %u + %u tokens exceed the context of %u", m->n_past, n,
+                       m->n_ctx);
+    for (uint32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= c->n_vocab)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "token id %d out of the vocabulary (%u)", tokens[i], c->n_vocab);
+    if (parents) HS_TRY(hs_attn_check_parents(parents, n));
+    uint8_t *step = hs_vk_buffer_map(m->step);
+    HS_ASSERT(step);
+    int32_t *tok = (int32_t *)(step + m->off_tokens), *pos = (int32_t *)(step + m->off_pos);
+    uint32_t *rows = (uint32_t *)(step + m->off_rows);
+    int32_t *par = (int32_t *)(step + m->off_parents);
+    uint32_t *info = (uint32_t *)(step + m->off_info);
+    for (uint32_t i = 0; i < n; i++) {
+        tok[i] = tokens[i];
+        par[i] = parents ? parents[i] : (int32_t)i - 1;
+        uint32_t d = 0;
+        for (int32_t p = par[i]; p >= 0; p = par[p]) d++;
+        pos[i] = (int32_t)(m->n_past + d);
+        rows[i] = m->n_past + i;
+    }
+    info[HS_ATTN_INFO_N_PREFIX] = m->n_past;
+    info[HS_ATTN_INFO_N_USED] = n;
+    llama_graph *gr;
+    HS_TRY(get_graph(m, n, last_only, &gr));
+    HS_TRY(hs_vk_seq_submit(gr->seq));
+    m->last_dispatches = hs_vk_seq_dispatch_count(gr->seq);
+    if (commit) m->n_past += n;
+    if (logits) *logits = hs_vk_buffer_map(m->logits);
+    if (argmax) *argmax = (const uint32_t *)(step + m->off_argmax);
+fail:
+    return st;
+}

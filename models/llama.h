@@ -1,0 +1,88 @@
+/* llama — the Llama architecture (also SmolLM2) as a graph of runtime ops.
+ *
+ * Usage:
+ *   hs_llama *m;  hs_llama_load(ops, gguf, &opt, &m);      // uploads weights, allocates the KV cache
+ *   hs_llama_eval(m, tokens, n, NULL, logits_last_only, &out);  // prompt chunk or decode step
+ *   hs_llama_destroy(m);
+ *
+ * One layer is six dispatches (DESIGN.md section 9: the dispatch count is the
+ * speed on small models):
+ *   qkv  = Wqkv rmsnorm(h)              matmul, RMSNorm prologue, stacked Q/K/V
+ *   q, K/V cache rows = rope(qkv)       fused RoPE + KV write
+ *   att  = attention(q, cache, mask)    tree/causal visibility from parents
+ *   h   += Wo att                       matmul, residual epilogue
+ *   gu   = Wgu rmsnorm(h)               matmul, RMSNorm prologue, stacked gate/up
+ *   h   += Wdown swiglu(gu)             matmul, SwiGLU prologue, residual epilogue
+ * plus the embedding gather and the tree mask before, the output norm + head
+ * after. A batch of n tokens is one recorded sequence, kept per (n, logits
+ * rows) and replayed; what changes per call (token ids, positions, cache rows,
+ * parents, prefix length) is written into a small host-visible step buffer.
+ *
+ * Tokens of a call occupy cache rows n_past .. n_past+n-1. Without parents they
+ * form a causal chain (prompt processing, decoding); with parents (tree
+ * verification, DESIGN.md section 2) token i sees the prefix and its
+ * ancestors, at position n_past + depth(i).
+ *
+ * Ownership: the model borrows ops and gguf only during hs_llama_load; the
+ * logits pointer returned by eval stays valid until the next eval.
+ * Thread-safety: one thread.
+ */
+#ifndef HS_LLAMA_H
+#define HS_LLAMA_H
+
+#include "gguf.h"
+#include "hs_ops.h"
+#include "op_elem.h"
+
+typedef struct hs_llama_config {
+    char arch[32];       /* general.architecture */
+    uint32_t n_vocab;    /* rows of token_embd */
+    uint32_t dim;        /* embedding_length */
+    uint32_t n_layer;    /* block_count */
+    uint32_t n_head;     /* attention.head_count */
+    uint32_t n_kv_head;  /* attention.head_count_kv */
+    uint32_t head_dim;   /* dim / n_head */
+    uint32_t ff;         /* feed_forward_length */
+    uint32_t n_ctx_train;/* context_length */
+    uint32_t n_rot;      /* rope.dimension_count (default head_dim) */
+    float rope_base;     /* rope.freq_base (default 10000) */
+    float rope_scale;    /* 1 / rope.scale_linear (default 1) */
+    float eps;           /* attention.layer_norm_rms_epsilon */
+    hs_rope_mode rope_mode;
+    bool tied_output;    /* no output.weight: the head is token_embd */
+} hs_llama_config;
+
+typedef struct hs_llama_options {
+    uint32_t n_ctx;     /* KV-cache rows; 0: min(n_ctx_train, 4096) */
+    uint32_t max_batch; /* largest n of one eval; 0: 512 */
+} hs_llama_options;
+
+typedef struct hs_llama hs_llama;
+
+/* Reads the configuration of a llama-architecture GGUF without loading it. */
+hs_status hs_llama_config_read(const hs_gguf *g, hs_llama_config *cfg);
+
+hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *opt, hs_llama **out);
+void hs_llama_destroy(hs_llama *m);
+const hs_llama_config *hs_llama_cfg(const hs_llama *m);
+uint32_t hs_llama_n_ctx(const hs_llama *m);
+uint32_t hs_llama_n_past(const hs_llama *m);
+/* Forgets the context (n_past = 0). */
+void hs_llama_reset(hs_llama *m);
+/* Bytes of weights on the device. */
+uint64_t hs_llama_weight_bytes(const hs_llama *m);
+
+/* Evaluates n tokens at cache rows n_past.. (see above). parents: NULL for a
+ * causal chain, else int32 [n] with parents[i] in [-1, i). With last_only the
+ * logits of the last token are computed ([1][n_vocab]), else of all n tokens
+ * ([n][n_vocab]). *logits points into model-owned memory (NULL-able
+ * argument). Advances n_past by n when commit is true (prompt, decoding); a
+ * tree verification passes false. *argmax (may be NULL) receives the argmax of
+ * each logits row, computed on the device. */
+hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents, bool last_only,
+                        bool commit, const float **logits, const uint32_t **argmax);
+
+/* Number of dispatches of the last evaluated graph (for reports). */
+uint32_t hs_llama_last_dispatches(const hs_llama *m);
+
+#endif

@@ -1,0 +1,410 @@
+/* op_matmul: device weights (repacked GGUF rows, split in row chunks), the
+ * weight products and the embedding gather (see op_matmul.h).
+ *
+ * Shapes on the device (shaders/matmul.comp): a workgroup is LANES
+ * invocations (the subgroup size, clamped to 8..64); each invocation owns RW
+ * rows of one row group of G = LANES * RL rows (RL = the tuning table's
+ * matvec_rows_per_wg) and C columns (1 for n = 1, else matmul_cols_per_wg).
+ * Rows are padded to whole groups in the layout; padded rows are never
+ * written. */
+#include "op_matmul.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_quant.h"
+#include "hs_shaders.h"
+
+#define HS_MATMUL_MAX_RL 8u /* rows per invocation the shader arrays allow */
+#define HS_MATMUL_MAX_C 8u  /* columns per workgroup */
+#define HS_GET_ROWS_WG 64u
+
+/* Push constants, mirrored field by field in the shaders. */
+typedef struct hs_matmul_push {
+    uint32_t rows, cols, n, nblk;
+    uint32_t group0, col0, x_stride, x_off;
+    uint32_t y_off, g_off, r_off;
+    float eps;
+} hs_matmul_push;
+static_assert(sizeof(hs_matmul_push) == 48, "hs_matmul_push must match matmul.comp");
+static_assert(sizeof(hs_matmul_push) <= 128, "push constants are limited to 128 bytes");
+
+typedef struct hs_get_rows_push {
+    uint32_t rows, cols, n, nblk;
+    uint32_t group0, ngroups, tok0, ids_off;
+    uint32_t out_off, zero_invalid, pad0, pad1;
+} hs_get_rows_push;
+static_assert(sizeof(hs_get_rows_push) == 48, "hs_get_rows_push must match get_rows.comp");
+
+/* One buffer of row groups [group0, group0 + ngroups): the Q planes at offset
+ * 0, the S words at s_off (none when s_bytes = 0). */
+typedef struct hs_weight_chunk {
+    hs_vk_buffer *buf;
+    uint32_t group0, ngroups;
+    uint64_t q_bytes, s_off, s_bytes;
+} hs_weight_chunk;
+
+struct hs_weight {
+    hs_type type;
+    uint32_t rows, cols;
+    uint32_t lanes, rl, g; /* layout: G = lanes * rl rows per group */
+    uint32_t nblk;         /* device blocks per row */
+    uint32_t n_chunks;
+    hs_weight_chunk *chunks;
+    uint64_t device_bytes;
+};
+
+static uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+static uint32_t clamp_u32(uint32_t v, uint32_t lo, uint32_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Workgroup width of the matmul kernels: the subgroup, so that x can be
+ * shared with shuffles; at least 8 (one lane per vec4 of a sub-block). */
+static uint32_t matmul_lanes(const hs_ops *ops) {
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    uint32_t l = clamp_u32(c->subgroup_size, 8, 64);
+    while (l > 8 && (l > c->max_wg_size[0] || l > c->max_wg_invocations)) l /= 2;
+    return l;
+}
+
+static const char *type_suffix(hs_type t) { return hs_type_name(t); }
+
+/* ---- weights ---- */
+
+void hs_weight_destroy(hs_weight *w) {
+    if (!w) return;
+    for (uint32_t i = 0; i < w->n_chunks; i++) hs_vk_buffer_destroy(w->chunks[i].buf);
+    free(w->chunks);
+    free(w);
+}
+
+uint32_t hs_weight_rows(const hs_weight *w) { return w->rows; }
+uint32_t hs_weight_cols(const hs_weight *w) { return w->cols; }
+hs_type hs_weight_type(const hs_weight *w) { return w->type; }
+uint64_t hs_weight_device_bytes(const hs_weight *w) { return w->device_bytes; }
+uint32_t hs_weight_chunks(const hs_weight *w) { return w->n_chunks; }
+
+hs_status hs_weight_create(hs_ops *ops, hs_type type, uint32_t rows, uint32_t cols, const void *data,
+                           hs_weight **out) {
+    return hs_weight_create_stacked(ops, type, cols, 1, &rows, &data, out);
+}
+
+hs_status hs_weight_create_stacked(hs_ops *ops, hs_type type, uint32_t cols, uint32_t count, const uint32_t *rows,
+                                   const void *const *data, hs_weight **out) {
+    hs_status st = HS_OK;
+    uint32_t *stage = NULL;
+    hs_weight *w = NULL;
+    if (!out) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_weight_create: out is NULL");
+    *out = NULL;
+    if (!ops || !rows || !data || count == 0)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_weight_create: missing ops, rows or data");
+    if (!hs_type_supported(type))
+        return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "hs_weight_create: unsupported type %u", (unsigned)type);
+    if (cols == 0 || cols % hs_type_block_elems(type))
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_weight_create: cols %u is not a positive multiple of the %s block (%u)",
+                       cols, hs_type_name(type), hs_type_block_elems(type));
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        if (rows[i] == 0 || !data[i])
+            return HS_FAIL(HS_ERR_INVALID_ARG, "hs_weight_create: part %u has no rows or no data", i);
+        total += rows[i];
+    }
+    if (total > UINT32_MAX / 2)
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "hs_weight_create: %llu rows is too many", (unsigned long long)total);
+
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    w = calloc(1, sizeof *w);
+    if (!w) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_weight_create: out of memory");
+    w->type = type;
+    w->rows = (uint32_t)total;
+    w->cols = cols;
+    w->lanes = matmul_lanes(ops);
+    w->rl = clamp_u32(hs_ops_tuning(ops)->matvec_rows_per_wg, 1, HS_MATMUL_MAX_RL);
+    w->g = w->lanes * w->rl;
+    w->nblk = hs_quant_device_blocks(type, cols);
+    const hs_quant_layout L = hs_quant_device_layout(type);
+
+    /* Groups per chunk: Q part, then S part at an aligned offset, all within
+     * one binding range and one allocation; one dispatch per chunk must also
+     * fit the grid (RW = 1 gives rl workgroups per group). */
+    const uint64_t gq = hs_quant_group_q_bytes(type, cols, w->g), gs = hs_quant_group_s_bytes(type, cols, w->g);
+    const uint64_t align = c->min_storage_offset_align > 16 ? c->min_storage_offset_align : 16;
+    const uint64_t limit = c->max_alloc && c->max_alloc < c->max_storage_buffer_range ? c->max_alloc
+                                                                                        : c->max_storage_buffer_range;
+    const uint32_t ngroups = (uint32_t)((total + w->g - 1) / w->g);
+    uint64_t per = limit / (gq + gs);
+    while (per > 0 && align_up(per * gq, align) + per * gs > limit) per--;
+    if (per > c->max_wg_count[0] / w->rl) per = c->max_wg_count[0] / w->rl;
+    if (per == 0) {
+        st = HS_FAIL(HS_ERR_VK_UNSUPPORTED,
+                     "hs_weight_create: one group of %u rows of %u %s elements (%llu bytes) exceeds "
+                     "maxStorageBufferRange %llu",
+                     w->g, cols, hs_type_name(type), (unsigned long long)(gq + gs),
+                     (unsigned long long)c->max_storage_buffer_range);
+        goto fail;
+    }
+    if (per > ngroups) per = ngroups;
+    w->n_chunks = (uint32_t)((ngroups + per - 1) / per);
+    w->chunks = calloc(w->n_chunks, sizeof *w->chunks);
+    if (!w->chunks) {
+        st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_weight_create: out of memory");
+        goto fail;
+    }
+
+    const uint64_t row_bytes = hs_type_row_bytes(type, cols);
+    uint32_t part = 0, part_row = 0; /* source cursor over the stacked parts */
+    for (uint32_t ci = 0; ci < w->n_chunks; ci++) {
+        hs_weight_chunk *ch = &w->chunks[ci];
+        ch->group0 = (uint32_t)(ci * per);
+        ch->ngroups = (uint32_t)(ngroups - ch->group0 < per ? ngroups - ch->group0 : per);
+        ch->q_bytes = ch->ngroups * gq;
+        ch->s_bytes = ch->ngroups * gs;
+        ch->s_off = ch->s_bytes ? align_up(ch->q_bytes, align) : 0;
+        const uint64_t bytes = ch->s_bytes ? ch->s_off + ch->s_bytes : ch->q_bytes;
+        stage = calloc(1, bytes);
+        if (!stage) {
+            st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_weight_create: out of memory (%llu bytes)",
+                         (unsigned long long)bytes);
+            goto fail;
+        }
+        for (uint32_t gi = 0; gi < ch->ngroups; gi++) {
+            uint32_t *q = stage + gi * gq / 4;
+            uint32_t *s = L.qs ? stage + (ch->s_off + gi * gs) / 4 : NULL;
+            for (uint32_t i = 0; i < w->g && part < count; i++) {
+                const uint8_t *src = (const uint8_t *)data[part] + (uint64_t)part_row * row_bytes;
+                hs_quant_pack_row(type, src, cols, w->g, i, q, s);
+                if (++part_row == rows[part]) {
+                    part++;
+                    part_row = 0;
+                }
+            }
+        }
+        HS_TRY(hs_vk_buffer_create(hs_ops_vk(ops), bytes, HS_MEM_DEVICE, &ch->buf));
+        HS_TRY(hs_vk_buffer_upload(ch->buf, 0, stage, bytes));
+        free(stage);
+        stage = NULL;
+        w->device_bytes += bytes;
+    }
+    *out = w;
+    return HS_OK;
+fail:
+    free(stage);
+    hs_weight_destroy(w);
+    return st;
+}
+
+/* ---- operands ---- */
+
+/* A caller's tensor binding, bound at its offset aligned down to
+ * minStorageBufferOffsetAlignment; `elem` is the remainder in 4-byte elements. */
+typedef struct hs_window {
+    hs_vk_binding bind;
+    uint32_t elem;
+} hs_window;
+
+static hs_status make_window(const hs_vk_caps *c, const char *op, const char *name, hs_vk_binding b, uint64_t bytes,
+                             hs_window *out) {
+    if (!b.buf) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s has no buffer", op, name);
+    const uint64_t size = hs_vk_buffer_size(b.buf);
+    if (b.offset % 4)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s offset %llu is not a multiple of 4 bytes", op, name,
+                       (unsigned long long)b.offset);
+    if (b.offset > size || (b.range && b.range > size - b.offset))
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s binding (offset %llu, range %llu) is outside its %llu-byte buffer",
+                       op, name, (unsigned long long)b.offset, (unsigned long long)b.range,
+                       (unsigned long long)size);
+    const uint64_t avail = b.range ? b.range : size - b.offset;
+    if (bytes > avail)
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s needs %llu bytes but its binding holds %llu", op, name,
+                       (unsigned long long)bytes, (unsigned long long)avail);
+    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+    const uint64_t base = b.offset / align * align;
+    const uint64_t range = b.offset - base + bytes;
+    if (range > c->max_storage_buffer_range)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "%s: %s (%llu bytes) exceeds maxStorageBufferRange %llu; split the batch",
+                       op, name, (unsigned long long)bytes, (unsigned long long)c->max_storage_buffer_range);
+    if ((b.offset - base) / 4 > UINT32_MAX)
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s offset too large", op, name);
+    out->bind = (hs_vk_binding){b.buf, base, range};
+    out->elem = (uint32_t)((b.offset - base) / 4);
+    return HS_OK;
+}
+
+static bool overlap(hs_vk_binding a, uint64_t an, hs_vk_binding b, uint64_t bn) {
+    return a.buf == b.buf && a.offset < b.offset + bn && b.offset < a.offset + an;
+}
+
+/* ---- matmul ---- */
+
+hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
+                       hs_vk_binding y, const hs_matmul_opts *opt) {
+    static const char *op = "hs_op_matmul";
+    if (!ops || !seq || !w) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: missing ops, seq or weight", op);
+    if (n == 0) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: n is 0", op);
+    const hs_matmul_opts none = {0};
+    if (!opt) opt = &none;
+    if (opt->prologue != HS_MATMUL_PLAIN && opt->prologue != HS_MATMUL_RMSNORM && opt->prologue != HS_MATMUL_SWIGLU)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: unknown prologue %d", op, (int)opt->prologue);
+    if (w->lanes != matmul_lanes(ops))
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: the weight was made for another device", op);
+
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    const uint32_t x_stride = opt->prologue == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
+    const uint64_t x_bytes = (uint64_t)n * x_stride * 4, y_bytes = (uint64_t)n * w->rows * 4;
+    hs_window wx, wy, wg, wr;
+    hs_status st;
+    if ((st = make_window(c, op, "x", x, x_bytes, &wx)) != HS_OK) return st;
+    if ((st = make_window(c, op, "y", y, y_bytes, &wy)) != HS_OK) return st;
+    if (overlap(x, x_bytes, y, y_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y overlaps x", op);
+    wg = wx;
+    wr = wx;
+    if (opt->prologue == HS_MATMUL_RMSNORM && (st = make_window(c, op, "norm", opt->norm, (uint64_t)w->cols * 4, &wg)))
+        return st;
+    if (opt->residual) {
+        if ((st = make_window(c, op, "res", opt->res, y_bytes, &wr)) != HS_OK) return st;
+        if (overlap(opt->res, y_bytes, y, y_bytes) && opt->res.offset != y.offset)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "%s: res partially overlaps y (only the very same range is allowed)", op);
+        if (overlap(opt->res, y_bytes, x, x_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: res overlaps x", op);
+    }
+
+    const bool sg = hs_ops_subgroup(ops) > 1;
+    /* Columns per workgroup: the tuning's, or the smallest power of two that
+     * covers a smaller n (surplus columns redo column n-1): few pipelines. */
+    const uint32_t cmax = clamp_u32(hs_ops_tuning(ops)->matmul_cols_per_wg, 1, HS_MATMUL_MAX_C);
+    uint32_t cw = 1;
+    while (cw < n && cw < cmax) cw *= 2;
+    if (cw > cmax) cw = cmax;
+    const uint32_t rw = w->rl;
+    const bool xvec4 = w->cols % 4 == 0 && wx.elem % 4 == 0 && x_stride % 4 == 0 &&
+                       (opt->prologue != HS_MATMUL_RMSNORM || wg.elem % 4 == 0);
+
+    char name[32];
+    snprintf(name, sizeof name, "matmul_%s%s", type_suffix(w->type), sg ? "_sg" : "");
+    hs_vk_pipeline_desc d = {.name = name,
+                             .n_bindings = 6,
+                             .write_mask = 1u << 3,
+                             .push_size = sizeof(hs_matmul_push),
+                             .n_spec = 7,
+                             .spec = {w->lanes, w->rl, rw, cw, (uint32_t)opt->prologue, opt->residual ? 1u : 0u,
+                                      xvec4 ? 1u : 0u},
+                             .wg_size = {w->lanes, 1, 1}};
+#define HS_MM_CODE(E, T)                                                                           \
+    case HS_TYPE_##E:                                                                              \
+        d.code = sg ? hs_spv_matmul_##T##_sg : hs_spv_matmul_##T;                                  \
+        d.code_size = sg ? hs_spv_matmul_##T##_sg_size : hs_spv_matmul_##T##_size;                 \
+        break;
+    switch (w->type) {
+        HS_MM_CODE(F32, f32)
+        HS_MM_CODE(F16, f16)
+        HS_MM_CODE(Q4_0, q4_0)
+        HS_MM_CODE(Q4_1, q4_1)
+        HS_MM_CODE(Q8_0, q8_0)
+        HS_MM_CODE(Q4_K, q4_K)
+        HS_MM_CODE(Q6_K, q6_K)
+    }
+#undef HS_MM_CODE
+    hs_vk_pipeline *pipe = NULL;
+    if ((st = hs_ops_pipeline(ops, &d, &pipe)) != HS_OK) return st;
+
+    const uint32_t tiles = (n + cw - 1) / cw, max_gy = c->max_wg_count[1] ? c->max_wg_count[1] : 65535;
+    for (uint32_t ci = 0; ci < w->n_chunks; ci++) {
+        const hs_weight_chunk *ch = &w->chunks[ci];
+        hs_vk_binding binds[6] = {
+            {ch->buf, 0, ch->q_bytes},
+            ch->s_bytes ? (hs_vk_binding){ch->buf, ch->s_off, ch->s_bytes} : (hs_vk_binding){ch->buf, 0, ch->q_bytes},
+            wx.bind,
+            wy.bind,
+            wg.bind,
+            wr.bind,
+        };
+        for (uint32_t t0 = 0; t0 < tiles; t0 += max_gy) {
+            const uint32_t gy = tiles - t0 < max_gy ? tiles - t0 : max_gy;
+            hs_matmul_push pc = {.rows = w->rows,
+                                 .cols = w->cols,
+                                 .n = n,
+                                 .nblk = w->nblk,
+                                 .group0 = ch->group0,
+                                 .col0 = t0 * cw,
+                                 .x_stride = x_stride,
+                                 .x_off = wx.elem,
+                                 .y_off = wy.elem,
+                                 .g_off = wg.elem,
+                                 .r_off = wr.elem,
+                                 .eps = opt->eps};
+            if ((st = hs_vk_seq_dispatch(seq, pipe, binds, 6, &pc, ch->ngroups * (w->rl / rw), gy, 1)) != HS_OK)
+                return st;
+        }
+    }
+    return HS_OK;
+}
+
+/* ---- get_rows ---- */
+
+hs_status hs_op_get_rows(hs_ops *ops, hs_vk_seq *seq, const hs_weight *table, hs_vk_binding ids, uint32_t n,
+                         hs_vk_binding out) {
+    static const char *op = "hs_op_get_rows";
+    if (!ops || !seq || !table) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: missing ops, seq or table", op);
+    if (n == 0) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: n is 0", op);
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    const uint64_t out_bytes = (uint64_t)n * table->cols * 4;
+    hs_window wi, wo;
+    hs_status st;
+    if ((st = make_window(c, op, "ids", ids, (uint64_t)n * 4, &wi)) != HS_OK) return st;
+    if ((st = make_window(c, op, "out", out, out_bytes, &wo)) != HS_OK) return st;
+    if (overlap(ids, (uint64_t)n * 4, out, out_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: out overlaps ids", op);
+
+    const uint32_t wgs = clamp_u32(HS_GET_ROWS_WG, 1, c->max_wg_size[0] < c->max_wg_invocations ? c->max_wg_size[0]
+                                                                                                 : c->max_wg_invocations);
+    char name[32];
+    snprintf(name, sizeof name, "get_rows_%s", type_suffix(table->type));
+    hs_vk_pipeline_desc d = {.name = name,
+                             .n_bindings = 4,
+                             .write_mask = 1u << 3,
+                             .push_size = sizeof(hs_get_rows_push),
+                             .n_spec = 2,
+                             .spec = {wgs, table->g},
+                             .wg_size = {wgs, 1, 1}};
+#define HS_GR_CODE(E, T)                                                                           \
+    case HS_TYPE_##E:                                                                              \
+        d.code = hs_spv_get_rows_##T;                                                              \
+        d.code_size = hs_spv_get_rows_##T##_size;                                                  \
+        break;
+    switch (table->type) {
+        HS_GR_CODE(F32, f32)
+        HS_GR_CODE(F16, f16)
+        HS_GR_CODE(Q4_0, q4_0)
+        HS_GR_CODE(Q4_1, q4_1)
+        HS_GR_CODE(Q8_0, q8_0)
+        HS_GR_CODE(Q4_K, q4_K)
+        HS_GR_CODE(Q6_K, q6_K)
+    }
+#undef HS_GR_CODE
+    hs_vk_pipeline *pipe = NULL;
+    if ((st = hs_ops_pipeline(ops, &d, &pipe)) != HS_OK) return st;
+
+    const uint32_t max_gx = c->max_wg_count[0] ? c->max_wg_count[0] : 65535;
+    for (uint32_t ci = 0; ci < table->n_chunks; ci++) {
+        const hs_weight_chunk *ch = &table->chunks[ci];
+        hs_vk_binding binds[4] = {
+            {ch->buf, 0, ch->q_bytes},
+            ch->s_bytes ? (hs_vk_binding){ch->buf, ch->s_off, ch->s_bytes} : (hs_vk_binding){ch->buf, 0, ch->q_bytes},
+            wi.bind,
+            wo.bind,
+        };
+        for (uint32_t t0 = 0; t0 < n; t0 += max_gx) {
+            const uint32_t gx = n - t0 < max_gx ? n - t0 : max_gx;
+            hs_get_rows_push pc = {.rows = table->rows,
+                                   .cols = table->cols,
+                                   .n = gx,
+                                   .nblk = table->nblk,
+                                   .group0 = ch->group0,
+                                   .ngroups = ch->ngroups,
+                                   .tok0 = t0,
+                                   .ids_off = wi.elem,
+                                   .out_off = wo.elem,
+                                   .zero_invalid = ci == 0};
+            if ((st = hs_vk_seq_dispatch(seq, pipe, binds, 4, &pc, gx, 1, 1)) != HS_OK) return st;
+        }
+    }
+    return HS_OK;
+}

@@ -1,0 +1,84 @@
+/* op_matmul — device weights and the ops that read them: the weight products
+ * (matrix x activations, with fused RMSNorm / SwiGLU prologues and a residual
+ * epilogue) and the embedding row gather.
+ *
+ * Usage:
+ *   hs_weight *wq;
+ *   hs_weight_create(ops, HS_TYPE_Q4_1, rows, cols, gguf_bytes, &wq);   // uploads
+ *   hs_op_matmul(ops, seq, wq, x, n, y, NULL);          // y [n][rows] = x [n][cols] W^T
+ *   hs_matmul_opts o = {.prologue = HS_MATMUL_RMSNORM, .norm = g, .eps = 1e-5f,
+ *                       .residual = true, .res = h};
+ *   hs_op_matmul(ops, seq, w_o, x, n, h, &o);           // h += W rmsnorm(x) (in place)
+ *   hs_op_get_rows(ops, seq, tok_embd, ids, n, h);      // h [n][cols] = rows ids[j]
+ *
+ * Weights: the GGUF rows (ggml block layouts of runtime/hs_quant.h) are
+ * repacked at upload into the device layout of shaders/quant.glsl, which
+ * moves bits only: the device computes with exactly the values ggml's
+ * dequantize_row_* gives. A weight larger than maxStorageBufferRange (or
+ * maxMemoryAllocationSize) is split into row chunks, each in its own buffer;
+ * the ops issue one dispatch per chunk. The layout depends on the hs_ops it was
+ * made with (rows per group from the tuning table): use a weight only with that
+ * hs_ops.
+ *
+ * Exactness (DESIGN.md section 3): every output y[j][r] is one multiply-add
+ * chain over k in increasing order, with the prologue computed per column in a
+ * fixed order, whatever n, the tile shape, the chunk or the subgroup variant:
+ * column j of a batch is bitwise equal to column j computed alone. The
+ * products use f32 arithmetic only (no fp16 arithmetic, no int8 dot products),
+ * so the results follow the f32 reference up to summation rounding.
+ *
+ * Ownership: hs_weight_create gives the weight to the caller; destroy it
+ * before its hs_ops. The ops borrow every binding. Thread-safety: as hs_ops.
+ */
+#ifndef HS_OP_MATMUL_H
+#define HS_OP_MATMUL_H
+
+#include "hs_ops.h"
+
+typedef struct hs_weight hs_weight;
+
+/* Uploads a [rows][cols] matrix given in GGUF layout (rows * row_bytes). cols
+ * must be a multiple of the type's block. */
+hs_status hs_weight_create(hs_ops *ops, hs_type type, uint32_t rows, uint32_t cols, const void *data,
+                           hs_weight **out);
+/* Stacks count matrices of the same type and cols by rows (part i has rows[i]
+ * rows, GGUF data data[i]) into one weight: output rows of part i follow those
+ * of parts 0..i-1. Used for fused Q/K/V and gate/up products. */
+hs_status hs_weight_create_stacked(hs_ops *ops, hs_type type, uint32_t cols, uint32_t count, const uint32_t *rows,
+                                   const void *const *data, hs_weight **out);
+void hs_weight_destroy(hs_weight *w);
+
+uint32_t hs_weight_rows(const hs_weight *w);
+uint32_t hs_weight_cols(const hs_weight *w);
+hs_type hs_weight_type(const hs_weight *w);
+/* Bytes the weight occupies on the device (all chunks, padding included). */
+uint64_t hs_weight_device_bytes(const hs_weight *w);
+/* Number of row chunks (buffers) the weight was split into. */
+uint32_t hs_weight_chunks(const hs_weight *w);
+
+typedef enum hs_matmul_prologue {
+    HS_MATMUL_PLAIN = 0,   /* x' = x */
+    HS_MATMUL_RMSNORM = 1, /* x' = x * (1 / sqrt(mean(x^2) + eps)) * norm */
+    HS_MATMUL_SWIGLU = 2,  /* x is [n][2 * cols] = [gate | up]; x' = silu(gate) * up */
+} hs_matmul_prologue;
+
+typedef struct hs_matmul_opts {
+    hs_matmul_prologue prologue;
+    hs_vk_binding norm; /* f32 [cols], HS_MATMUL_RMSNORM only */
+    float eps;          /* HS_MATMUL_RMSNORM only */
+    bool residual;      /* y = res + W x' */
+    hs_vk_binding res;  /* f32 [n][rows]; may be the very same range as y (in place) */
+} hs_matmul_opts;
+
+/* y[j][r] = (res[j][r] +) sum_k W[r][k] * x'[j][k] for j < n, r < rows.
+ * x: f32 [n][cols] ([n][2 cols] with SwiGLU); y: f32 [n][rows], must not
+ * overlap x. Offsets must be multiples of 4 bytes. opt may be NULL. */
+hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
+                       hs_vk_binding y, const hs_matmul_opts *opt);
+
+/* out[j][:] = row ids[j] of table, dequantized (f32 [n][cols]); zeros for ids
+ * >= rows. ids: uint32 [n], read on the device when the sequence runs. */
+hs_status hs_op_get_rows(hs_ops *ops, hs_vk_seq *seq, const hs_weight *table, hs_vk_binding ids, uint32_t n,
+                         hs_vk_binding out);
+
+#endif

@@ -1,0 +1,252 @@
+/* matmul: y[j][row] = (res[j][row] +) sum_k W[row][k] * x'[j][k]
+ *
+ * W is a device-layout weight (quant.glsl); x' is x, RMSNorm(x) * g or
+ * silu(gate) * up (PROLOGUE). One workgroup of LANES invocations computes RW
+ * rows per invocation (LANES * RW rows of one row group) for C columns.
+ *
+ * Why this shape (lavapipe, DESIGN.md section 9): every buffer load costs a
+ * loop over the lanes, so loads are counted. Each invocation owns whole rows and
+ * walks k in order, so a row needs no cross-lane reduction; the activations of
+ * a 32-element sub-block are loaded once per subgroup (one vec4 per lane) and
+ * handed around with subgroupShuffle, and every loaded weight is used for C
+ * columns. The rows of a group are interleaved in memory, so neighbouring
+ * lanes read neighbouring 16-byte words (coalesced on GPUs).
+ *
+ * Exactness: each output is one fma chain over k = 0, 1, 2, ... in increasing
+ * order, starting from +0, with weights dequantized exactly as ggml does. It
+ * does not depend on RW, C, n, the chunk, the subgroup size or USE_SUBGROUP, so
+ * a column computed alone is bitwise equal to the same column in any batch.
+ * RMSNorm's sum of squares uses 8 partial sums (one per vec4 slot of a
+ * sub-block) combined in a fixed tree, the same with or without subgroups.
+ *
+ * Defines: TYPE (ggml type id), USE_SUBGROUP (0/1).
+ * Spec constants: 0 LANES (workgroup size), 1 RL (rows per invocation in the
+ * weight layout, G = LANES * RL), 2 RW (rows per invocation here, divides RL),
+ * 3 C (columns per workgroup), 4 PROLOGUE (0 none, 1 rmsnorm, 2 swiglu),
+ * 5 EPILOGUE (0 none, 1 residual add), 6 XVEC4 (1: x, g offsets and strides
+ * are multiples of 4 elements, load vec4).
+ */
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#if USE_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint LANES = 8;
+layout(constant_id = 1) const uint RL = 4;
+layout(constant_id = 2) const uint RW = 4;
+layout(constant_id = 3) const uint C = 1;
+layout(constant_id = 4) const uint PROLOGUE = 0;
+layout(constant_id = 5) const uint EPILOGUE = 0;
+layout(constant_id = 6) const uint XVEC4 = 1;
+
+#include "quant.glsl"
+
+/* Mirrors hs_matmul_push in runtime/op_matmul.c. Offsets are in elements from
+ * the start of the bound ranges (they absorb offset alignment). */
+layout(push_constant) uniform Push {
+    uint rows;     /* valid rows of the weight (outputs per column) */
+    uint cols;     /* k: elements per row (x' per column) */
+    uint n;        /* columns */
+    uint nblk;     /* device blocks per row */
+    uint group0;   /* first row group of the bound chunk */
+    uint col0;     /* first column of this dispatch */
+    uint x_stride; /* floats between columns of x (cols, or 2 cols for swiglu) */
+    uint x_off;
+    uint y_off;
+    uint g_off;
+    uint r_off;
+    float eps;
+} p;
+
+layout(std430, binding = 0) readonly buffer WQ { uvec4 Q[]; };
+layout(std430, binding = 1) readonly buffer WS { uint S[]; };
+layout(std430, binding = 2) readonly buffer X1 { float x1[]; };
+layout(std430, binding = 2) readonly buffer X4 { vec4 x4[]; };
+layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+layout(std430, binding = 4) readonly buffer G1 { float g1[]; };
+layout(std430, binding = 4) readonly buffer G4 { vec4 g4[]; };
+layout(std430, binding = 5) readonly buffer RES { float res[]; };
+
+const uint G = LANES * RL;
+
+float hs_silu(float v) {
+    precise float e = 1.0 + exp(-v);
+    return v / e;
+}
+
+/* Four raw x elements k..k+3 (k a multiple of 4) of column j, 0 past cols. */
+vec4 x_raw(uint j, uint k, uint extra) {
+    const uint base = p.x_off + j * p.x_stride + extra + k;
+    if (XVEC4 != 0) return k < p.cols ? x4[base >> 2] : vec4(0.0);
+    vec4 v;
+    for (uint e = 0; e < 4; e++) v[e] = k + e < p.cols ? x1[base + e] : 0.0;
+    return v;
+}
+
+vec4 g_raw(uint k) {
+    if (XVEC4 != 0) return k < p.cols ? g4[(p.g_off + k) >> 2] : vec4(0.0);
+    vec4 v;
+    for (uint e = 0; e < 4; e++) v[e] = k + e < p.cols ? g1[p.g_off + k + e] : 0.0;
+    return v;
+}
+
+/* x'[j][k..k+3] after the prologue. scale: the RMSNorm factor of column j. */
+vec4 x_in(uint j, uint k, float scale) {
+    precise vec4 v = x_raw(j, k, 0u);
+    if (PROLOGUE == 1) {
+        v = (v * scale) * g_raw(k);
+    } else if (PROLOGUE == 2) {
+        const vec4 up = x_raw(j, k, p.cols);
+        v = vec4(hs_silu(v.x), hs_silu(v.y), hs_silu(v.z), hs_silu(v.w)) * up;
+    }
+    return v;
+}
+
+/* Sum of squares of slot `slot` (elements 4 slot..4 slot+3 of every 32-element
+ * sub-block) of column j, in k order. */
+float sumsq_slot(uint j, uint slot) {
+    precise float s = 0.0;
+    for (uint k0 = 0; k0 < p.cols; k0 += 32u) {
+        const vec4 v = x_raw(j, k0 + 4u * slot, 0u);
+        s = fma(v.x, v.x, s);
+        s = fma(v.y, v.y, s);
+        s = fma(v.z, v.z, s);
+        s = fma(v.w, v.w, s);
+    }
+    return s;
+}
+
+float norm_scale(float ss) {
+    precise float r = 1.0 / sqrt(ss / float(p.cols) + p.eps);
+    return r;
+}
+
+/* x' of the sub-block at k0 for each column: with subgroups, lane v < 8 loads
+ * slot v (elements 4v..4v+3) and HS_XGET fetches it with a shuffle; without,
+ * every invocation loads what it needs. */
+#if USE_SUBGROUP
+#define HS_LOAD_X                                                                                  \
+    vec4 xl[C];                                                                                    \
+    if (sg)                                                                                        \
+        for (uint c = 0; c < C; c++) xl[c] = sid < 8u ? x_in(cj[c], k0 + 4u * sid, scale[c]) : vec4(0.0);
+#define HS_XGET(c, V) (sg ? subgroupShuffle(xl[c], V) : x_in(cj[c], k0 + 4u * (V), scale[c]))
+#else
+#define HS_LOAD_X
+#define HS_XGET(c, V) x_in(cj[c], k0 + 4u * (V), scale[c])
+#endif
+
+/* Group GI: elements 8 GI .. 8 GI + 7, for every row and column. */
+#define HS_GROUP(GI)                                                                               \
+    {                                                                                              \
+        vec4 xa[C], xb[C];                                                                         \
+        for (uint c = 0; c < C; c++) {                                                             \
+            xa[c] = HS_XGET(c, 2u * GI);                                                           \
+            xb[c] = HS_XGET(c, 2u * GI + 1u);                                                      \
+        }                                                                                          \
+        for (uint r = 0; r < RW; r++) {                                                            \
+            float w[8];                                                                            \
+            HS_DEQ8(r, GI)                                                                         \
+            for (uint c = 0; c < C; c++) {                                                         \
+                const uint a = r * C + c;                                                          \
+                acc[a] = fma(w[0], xa[c].x, acc[a]);                                               \
+                acc[a] = fma(w[1], xa[c].y, acc[a]);                                               \
+                acc[a] = fma(w[2], xa[c].z, acc[a]);                                               \
+                acc[a] = fma(w[3], xa[c].w, acc[a]);                                               \
+                acc[a] = fma(w[4], xb[c].x, acc[a]);                                               \
+                acc[a] = fma(w[5], xb[c].y, acc[a]);                                               \
+                acc[a] = fma(w[6], xb[c].z, acc[a]);                                               \
+                acc[a] = fma(w[7], xb[c].w, acc[a]);                                               \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
+/* Sub-block s (0 .. QSUB-1) of block b. */
+#define HS_SUB(s)                                                                                  \
+    {                                                                                              \
+        const uint sub = (s);                                                                      \
+        const uint k0 = b * QK + sub * 32u;                                                        \
+        HS_LOAD_X                                                                                  \
+        HS_LOAD_SUB(sub)                                                                           \
+        HS_GROUP(0u)                                                                               \
+        HS_GROUP(1u)                                                                               \
+        HS_GROUP(2u)                                                                               \
+        HS_GROUP(3u)                                                                               \
+    }
+
+void main() {
+    const uint lane = gl_LocalInvocationID.x;
+    const uint gl = gl_WorkGroupID.x / (RL / RW); /* row group within the chunk */
+    const uint rsub = gl_WorkGroupID.x % (RL / RW);
+    const uint colb = p.col0 + gl_WorkGroupID.y * C;
+    const uint nblk = p.nblk;
+
+#if USE_SUBGROUP
+    /* Subgroups narrower than 8 lanes (or a driver that splits the workgroup
+     * that way) cannot hold a sub-block's 8 vec4: every lane loads its own. */
+    const bool sg = gl_SubgroupSize >= 8u;
+    const uint sid = gl_SubgroupInvocationID;
+#endif
+
+    uint cj[C]; /* columns, clamped: surplus columns of the last tile redo n-1 */
+    for (uint c = 0; c < C; c++) cj[c] = min(colb + c, p.n - 1u);
+
+    float scale[C];
+    for (uint c = 0; c < C; c++) scale[c] = 1.0;
+    if (PROLOGUE == 1) {
+        for (uint c = 0; c < C; c++) {
+            precise float t;
+#if USE_SUBGROUP
+            if (sg) {
+                /* Lane v < 8 holds partial v; xor 1, 2, 4 is the tree below. */
+                t = sid < 8u ? sumsq_slot(cj[c], sid) : 0.0;
+                t = t + subgroupShuffleXor(t, 1u);
+                t = t + subgroupShuffleXor(t, 2u);
+                t = t + subgroupShuffleXor(t, 4u);
+                if (gl_SubgroupSize > 8u) t = subgroupShuffle(t, sid & 7u);
+            } else
+#endif
+            {
+                precise float q[8];
+                for (uint v = 0; v < 8u; v++) q[v] = sumsq_slot(cj[c], v);
+                t = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
+            }
+            scale[c] = norm_scale(t);
+        }
+    }
+
+    precise float acc[RW * C];
+    for (uint i = 0; i < RW * C; i++) acc[i] = 0.0;
+
+    /* Row in group of (invocation, r): lanes are adjacent for each r. */
+    uint ring[RW];
+    for (uint r = 0; r < RW; r++) ring[r] = (rsub * RW + r) * LANES + lane;
+
+    for (uint b = 0; b < nblk; b++) {
+        const uint qb = (gl * nblk + b) * QP * G; /* Q index of plane 0, row 0 of this block */
+        const uint sbk = (gl * nblk + b) * G;     /* S index of row 0 of this block */
+        HS_LOAD_BLOCK
+#if QSUB == 1
+        HS_SUB(0u)
+#elif QSUB == 2
+        HS_SUB(0u)
+        HS_SUB(1u)
+#else
+        for (uint s = 0; s < QSUB; s++) HS_SUB(s)
+#endif
+    }
+
+    for (uint r = 0; r < RW; r++) {
+        const uint row = (p.group0 + gl) * G + ring[r];
+        if (row >= p.rows) continue;
+        for (uint c = 0; c < C; c++) {
+            const uint j = colb + c;
+            if (j >= p.n) continue;
+            precise float v = acc[r * C + c];
+            if (EPILOGUE == 1) v = res[p.r_off + j * p.rows + row] + v;
+            y[p.y_off + j * p.rows + row] = v;
+        }
+    }
+}

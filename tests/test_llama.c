@@ -1,0 +1,192 @@
+/* End-to-end tests of the llama graph on stories260K: logits against the
+ * independent numpy implementation (golden_logits_*.txt), greedy generation
+ * against golden_greedy.txt, and the exactness contract at model level (tree
+ * verification gives bitwise the logits of plain decoding). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "llama.h"
+#include "testutil.h"
+
+typedef struct model_env {
+    hs_test_env base;
+    hs_gguf *g;
+    hs_llama *m;
+} model_env;
+
+static int setup(void **state) {
+    if (hs_test_setup(state)) return -1;
+    model_env *e = calloc(1, sizeof *e);
+    e->base = *(hs_test_env *)*state;
+    free(*state);
+    *state = e;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/stories260K/stories260K.gguf", hs_test_shared_dir());
+    hs_llama_options opt = {.n_ctx = 512, .max_batch = 64};
+    if (hs_gguf_open(path, &e->g) != HS_OK || hs_llama_load(e->base.ops, e->g, &opt, &e->m) != HS_OK) {
+        fprintf(stderr, "setup: %s\n", hs_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    model_env *e = *state;
+    hs_llama_destroy(e->m);
+    hs_gguf_close(e->g);
+    hs_test_env *base = malloc(sizeof *base);
+    *base = e->base;
+    free(e);
+    *state = base;
+    return hs_test_teardown(state);
+}
+
+static void read_floats(const char *name, float *out, int n) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/stories260K/%s", hs_test_shared_dir(), name);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    for (int i = 0; i < n; i++) assert_int_equal(fscanf(f, "%f", &out[i]), 1);
+    fclose(f);
+}
+
+/* Parses the bracketed id list after `key` on line `line` (0-based) of golden_greedy.txt. */
+static int read_ids(int line, const char *key, int32_t *out, int cap) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/stories260K/golden_greedy.txt", hs_test_shared_dir());
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char buf[1 << 16];
+    for (int i = 0; i <= line; i++) assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    char *p = strstr(buf, key);
+    assert_non_null(p);
+    p = strchr(p, '[');
+    assert_non_null(p);
+    int n = 0;
+    for (p++; *p && *p != ']' && n < cap;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        out[n++] = (int32_t)v;
+        p = end;
+    }
+    return n;
+}
+
+static void test_config(void **state) {
+    model_env *e = *state;
+    const hs_llama_config *c = hs_llama_cfg(e->m);
+    assert_int_equal(c->dim, 64);
+    assert_int_equal(c->n_layer, 5);
+    assert_int_equal(c->n_head, 8);
+    assert_int_equal(c->n_kv_head, 4);
+    assert_int_equal(c->n_vocab, 512);
+    assert_true(c->tied_output == false);
+}
+
+static void check_logits(model_env *e, const int32_t *prompt, uint32_t n, const char *golden) {
+    float ref[512];
+    read_floats(golden, ref, 512);
+    hs_llama_reset(e->m);
+    const float *logits = NULL;
+    HS_CHECK(hs_llama_eval(e->m, prompt, n, NULL, true, true, &logits, NULL));
+    double d = hs_max_abs_diff(logits, ref, 512);
+    /* fp32 implementations agree to ~1e-5 (shared/models/stories260K/README.md). */
+    if (d > 1e-4) fail_msg("%s: max abs logit diff %g", golden, d);
+}
+
+static void test_logits_bos(void **state) {
+    int32_t p[1] = {1};
+    check_logits(*state, p, 1, "golden_logits_bos.txt");
+}
+
+static void test_logits_once_upon_a_time(void **state) {
+    int32_t p[5] = {1, 403, 407, 261, 378};
+    check_logits(*state, p, 5, "golden_logits_once_upon_a_time.txt");
+}
+
+static void greedy(model_env *e, int prompt_line) {
+    int32_t prompt[16], golden[512];
+    int np = read_ids(prompt_line, "prompt_tokens(with BOS)", prompt, 16);
+    int ng = read_ids(prompt_line + 1, "greedy_generated_ids", golden, 512);
+    assert_true(np >= 1 && ng > 100);
+    hs_llama_reset(e->m);
+    const uint32_t *amax = NULL;
+    HS_CHECK(hs_llama_eval(e->m, prompt, (uint32_t)np, NULL, true, true, NULL, &amax));
+    for (int i = 0; i < ng; i++) {
+        int32_t next = (int32_t)amax[0];
+        if (next != golden[i]) fail_msg("token %d: got %d, golden %d", i, next, golden[i]);
+        if (i + 1 < ng) HS_CHECK(hs_llama_eval(e->m, &next, 1, NULL, true, true, NULL, &amax));
+    }
+}
+
+static void test_greedy_empty_prompt(void **state) { greedy(*state, 0); }
+static void test_greedy_once_upon_a_time(void **state) { greedy(*state, 3); }
+
+/* A tree holding the greedy path (nodes 0, 2, 3) and two side branches gives
+ * those nodes bitwise the logits plain decoding gives, and a prompt processed
+ * as one batch gives its last logits bitwise as processed token by token. */
+static void test_tree_equals_plain(void **state) {
+    model_env *e = *state;
+    const uint32_t V = 512;
+    int32_t bos = 1, path[3] = {403, 407, 261};
+    float plain[3][512];
+    const float *logits;
+    hs_llama_reset(e->m);
+    HS_CHECK(hs_llama_eval(e->m, &bos, 1, NULL, true, true, &logits, NULL));
+    for (int i = 0; i < 3; i++) {
+        HS_CHECK(hs_llama_eval(e->m, &path[i], 1, NULL, true, true, &logits, NULL));
+        memcpy(plain[i], logits, sizeof plain[i]);
+    }
+    hs_llama_reset(e->m);
+    HS_CHECK(hs_llama_eval(e->m, &bos, 1, NULL, true, true, &logits, NULL));
+    int32_t tokens[5] = {403, 99, 407, 261, 300};
+    int32_t parents[5] = {-1, -1, 0, 2, 0};
+    HS_CHECK(hs_llama_eval(e->m, tokens, 5, parents, false, false, &logits, NULL));
+    assert_memory_equal(logits + 0 * V, plain[0], V * 4);
+    assert_memory_equal(logits + 2 * V, plain[1], V * 4);
+    assert_memory_equal(logits + 3 * V, plain[2], V * 4);
+    /* The side branches see different contexts: their logits differ. */
+    assert_true(memcmp(logits + 1 * V, plain[0], V * 4) != 0);
+
+    int32_t prompt[4] = {1, 403, 407, 261};
+    hs_llama_reset(e->m);
+    HS_CHECK(hs_llama_eval(e->m, prompt, 4, NULL, true, true, &logits, NULL));
+    assert_memory_equal(logits, plain[2], V * 4);
+}
+
+static void test_bad_input(void **state) {
+    model_env *e = *state;
+    hs_llama_reset(e->m);
+    int32_t bad = 512;
+    assert_int_equal(hs_llama_eval(e->m, &bad, 1, NULL, true, true, NULL, NULL), HS_ERR_INVALID_ARG);
+    int32_t ok[2] = {1, 2}, parents[2] = {-1, 1};
+    assert_int_equal(hs_llama_eval(e->m, ok, 2, parents, false, false, NULL, NULL), HS_ERR_INVALID_ARG);
+    int32_t *many = calloc(600, sizeof *many);
+    assert_int_equal(hs_llama_eval(e->m, many, 600, NULL, true, true, NULL, NULL), HS_ERR_INVALID_ARG);
+    free(many);
+    /* Filling the context is an error, not a wrap-around. */
+    int32_t chunk[64] = {0};
+    for (int i = 0; i < 8; i++) HS_CHECK(hs_llama_eval(e->m, chunk, 64, NULL, true, true, NULL, NULL));
+    assert_int_equal(hs_llama_eval(e->m, chunk, 1, NULL, true, true, NULL, NULL), HS_ERR_OUT_OF_RANGE);
+    assert_non_null(strstr(hs_last_error(), "context full"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_logits_bos),
+        cmocka_unit_test(test_logits_once_upon_a_time),
+        cmocka_unit_test(test_greedy_empty_prompt),
+        cmocka_unit_test(test_greedy_once_upon_a_time),
+        cmocka_unit_test(test_tree_equals_plain),
+        cmocka_unit_test(test_bad_input),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
