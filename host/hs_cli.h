@@ -4,6 +4,7 @@
 #define HS_CLI_H
 
 int hs_cli_devices(int argc, char **argv);
+int hs_cli_generate(int argc, char **argv);
 int hs_cli_info(int argc, char **argv);
 int hs_cli_bench_ops(int argc, char **argv);
 

@@ -9,6 +9,7 @@ static void usage(FILE *f) {
             "usage: heterospec <command> [options]\n"
             "\n"
             "commands:\n"
+            "  generate     generate text with a GGUF model (llama architecture)\n"
             "  devices      list Vulkan devices and their capabilities\n"
             "  info         show a GGUF file's header, metadata and tensors\n"
             "  bench-ops    per-op figures on the chosen device (table or --json)\n"
@@ -22,6 +23,7 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "generate")) return hs_cli_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "devices")) return hs_cli_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return hs_cli_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench-ops")) return hs_cli_bench_ops(argc - 1, argv + 1);

@@ -1,0 +1,268 @@
+/* `heterospec generate`: autoregressive generation with llama.cpp-style flags,
+ * streamed output and a summary (load time, prompt and generation tokens/s). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "chat.h"
+#include "gguf.h"
+#include "hs_bench_ops.h"
+#include "hs_cli.h"
+#include "llama.h"
+#include "sampler.h"
+#include "tok_gguf.h"
+
+#define HS_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: heterospec generate [options]\n\n"
+            "  -m FILE          GGUF model (default: $HS_HOME/" HS_DEFAULT_MODEL ",\n"
+            "                   fetched by tools/fetch_model.sh)\n"
+            "  -p TEXT          prompt\n"
+            "  -f FILE          read the prompt from FILE\n"
+            "  -n N             tokens to generate (default 128)\n"
+            "  -c N             context size (default: model's, at most 4096)\n"
+            "  --chat           wrap the prompt in the model's chat template (user turn)\n"
+            "  --temp T         temperature (default 0: greedy)\n"
+            "  --top-k K        (default 40)   --top-p P (default 0.95)   --min-p P (default 0.05)\n"
+            "  --repeat-penalty R  (default 1: off)\n"
+            "  --seed S         sampling seed (default 0)\n"
+            "  --json           print one JSON object (text, ids, timings) instead of streaming\n"
+            "  -q, --quiet      no streamed text, only the summary\n");
+}
+
+typedef struct gen_args {
+    const char *model, *prompt, *prompt_file;
+    int n_predict, n_ctx;
+    bool chat, json, quiet;
+    hs_sampler_params sp;
+} gen_args;
+
+static int parse(int argc, char **argv, gen_args *a) {
+    memset(a, 0, sizeof *a);
+    a->n_predict = 128;
+    a->sp = hs_sampler_default_params();
+    a->sp.temperature = 0.0f;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE                                                                                 \
+    if (!v) {                                                                                      \
+        fprintf(stderr, "heterospec generate: %s needs a value\n", o);                           \
+        return 2;                                                                                  \
+    }                                                                                              \
+    i++
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            usage(stdout);
+            return 1;
+        } else if (!strcmp(o, "-m")) { NEED_VALUE; a->model = v; }
+        else if (!strcmp(o, "-p")) { NEED_VALUE; a->prompt = v; }
+        else if (!strcmp(o, "-f")) { NEED_VALUE; a->prompt_file = v; }
+        else if (!strcmp(o, "-n")) { NEED_VALUE; a->n_predict = atoi(v); }
+        else if (!strcmp(o, "-c")) { NEED_VALUE; a->n_ctx = atoi(v); }
+        else if (!strcmp(o, "--temp")) { NEED_VALUE; a->sp.temperature = (float)atof(v); }
+        else if (!strcmp(o, "--top-k")) { NEED_VALUE; a->sp.top_k = atoi(v); }
+        else if (!strcmp(o, "--top-p")) { NEED_VALUE; a->sp.top_p = (float)atof(v); }
+        else if (!strcmp(o, "--min-p")) { NEED_VALUE; a->sp.min_p = (float)atof(v); }
+        else if (!strcmp(o, "--repeat-penalty")) { NEED_VALUE; a->sp.repeat_penalty = (float)atof(v); }
+        else if (!strcmp(o, "--seed")) { NEED_VALUE; a->sp.seed = strtoull(v, NULL, 10); }
+        else if (!strcmp(o, "--chat")) a->chat = true;
+        else if (!strcmp(o, "--json")) a->json = true;
+        else if (!strcmp(o, "-q") || !strcmp(o, "--quiet")) a->quiet = true;
+        else {
+            fprintf(stderr, "heterospec generate: unknown option '%s' (see --help)\n", o);
+            return 2;
+        }
+#undef NEED_VALUE
+    }
+    if (a->n_predict < 0 || a->n_ctx < 0) {
+        fprintf(stderr, "heterospec generate: -n and -c must be >= 0\n");
+        return 2;
+    }
+    return 0;
+}
+
+static char *read_file(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        HS_FAIL(HS_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (size_t r; buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += r;
+        if (cap - n - 1 == 0) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) free(buf);
+            buf = nb;
+        }
+    }
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    else HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory reading %s", path);
+    return buf;
+}
+
+/* Ends generation: the tokenizer's EOS or any control token (e.g. <|im_end|>). */
+static bool is_end(const hs_tok *tok, int32_t id) {
+    return id == hs_tok_eos(tok) || hs_tok_token_type(tok, id) == HS_TOK_TYPE_CONTROL;
+}
+
+int hs_cli_generate(int argc, char **argv) {
+    gen_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc) return rc == 1 ? 0 : rc;
+    char model_path[1200];
+    if (a.model) {
+        snprintf(model_path, sizeof model_path, "%s", a.model);
+    } else {
+        char home[1024];
+        if (hs_home_dir(home, sizeof home) != HS_OK) {
+            fprintf(stderr, "heterospec: %s\n", hs_last_error());
+            return 1;
+        }
+        snprintf(model_path, sizeof model_path, "%s/" HS_DEFAULT_MODEL, home);
+    }
+    hs_gguf *g = NULL;
+    hs_tok *tok = NULL;
+    hs_chat *chat = NULL;
+    hs_vk_ctx *vk = NULL;
+    hs_ops *ops = NULL;
+    hs_llama *m = NULL;
+    hs_sampler *smp = NULL;
+    char *text = NULL, *rendered = NULL, *out_text = NULL;
+    int32_t *ids = NULL, *gen = NULL;
+    size_t n_ids = 0;
+    int n_gen = 0;
+    rc = 1;
+    double t0 = hs_now_s();
+    if (hs_gguf_open(model_path, &g) != HS_OK) {
+        if (!a.model) fprintf(stderr, "heterospec: default model not found; run tools/fetch_model.sh\n");
+        goto fail;
+    }
+    if (hs_tok_from_gguf(g, &tok) != HS_OK) goto fail;
+    if (hs_sampler_params_validate(&a.sp) != HS_OK) goto fail;
+    if (a.prompt_file) {
+        if (!(text = read_file(a.prompt_file))) goto fail;
+    } else {
+        text = strdup(a.prompt ? a.prompt : "");
+    }
+    const char *prompt = text;
+    if (a.chat) {
+        const char *tmpl = NULL;
+        if (hs_gguf_get_str(g, "tokenizer.chat_template", &tmpl) != HS_OK) {
+            HS_FAIL(HS_ERR_FORMAT, "--chat: the model has no tokenizer.chat_template");
+            goto fail;
+        }
+        if (hs_chat_create(tmpl, &chat) != HS_OK) goto fail;
+        hs_chat_msg msg = {"user", text};
+        if (hs_chat_render(chat, &msg, 1, true, &rendered) != HS_OK) goto fail;
+        prompt = rendered;
+    }
+    if (hs_tok_encode(tok, prompt, strlen(prompt), HS_TOK_ADD_SPECIAL | (a.chat ? HS_TOK_PARSE_SPECIAL : 0), &ids,
+                      &n_ids) != HS_OK)
+        goto fail;
+    if (n_ids == 0) {
+        HS_FAIL(HS_ERR_INVALID_ARG, "the prompt is empty and the model adds no BOS token");
+        goto fail;
+    }
+    hs_vk_ctx_options vo = {.device_index = -1, .validation = -1};
+    if (hs_vk_ctx_create(&vo, &vk) != HS_OK || hs_ops_create(vk, &ops) != HS_OK) goto fail;
+    hs_llama_options lo = {.n_ctx = (uint32_t)a.n_ctx};
+    if (hs_llama_load(ops, g, &lo, &m) != HS_OK) goto fail;
+    const hs_llama_config *cfg = hs_llama_cfg(m);
+    if (n_ids + (size_t)a.n_predict > hs_llama_n_ctx(m)) {
+        HS_FAIL(HS_ERR_OUT_OF_RANGE, "prompt (%zu tokens) + %d to generate exceed the context of %u (use -c)",
+                n_ids, a.n_predict, hs_llama_n_ctx(m));
+        goto fail;
+    }
+    if (hs_sampler_create(&a.sp, (int32_t)cfg->n_vocab, &smp) != HS_OK) goto fail;
+    double t_load = hs_now_s() - t0;
+
+    /* Prompt, in chunks of the batch limit; only the last token's logits. */
+    double t1 = hs_now_s();
+    const float *logits = NULL;
+    const uint32_t *amax = NULL;
+    for (size_t done = 0; done < n_ids;) {
+        uint32_t n = (uint32_t)(n_ids - done < 512 ? n_ids - done : 512);
+        if (hs_llama_eval(m, ids + done, n, NULL, true, true, &logits, &amax) != HS_OK) goto fail;
+        done += n;
+    }
+    for (size_t i = 0; i < n_ids; i++) hs_sampler_accept(smp, ids[i]);
+    double t_prompt = hs_now_s() - t1;
+    double t_first = hs_now_s() - t0;
+
+    gen = malloc(sizeof *gen * (size_t)(a.n_predict + 1));
+    if (!gen) goto fail;
+    if (!a.quiet && !a.json) {
+        fwrite(prompt, 1, strlen(prompt), stdout);
+        fflush(stdout);
+    }
+    double t2 = hs_now_s();
+    for (int i = 0; i < a.n_predict; i++) {
+        int32_t next;
+        if (hs_sampler_is_greedy(smp)) next = (int32_t)amax[0];
+        else if (hs_sampler_sample(smp, logits, (int32_t)cfg->n_vocab, &next) != HS_OK) goto fail;
+        hs_sampler_accept(smp, next);
+        if (is_end(tok, next)) break;
+        gen[n_gen++] = next;
+        if (!a.quiet && !a.json) {
+            const char *piece;
+            size_t len;
+            if (hs_tok_piece(tok, next, &piece, &len) == HS_OK) fwrite(piece, 1, len, stdout);
+            fflush(stdout);
+        }
+        if (i + 1 < a.n_predict && hs_llama_eval(m, &next, 1, NULL, true, true, &logits, &amax) != HS_OK) goto fail;
+    }
+    double t_gen = hs_now_s() - t2;
+    size_t out_len = 0;
+    if (hs_tok_decode(tok, gen, (size_t)n_gen, 0, &out_text, &out_len) != HS_OK) goto fail;
+    double gen_tps = n_gen > 1 ? (n_gen - 1) / t_gen : 0; /* the last sampled token needs no forward */
+    if (a.json) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "model", model_path);
+        cJSON_AddStringToObject(o, "device", hs_vk_ctx_caps(vk)->device_name);
+        cJSON_AddStringToObject(o, "prompt", prompt);
+        cJSON_AddStringToObject(o, "text", out_text);
+        cJSON *arr = cJSON_AddArrayToObject(o, "ids");
+        for (int i = 0; i < n_gen; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(gen[i]));
+        cJSON_AddNumberToObject(o, "prompt_tokens", (double)n_ids);
+        cJSON_AddNumberToObject(o, "generated_tokens", n_gen);
+        cJSON_AddNumberToObject(o, "load_s", t_load);
+        cJSON_AddNumberToObject(o, "first_token_s", t_first);
+        cJSON_AddNumberToObject(o, "prompt_tokens_per_s", n_ids / t_prompt);
+        cJSON_AddNumberToObject(o, "gen_tokens_per_s", gen_tps);
+        cJSON_AddNumberToObject(o, "dispatches_per_token", hs_llama_last_dispatches(m));
+        char *s = cJSON_Print(o);
+        puts(s);
+        free(s);
+        cJSON_Delete(o);
+    } else {
+        fprintf(stderr,
+                "\n\n[heterospec] %s on %s\n[heterospec] load %.3f s | first token %.3f s | prompt %zu tokens, "
+                "%.1f t/s | generated %d tokens, %.1f t/s | %u dispatches/token\n",
+                model_path, hs_vk_ctx_caps(vk)->device_name, t_load, t_first, n_ids, n_ids / t_prompt, n_gen,
+                gen_tps, hs_llama_last_dispatches(m));
+    }
+    rc = 0;
+fail:
+    if (rc) fprintf(stderr, "heterospec generate: %s\n", hs_last_error());
+    free(out_text);
+    free(gen);
+    free(ids);
+    free(text);
+    free(rendered);
+    hs_sampler_destroy(smp);
+    hs_llama_destroy(m);
+    hs_ops_destroy(ops);
+    hs_vk_ctx_destroy(vk);
+    hs_chat_destroy(chat);
+    hs_tok_destroy(tok);
+    hs_gguf_close(g);
+    return rc;
+}
