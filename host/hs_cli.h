@@ -5,6 +5,7 @@
 
 int hs_cli_devices(int argc, char **argv);
 int hs_cli_generate(int argc, char **argv);
+int hs_cli_bench(int argc, char **argv);
 int hs_cli_info(int argc, char **argv);
 int hs_cli_bench_ops(int argc, char **argv);
 

@@ -10,6 +10,7 @@ static void usage(FILE *f) {
             "\n"
             "commands:\n"
             "  generate     generate text with a GGUF model (llama architecture)\n"
+            "  bench        llama-bench style pp512 / tg128 of a model\n"
             "  devices      list Vulkan devices and their capabilities\n"
             "  info         show a GGUF file's header, metadata and tensors\n"
             "  bench-ops    per-op figures on the chosen device (table or --json)\n"
@@ -24,6 +25,7 @@ int main(int argc, char **argv) {
     }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "generate")) return hs_cli_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return hs_cli_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "devices")) return hs_cli_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return hs_cli_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench-ops")) return hs_cli_bench_ops(argc - 1, argv + 1);
