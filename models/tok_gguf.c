@@ -26,8 +26,8 @@ static hs_status find_array(const hs_gguf *g, const char *key, bool required, co
         if (!required) return HS_OK;
         if (!strcmp(key, KEY_PREFIX "tokens"))
             return HS_FAIL(HS_ERR_FORMAT, "%s: %s missing: this GGUF has no tokenizer", hs_gguf_name(g), key);
-        return HS_FAIL(HS_ERR_FORMAT, "%s: %s missing: a BPE (gpt2) tokenizer needs its merges", hs_gguf_name(g),
-                       key);
+        return HS_FAIL(HS_ERR_FORMAT, "%s: %s missing: a BPE (gpt2) tokenizer needs its merges",
+                       hs_gguf_name(g), key);
     }
     if ((*out)->type != HS_GGUF_TYPE_ARRAY)
         return HS_FAIL(HS_ERR_FORMAT, "%s: %s has type %s, expected an array", hs_gguf_name(g), key,
@@ -43,8 +43,8 @@ static hs_status str_array(const hs_gguf *g, const char *key, bool required, con
     hs_status st = find_array(g, key, required, &v);
     if (st != HS_OK || !v) return st;
     if (v->v.arr.type != HS_GGUF_TYPE_STRING)
-        return HS_FAIL(HS_ERR_FORMAT, "%s: %s is an array of %s, expected an array of strings", hs_gguf_name(g),
-                       key, hs_gguf_type_name(v->v.arr.type));
+        return HS_FAIL(HS_ERR_FORMAT, "%s: %s is an array of %s, expected an array of strings",
+                       hs_gguf_name(g), key, hs_gguf_type_name(v->v.arr.type));
     /* ids are int32_t */
     if (v->v.arr.n > INT32_MAX || v->v.arr.n > SIZE_MAX / sizeof **out)
         return HS_FAIL(HS_ERR_FORMAT, "%s: %s has %llu entries (limit %d)", hs_gguf_name(g), key,
@@ -58,7 +58,7 @@ static hs_status str_array(const hs_gguf *g, const char *key, bool required, con
     return HS_OK;
 }
 
-/* A numeric array of at least n entries, converted to float (scores) or int32_t (types), or NULL when absent. */
+/* A numeric array of at least n entries converted to float (scores) or int32_t (types); NULL when absent. */
 static hs_status num_array(const hs_gguf *g, const char *key, uint32_t n, bool as_float, void **out) {
     hs_status st = HS_OK;
     const hs_gguf_value *v;
@@ -68,8 +68,8 @@ static hs_status num_array(const hs_gguf *g, const char *key, uint32_t n, bool a
     hs_gguf_type et = v->v.arr.type;
     bool is_float = et == HS_GGUF_TYPE_FLOAT32 || et == HS_GGUF_TYPE_FLOAT64;
     if (!is_int_type(et) && !(as_float && is_float))
-        return HS_FAIL(HS_ERR_FORMAT, "%s: %s is an array of %s, expected an array of %s", hs_gguf_name(g), key,
-                       hs_gguf_type_name(et), as_float ? "numbers" : "integers");
+        return HS_FAIL(HS_ERR_FORMAT, "%s: %s is an array of %s, expected an array of %s", hs_gguf_name(g),
+                       key, hs_gguf_type_name(et), as_float ? "numbers" : "integers");
     if (v->v.arr.n < n)
         return HS_FAIL(HS_ERR_FORMAT, "%s: %s has %llu entries for %u tokens", hs_gguf_name(g), key,
                        (unsigned long long)v->v.arr.n, n);
@@ -115,8 +115,8 @@ static hs_status opt_id(const hs_gguf *g, const char *key, uint32_t n_tokens, in
     *out = HS_TOK_NONE;
     if (!v) return HS_OK;
     if (!is_int_type(v->type))
-        return HS_FAIL(HS_ERR_FORMAT, "%s: %s has type %s, expected an integer token id", hs_gguf_name(g), key,
-                       hs_gguf_type_name(v->type));
+        return HS_FAIL(HS_ERR_FORMAT, "%s: %s has type %s, expected an integer token id", hs_gguf_name(g),
+                       key, hs_gguf_type_name(v->type));
     if (v->type == HS_GGUF_TYPE_UINT64 && v->v.u > (uint64_t)INT64_MAX) return HS_OK; /* out of range */
     hs_status st = hs_gguf_value_i64(v, &x);
     if (st != HS_OK) return st;

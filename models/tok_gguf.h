@@ -1,17 +1,16 @@
 /* tok_gguf — creates the tokenizer (models/tokenizer.h) of a GGUF model file (models/gguf.h) from its
  * tokenizer.ggml.* metadata, read the way llama.cpp's llama_vocab::load reads it:
  *
- *   key                              required  accepted types                 meaning
- *   tokenizer.ggml.tokens            yes       array of strings               vocabulary texts, id = index
- *   tokenizer.ggml.model             yes       string                         "llama" (SPM) or "gpt2" (BPE)
- *   tokenizer.ggml.pre               no        string                         BPE pre-tokenizer (NULL: default)
- *   tokenizer.ggml.scores            no        array of f32/f64 or integers   SPM scores (>= n_tokens entries)
- *   tokenizer.ggml.token_type        no        array of integers (i32 range)  hs_tok_type (>= n_tokens entries)
- *   tokenizer.ggml.merges            gpt2      array of strings               "left right", rank = index
- *   tokenizer.ggml.{bos,eos}_token_id, unknown_token_id, padding_token_id
- *                                    no        any integer                    special token ids
+ *   tokenizer.ggml.tokens      required; array of strings: the vocabulary texts, id = index
+ *   tokenizer.ggml.model       required; string: "llama" (SPM) or "gpt2" (BPE)
+ *   tokenizer.ggml.pre         string: the BPE pre-tokenizer (absent: "default")
+ *   tokenizer.ggml.scores      array of f32/f64 or of integers, >= n_tokens entries: SPM merge scores
+ *   tokenizer.ggml.token_type  array of integers (i32 range), >= n_tokens entries: hs_tok_type values
+ *   tokenizer.ggml.merges      required for "gpt2"; array of strings "left right", rank = index
+ *   tokenizer.ggml.bos_token_id, eos_token_id, unknown_token_id, padding_token_id
+ *                              any integer type: special token ids
  *   tokenizer.ggml.add_bos_token, add_eos_token, add_space_prefix
- *                                    no        bool                           absent: the model's default
+ *                              bool (absent: the default of the model and pre-tokenizer)
  *
  * A missing required key or a key of another type gives HS_ERR_FORMAT with a message naming the file and the
  * key ("tokenizer.ggml.tokens missing: this GGUF has no tokenizer"); fewer scores or types than tokens too.

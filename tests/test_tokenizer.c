@@ -7,7 +7,8 @@
  * the Hugging Face tokenizers). The llama.cpp source is looked up in $HS_LLAMA_SRC,
  * $HS_HOME/src/llama.cpp, then ~/.cache/heterospec/src/llama.cpp (where
  * tools/fetch_llama_src.sh puts it); tests that need it skip when it is missing.
- * Vocabularies are read with the test-only GGUF reader tests/ref_tok_gguf.c.
+ * Vocabularies are read with the GGUF reader (models/gguf.h) and hs_tok_from_gguf
+ * (models/tok_gguf.h); tests/test_tok_gguf.c covers the latter on its own.
  */
 #include "testutil.h"
 
@@ -16,7 +17,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ref_tok_gguf.h"
+#include "gguf.h"
+#include "tok_gguf.h"
 #include "tokenizer.h"
 
 /* ---- helpers ---- */
@@ -45,13 +47,11 @@ static char *read_file(const char *path, size_t *len) {
 
 static hs_status load_tok(const char *path, hs_tok **tok) {
     hs_status st = HS_OK;
-    hs_ref_gguf *g = NULL;
-    hs_tok_vocab v;
-    HS_TRY(hs_ref_gguf_open(path, &g));
-    HS_TRY(hs_ref_gguf_tok_vocab(g, &v));
-    HS_TRY(hs_tok_create(&v, tok));
+    hs_gguf *g = NULL;
+    HS_TRY(hs_gguf_open(path, &g));
+    HS_TRY(hs_tok_from_gguf(g, tok));
 fail:
-    hs_ref_gguf_close(g);
+    hs_gguf_close(g);
     return st;
 }
 
@@ -498,18 +498,22 @@ static void test_gguf_truncated(void **state) {
     size_t len;
     char *data = read_file(path, &len);
     assert_non_null(data);
-    hs_ref_gguf *g;
-    HS_CHECK(hs_ref_gguf_parse(data, len, &g));
-    hs_ref_gguf_close(g);
+    hs_gguf *g;
+    hs_tok *tok;
+    HS_CHECK(hs_gguf_open_memory(data, len, "stories260K", &g));
+    HS_CHECK(hs_tok_from_gguf(g, &tok));
+    hs_tok_destroy(tok);
+    hs_gguf_close(g);
     /* the key/value section of this file is longer than 4 KiB (512 token strings),
      * so every shorter prefix must be rejected as truncated */
     for (size_t l = 0; l < 4096; l += 3) {
-        g = NULL;
-        assert_int_equal(hs_ref_gguf_parse(data, l, &g), HS_ERR_FORMAT);
+        g = (hs_gguf *)&g;
+        assert_int_equal(hs_gguf_open_memory(data, l, "prefix", &g), HS_ERR_FORMAT);
         assert_null(g);
     }
     memcpy(data, "GGUX", 4);
-    assert_int_equal(hs_ref_gguf_parse(data, len, &g), HS_ERR_FORMAT);
+    assert_int_equal(hs_gguf_open_memory(data, len, "bad magic", &g), HS_ERR_FORMAT);
+    assert_null(g);
     free(data);
 }
 
