@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# Sets up and builds heterospec, then runs the main job. Until model loading
-# lands (issue 3) the main job is the device report and the per-op benchmark
-# that HeteroSpec's cost model is built from. Idempotent.
+# Sets up and builds heterospec, fetches the default model (SmolLM2-135M-Instruct
+# Q4_1, sha256-checked) and runs the main job: generation on the default model
+# with its statistics. HeteroSpec speculative decoding is not built yet, so
+# this is plain autoregressive decoding; extra arguments go to `generate`.
+# Idempotent.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$here/tools/setup.sh" "$here/build"
+"$here/tools/fetch_model.sh" smollm2
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/runtime-$(id -u)}"
 "$here/build/heterospec" devices
-"$here/build/heterospec" bench-ops "$@"
+if [ $# -eq 0 ]; then
+  set -- --chat -n 128 -p "Write a short story about a robot who learns to paint."
+fi
+"$here/build/heterospec" generate "$@"

@@ -15,7 +15,7 @@ packages=(
   libvulkan-dev mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
   glslang-tools spirv-tools
   libstb-dev libcmocka-dev libcjson-dev libpcre2-dev
-  python3 python3-venv
+  python3 python3-venv python3-pip
 )
 # npm fetches test data and (later) the llama.cpp peer; a machine that already
 # has Node.js with npm keeps it.
