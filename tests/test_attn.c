@@ -450,6 +450,27 @@ static void test_attention_long(void **state) {
      * loops over head_dim must be unrolled, or this result comes out wrong). */
     shape big = {2, 1, 128, 20000, HS_TYPE_F16};
     int32_t par2[3] = {-1, 0, 1};
+    if ((uint64_t)big.n_ctx * big.n_kv * big.hd * 2 > hs_vk_ctx_caps(env->vk)->max_storage_buffer_range) {
+        /* The layer's cache is one binding: a device limit too small for it
+         * (forced by HS_VK_MAX_BUFFER_RANGE) must give a clear error. */
+        attn_dev a;
+        const uint32_t info[2] = {19990, 3}, mask[3] = {1, 3, 7};
+        float *q = calloc((size_t)3 * big.n_head * big.hd, 4);
+        uint16_t *kv = calloc((size_t)big.n_ctx * big.n_kv * big.hd, 2);
+        attn_dev_init(env, &a, &big, 3, q, kv, kv, info, mask, false);
+        hs_vk_seq *seq = NULL;
+        HS_CHECK(hs_vk_seq_create(env->vk, &seq));
+        HS_CHECK(hs_vk_seq_begin(seq));
+        assert_int_equal(hs_op_attention(env->ops, seq, &a.bq, &a.kv, big.n_head, &a.binfo, &a.bmask, 3, 1.0f, &a.bout),
+                         HS_ERR_VK_UNSUPPORTED);
+        assert_non_null(strstr(hs_last_error(), "maxStorageBufferRange"));
+        HS_CHECK(hs_vk_seq_end(seq));
+        hs_vk_seq_destroy(seq);
+        attn_dev_free(&a);
+        free(q);
+        free(kv);
+        return;
+    }
     attn_vs_ref(env, &r, &big, 3, 3, 19990, par2, 1.0f, false);
 }
 

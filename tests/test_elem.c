@@ -163,8 +163,22 @@ static void test_long_rows(void **state) {
     hs_test_env *env = *state;
     hs_rng r;
     hs_rng_seed(&r, 9);
-    check_softmax(env, &r, 1, (1u << 20) + 3, 1.0f, 10.0f);
-    check_rmsnorm(env, &r, 1, (1u << 20) + 3, true);
+    const uint32_t dim = (1u << 20) + 3;
+    if ((uint64_t)dim * 4 > hs_vk_ctx_caps(env->vk)->max_storage_buffer_range) {
+        /* A row cannot be split across bindings: the device limit (forced by
+         * HS_VK_MAX_BUFFER_RANGE) must give a clear error, not a wrong result. */
+        hs_vk_buffer *b = hs_test_buffer(env, NULL, (size_t)dim * 4);
+        hs_vk_binding X = bnd(b, 0);
+        hs_vk_seq *s = seq_begin(env);
+        assert_int_equal(hs_op_softmax(env->ops, s, &X, &X, 1, dim, 1.0f), HS_ERR_VK_UNSUPPORTED);
+        assert_non_null(strstr(hs_last_error(), "maxStorageBufferRange"));
+        assert_int_equal(hs_op_rmsnorm(env->ops, s, &X, NULL, &X, 1, dim, 1e-6f), HS_ERR_VK_UNSUPPORTED);
+        seq_run(s);
+        hs_vk_buffer_destroy(b);
+        return;
+    }
+    check_softmax(env, &r, 1, dim, 1.0f, 10.0f);
+    check_rmsnorm(env, &r, 1, dim, true);
 }
 
 /* ---- batch invariance ---- */

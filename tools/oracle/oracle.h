@@ -1,0 +1,96 @@
+/* hs-oracle — llama.cpp as a reference ("oracle") and as a speed peer for heterospec.
+ *
+ * Purpose: evaluate a GGUF model with the prebuilt llama.cpp libraries (npm package
+ * @node-llama-cpp/linux-x64-vulkan@3.22.1, llama.cpp v0.5.0) and write what heterospec's
+ * own forward pass is compared against: the logits of every position (binary file or
+ * top-k text) and greedy generations. In --bench mode it measures pp/tg tokens per
+ * second the way llama-bench does, for the side-by-side peer benchmark.
+ *
+ * Usage: see tools/oracle/README.md or `hs-oracle --help`. Built by tools/oracle/build.sh
+ * against the llama.h of the matching llama.cpp source clone, never by the main build.
+ *
+ * Ownership: hs_oracle_setup() loads the backends, the model and a context into an
+ * hs_oracle_session that hs_oracle_session_destroy() frees (NULL and half-built
+ * sessions accepted). Token and logit buffers are owned by the function that makes them.
+ *
+ * Thread-safety: single-threaded driver; llama.cpp uses its own worker threads.
+ */
+#ifndef HS_ORACLE_H
+#define HS_ORACLE_H
+
+#include "hs_status.h"
+#include "llama.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Binary logits file ("-o FILE"), all little-endian:
+ *   char     magic[4]   "HSLG"
+ *   uint32   version    1
+ *   uint32   n_vocab
+ *   uint32   n_rows     number of evaluated positions
+ *   int32    tokens[n_rows]            token evaluated at each position
+ *   float32  logits[n_rows][n_vocab]   row i: logits after tokens[0..i] (predicts i+1)
+ */
+#define HS_ORACLE_LOGITS_MAGIC   "HSLG"
+#define HS_ORACLE_LOGITS_VERSION 1u
+
+typedef enum hs_oracle_mode {
+    HS_ORACLE_EVAL,     /* evaluate the prompt (+ greedy generation), write logits */
+    HS_ORACLE_TOKENIZE, /* print the prompt's token ids */
+    HS_ORACLE_BENCH,    /* pp/tg tokens per second, as llama-bench */
+} hs_oracle_mode;
+
+typedef struct hs_oracle_opts {
+    hs_oracle_mode mode;
+    const char *model_path;
+    const char *prompt;      /* text to tokenize; NULL when token_list is given */
+    const char *token_list;  /* "1,403,407": ids used as they are (no BOS added) */
+    bool add_special;        /* tokenizer adds BOS/EOS as the model asks (default on) */
+    int n_generate;          /* greedy tokens to generate after the prompt */
+    const char *logits_path; /* binary logits of every evaluated position */
+    int top_k;               /* print the top_k logits of every position (0: off) */
+    bool print_last_logits;  /* print the last position's logits, one per line */
+    int ubatch;              /* physical batch for prompt evaluation (0: whole prompt) */
+    int n_threads;
+    bool vulkan;         /* Vulkan backend with every layer offloaded; else CPU only */
+    int kv_type;         /* enum ggml_type of the K and V cache; -1: mode's default */
+    int flash_attn;      /* enum llama_flash_attn_type; -2: mode's default */
+    const char *lib_dir; /* folder of libggml-*.so backends; NULL: <exe>/../lib */
+    bool verbose;
+    /* bench */
+    int n_prompt_bench; /* pp test size (default 512; 0 skips it) */
+    int n_gen_bench;    /* tg test size (default 128; 0 skips it) */
+    int reps;           /* repetitions after the warm-up (default 5) */
+    int n_batch_bench;  /* logical batch (default 2048, llama-bench's) */
+    int n_ubatch_bench; /* physical batch (default 512, llama-bench's) */
+    bool json;          /* bench results as JSON with the raw samples */
+} hs_oracle_opts;
+
+/* Backends, the loaded model and the device list; contexts are made per use. */
+typedef struct hs_oracle_session {
+    bool backend_initialized; /* llama_backend_init() was called */
+    struct llama_model *model;
+    const struct llama_vocab *vocab;
+    int32_t n_vocab;
+    char backend_desc[256];           /* e.g. "Vulkan (llvmpipe (LLVM 15.0.6, 256 bits))" */
+    ggml_backend_dev_t no_devices[1]; /* empty NULL-terminated list: CPU only */
+    bool threadpool_fns;              /* ggml_threadpool_new/free found in the CPU backend */
+    struct ggml_threadpool *(*threadpool_new)(struct ggml_threadpool_params *params);
+    void (*threadpool_free)(struct ggml_threadpool *threadpool);
+} hs_oracle_session;
+
+/* Loads the backends from opts->lib_dir (or <exe>/../lib) and the model. */
+hs_status hs_oracle_setup(const hs_oracle_opts *opts, hs_oracle_session *s);
+void hs_oracle_session_destroy(hs_oracle_session *s);
+
+/* A context for n_ctx positions with opts' backend, cache type and attention setting.
+ * kv_default/fa_default apply when opts leave them unset. */
+hs_status hs_oracle_context(const hs_oracle_opts *opts, hs_oracle_session *s, uint32_t n_ctx,
+                            uint32_t n_batch, uint32_t n_ubatch, int kv_default, int fa_default,
+                            struct llama_context **out);
+
+/* Runs the llama-bench style pp/tg measurement and prints the table (or JSON). */
+hs_status hs_oracle_bench(const hs_oracle_opts *opts, hs_oracle_session *s);
+
+#endif

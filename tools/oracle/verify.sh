@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Checks hs-oracle against the independent stories260K references in
+# ../shared/models/stories260K/ (numpy implementation of llama2.c's forward pass):
+#   1. greedy ids for the prompts "" and "Once upon a time" equal golden_greedy.txt;
+#   2. the logits after BOS match golden_logits_bos.txt, and the logits at the last
+#      position of [1, 403, 407, 261, 378] match golden_logits_once_upon_a_time.txt,
+#      within TOL (default 2e-5; llama.cpp's CPU backend is within about 1.05e-5);
+#   3. the binary logits file (-o) holds the same numbers as --print-logits.
+#
+#   tools/oracle/verify.sh [--vulkan] [TOL]
+#
+# With --vulkan the oracle runs on the Vulkan backend (lavapipe here) instead of the CPU,
+# and the logits are computed one position at a time (--ubatch 1): ggml-vulkan's kernels
+# for several positions at once are less exact (about 6e-3 on stories260K, measured).
+# Exits non-zero on any mismatch. Needs python3 and a built hs-oracle (build.sh).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+home="${HS_HOME:-$HOME/.cache/heterospec}"
+oracle="$home/peer/bin/hs-oracle"
+shared="${HS_SHARED_DIR:-$here/../../../shared}"
+ref="$shared/models/stories260K"
+model="$ref/stories260K.gguf"
+
+backend=()
+if [ "${1:-}" = "--vulkan" ]; then backend=(--vulkan --ubatch 1); shift; fi
+tol="${1:-2e-5}"
+
+[ -x "$oracle" ] || { echo "verify: $oracle not built (run tools/oracle/build.sh)" >&2; exit 1; }
+[ -f "$model" ] || { echo "verify: $model not found (set HS_SHARED_DIR)" >&2; exit 1; }
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+"$oracle" "${backend[@]}" -n 128 "$model" >"$work/gen_empty.txt"
+"$oracle" "${backend[@]}" -n 124 -p "Once upon a time" "$model" >"$work/gen_once.txt"
+"$oracle" "${backend[@]}" --print-logits -o "$work/bos.bin" "$model" >"$work/bos.txt"
+"$oracle" "${backend[@]}" --print-logits --tokens 1,403,407,261,378 "$model" >"$work/once.txt"
+
+python3 - "$ref" "$work" "$tol" <<'EOF'
+import ast, re, struct, sys
+ref, work, tol = sys.argv[1], sys.argv[2], float(sys.argv[3])
+ok = True
+
+def check(name, cond, detail):
+    global ok
+    print(f"{'ok  ' if cond else 'FAIL'} {name}: {detail}")
+    ok &= cond
+
+# golden_greedy.txt: "PROMPT '...' prompt_tokens(with BOS) [...]" then "greedy_generated_ids [...]"
+golden = {}
+prompt = None
+for line in open(f"{ref}/golden_greedy.txt"):
+    m = re.match(r"PROMPT (.*) prompt_tokens\(with BOS\) (\[.*\])", line)
+    if m:
+        prompt = ast.literal_eval(m.group(1))
+        golden[prompt] = {"prompt": ast.literal_eval(m.group(2))}
+    elif line.startswith("greedy_generated_ids"):
+        golden[prompt]["ids"] = ast.literal_eval(line.split(" ", 1)[1])
+
+def oracle_out(path):
+    out = {}
+    for line in open(path):
+        key, _, rest = line.partition(" ")
+        if key in ("prompt_ids", "generated_ids"):
+            out[key] = ast.literal_eval(rest)
+    return out
+
+for prompt, path in (("", "gen_empty.txt"), ("Once upon a time", "gen_once.txt")):
+    g, o = golden[prompt], oracle_out(f"{work}/{path}")
+    check(f"prompt ids {prompt!r}", o["prompt_ids"] == g["prompt"], f"{o['prompt_ids']}")
+    n_same = next((i for i, (a, b) in enumerate(zip(o["generated_ids"], g["ids"])) if a != b),
+                  min(len(o["generated_ids"]), len(g["ids"])))
+    check(f"greedy ids {prompt!r}", o["generated_ids"] == g["ids"],
+          f"{len(o['generated_ids'])} generated, {len(g['ids'])} golden, first {n_same} equal")
+
+def floats(path):
+    return [float(x) for x in open(path).read().split("\n") if x and not x[0].isalpha()]
+
+for gold, got in (("golden_logits_bos.txt", "bos.txt"),
+                  ("golden_logits_once_upon_a_time.txt", "once.txt")):
+    a, b = floats(f"{ref}/{gold}"), floats(f"{work}/{got}")
+    if len(a) != len(b):
+        check(gold, False, f"{len(b)} logits, expected {len(a)}")
+        continue
+    err = max(abs(x - y) for x, y in zip(a, b))
+    check(gold, err <= tol, f"max |diff| {err:.3g} (tol {tol:g})")
+
+# binary file: magic, version, n_vocab, n_rows, tokens, rows
+data = open(f"{work}/bos.bin", "rb").read()
+magic, ver, n_vocab, n_rows = struct.unpack_from("<4sIII", data)
+toks = struct.unpack_from(f"<{n_rows}i", data, 16)
+rows = struct.unpack_from(f"<{n_rows * n_vocab}f", data, 16 + 4 * n_rows)
+size_ok = len(data) == 16 + 4 * n_rows + 4 * n_rows * n_vocab
+same = size_ok and all(abs(x - y) <= 1e-6 * max(1.0, abs(x)) for x, y in zip(rows[-n_vocab:], floats(f"{work}/bos.txt")))
+check("logits file", magic == b"HSLG" and ver == 1 and n_rows == 1 and toks == (1,) and same,
+      f"magic {magic!r} version {ver} n_vocab {n_vocab} rows {n_rows} tokens {list(toks)} size ok {size_ok}")
+sys.exit(0 if ok else 1)
+EOF
