@@ -23,9 +23,13 @@
  * Exactness (DESIGN.md section 3): every output y[j][r] is one multiply-add
  * chain over k in increasing order, with the prologue computed per column in a
  * fixed order, whatever n, the tile shape, the chunk or the subgroup variant:
- * column j of a batch is bitwise equal to column j computed alone. The
- * products use f32 arithmetic only (no fp16 arithmetic, no int8 dot products),
- * so the results follow the f32 reference up to summation rounding.
+ * column j of a batch is bitwise equal to column j computed alone (the
+ * subgroup and portable variants even agree with each other). The products
+ * use f32 arithmetic only (no fp16 arithmetic, no int8 dot products; f16
+ * weights and scales are read as packed uints and converted exactly), so the
+ * results follow the f32 reference up to summation rounding. The RMSNorm
+ * prologue is fused per workgroup: its result may differ in the last bits from
+ * hs_op_rmsnorm followed by a plain product.
  *
  * Ownership: hs_weight_create gives the weight to the caller; destroy it
  * before its hs_ops. The ops borrow every binding. Thread-safety: as hs_ops.

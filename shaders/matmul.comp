@@ -12,10 +12,12 @@
  * columns. The rows of a group are interleaved in memory, so neighbouring
  * lanes read neighbouring 16-byte words (coalesced on GPUs).
  *
- * Exactness: each output is one fma chain over k = 0, 1, 2, ... in increasing
- * order, starting from +0, with weights dequantized exactly as ggml does. It
- * does not depend on RW, C, n, the chunk, the subgroup size or USE_SUBGROUP, so
- * a column computed alone is bitwise equal to the same column in any batch.
+ * Exactness: each output is one chain acc = fma(w, x', acc) over k = 0, 1, 2,
+ * ... in increasing order, starting from +0 (precise, so the driver may not
+ * re-associate; lavapipe lowers every fma to a multiply and an add, the same
+ * in every variant), with weights dequantized exactly as ggml does. Nothing
+ * depends on RW, C, n, the chunk, the subgroup size or USE_SUBGROUP, so a
+ * column computed alone is bitwise equal to the same column in any batch.
  * RMSNorm's sum of squares uses 8 partial sums (one per vec4 slot of a
  * sub-block) combined in a fixed tree, the same with or without subgroups.
  *
