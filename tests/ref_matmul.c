@@ -1,0 +1,92 @@
+/* ref_matmul: the weight-product reference and random weights (see ref_matmul.h). */
+#include "ref_matmul.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_quant.h"
+
+void ref_matmul(const float *w, uint32_t rows, uint32_t cols, const float *x, uint32_t n,
+                hs_matmul_prologue prologue, const float *g, float eps, const float *res, double *y) {
+    const uint32_t stride = prologue == HS_MATMUL_SWIGLU ? 2 * cols : cols;
+    double *xp = malloc(cols * sizeof *xp);
+    for (uint32_t j = 0; j < n; j++) {
+        const float *xj = x + (uint64_t)j * stride;
+        if (prologue == HS_MATMUL_RMSNORM) {
+            double ss = 0;
+            for (uint32_t k = 0; k < cols; k++) ss += (double)xj[k] * xj[k];
+            const double scale = 1.0 / sqrt(ss / cols + eps);
+            for (uint32_t k = 0; k < cols; k++) xp[k] = xj[k] * scale * g[k];
+        } else if (prologue == HS_MATMUL_SWIGLU) {
+            for (uint32_t k = 0; k < cols; k++) {
+                const double gate = xj[k];
+                xp[k] = gate / (1.0 + exp(-gate)) * xj[cols + k];
+            }
+        } else {
+            for (uint32_t k = 0; k < cols; k++) xp[k] = xj[k];
+        }
+        for (uint32_t r = 0; r < rows; r++) {
+            double acc = 0;
+            const float *wr = w + (uint64_t)r * cols;
+            for (uint32_t k = 0; k < cols; k++) acc += (double)wr[k] * xp[k];
+            y[(uint64_t)j * rows + r] = (res ? res[(uint64_t)j * rows + r] : 0.0) + acc;
+        }
+    }
+    free(xp);
+}
+
+void *ref_random_weight(hs_rng *r, hs_type t, uint32_t rows, uint32_t cols) {
+    const uint64_t bytes = hs_type_row_bytes(t, cols) * rows;
+    uint8_t *data = malloc(bytes);
+    if (!data) return NULL;
+    if (t == HS_TYPE_Q4_K || t == HS_TYPE_Q6_K) {
+        for (uint64_t i = 0; i < bytes; i++) data[i] = (uint8_t)hs_rng_u32(r);
+        const uint64_t nb = bytes / hs_type_block_bytes(t);
+        for (uint64_t b = 0; b < nb; b++) {
+            if (t == HS_TYPE_Q4_K) {
+                hs_block_q4_K *k = (hs_block_q4_K *)data + b;
+                k->d = hs_f32_to_f16(hs_rng_range(r, 0.001f, 0.004f));
+                k->dmin = hs_f32_to_f16(hs_rng_range(r, 0.001f, 0.004f));
+            } else {
+                hs_block_q6_K *k = (hs_block_q6_K *)data + b;
+                k->d = hs_f32_to_f16(hs_rng_range(r, 0.0005f, 0.002f));
+            }
+        }
+        return data;
+    }
+    float *row = malloc(cols * sizeof *row);
+    const uint64_t rb = hs_type_row_bytes(t, cols);
+    for (uint32_t i = 0; i < rows; i++) {
+        hs_rng_fill(r, row, cols, -1.0f, 1.0f);
+        if (hs_quantize_row(t, row, data + i * rb, cols) != HS_OK) {
+            free(data);
+            data = NULL;
+            break;
+        }
+    }
+    free(row);
+    return data;
+}
+
+float *ref_dequantize(hs_type t, const void *data, uint32_t rows, uint32_t cols) {
+    float *w = malloc((uint64_t)rows * cols * sizeof *w);
+    const uint64_t rb = hs_type_row_bytes(t, cols);
+    for (uint32_t i = 0; i < rows; i++)
+        if (hs_dequantize_row(t, (const uint8_t *)data + i * rb, w + (uint64_t)i * cols, cols) != HS_OK) {
+            free(w);
+            return NULL;
+        }
+    return w;
+}
+
+double ref_nmse(const float *a, const double *ref, uint64_t n) {
+    double num = 0, den = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const double d = (double)a[i] - ref[i];
+        num += d * d;
+        den += ref[i] * ref[i];
+    }
+    if (isnan(num)) return INFINITY;
+    return den > 0 ? num / den : num;
+}

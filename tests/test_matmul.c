@@ -1,0 +1,651 @@
+/* Tests of the weight formats (runtime/hs_quant.h) and the weight products
+ * (runtime/op_matmul.h): f16 conversion and ggml dequantization against blocks
+ * written out by hand, the quantizers, matmul for every type on odd shapes
+ * against the double reference of ref_matmul.c, the RMSNorm / SwiGLU prologues
+ * and the residual epilogue (also in place), unaligned offsets, stacked
+ * weights, argument checks, bitwise batch invariance (every column of n = 1,
+ * 2, 3, 4, 5, 8, 16, 17, 33, 64 equals that column computed alone), and a
+ * second group whose maxStorageBufferRange is 64 KiB so that weights are split
+ * into row chunks (results must be bitwise those of the unsplit weights), and
+ * a third with subgroup operations off (the portable kernels must give bitwise
+ * the results of the subgroup kernels). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_quant.h"
+#include "op_matmul.h"
+#include "ref_matmul.h"
+#include "testutil.h"
+
+static int setup(void **state) { return hs_test_setup(state); }
+static int teardown(void **state) { return hs_test_teardown(state); }
+
+static int setup_small_range(void **state) {
+    setenv("HS_VK_MAX_BUFFER_RANGE", "65536", 1);
+    int r = hs_test_setup(state);
+    unsetenv("HS_VK_MAX_BUFFER_RANGE");
+    return r;
+}
+
+static const hs_type k_types[] = {HS_TYPE_F32, HS_TYPE_F16, HS_TYPE_Q8_0, HS_TYPE_Q4_0,
+                                  HS_TYPE_Q4_1, HS_TYPE_Q4_K, HS_TYPE_Q6_K};
+#define N_TYPES (sizeof k_types / sizeof k_types[0])
+
+static bool is_k(hs_type t) { return t == HS_TYPE_Q4_K || t == HS_TYPE_Q6_K; }
+
+static hs_vk_binding bnd(hs_vk_buffer *b, uint64_t offset) { return (hs_vk_binding){b, offset, 0}; }
+
+static hs_vk_seq *seq_begin(hs_test_env *env) {
+    hs_vk_seq *s = NULL;
+    HS_CHECK(hs_vk_seq_create(env->vk, &s));
+    HS_CHECK(hs_vk_seq_begin(s));
+    return s;
+}
+
+static void seq_run(hs_vk_seq *s) {
+    HS_CHECK(hs_vk_seq_end(s));
+    HS_CHECK(hs_vk_seq_submit(s));
+    hs_vk_seq_destroy(s);
+}
+
+static float *rand_array(hs_rng *r, size_t n, float lo, float hi) {
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    hs_rng_fill(r, x, n, lo, hi);
+    return x;
+}
+
+/* ---- f16 and dequantization of hand-written blocks ---- */
+
+static void test_f16(void **state) {
+    (void)state;
+    assert_true(hs_f16_to_f32(0x3C00) == 1.0f);
+    assert_true(hs_f16_to_f32(0xC000) == -2.0f);
+    assert_true(hs_f16_to_f32(0x7BFF) == 65504.0f);
+    assert_true(hs_f16_to_f32(0x0001) == ldexpf(1.0f, -24)); /* smallest subnormal */
+    assert_true(hs_f16_to_f32(0x03FF) == ldexpf(1023.0f, -24));
+    assert_true(hs_f16_to_f32(0x3555) == 0.333251953125f);
+    assert_true(isinf(hs_f16_to_f32(0x7C00)) && isnan(hs_f16_to_f32(0x7E00)));
+    assert_int_equal(hs_f32_to_f16(1.0f), 0x3C00);
+    assert_int_equal(hs_f32_to_f16(1.0f + ldexpf(1.0f, -10)), 0x3C01);
+    assert_int_equal(hs_f32_to_f16(1.0f + ldexpf(1.0f, -11)), 0x3C00);     /* tie to even */
+    assert_int_equal(hs_f32_to_f16(1.0f + 3 * ldexpf(1.0f, -11)), 0x3C02); /* tie to even */
+    assert_int_equal(hs_f32_to_f16(65520.0f), 0x7C00);                      /* rounds to inf */
+    assert_int_equal(hs_f32_to_f16(ldexpf(1.0f, -25)), 0x0000);             /* tie to even 0 */
+    assert_int_equal(hs_f32_to_f16(ldexpf(3.0f, -25)), 0x0002);
+    assert_int_equal(hs_f32_to_f16(-0.0f), 0x8000);
+    for (uint32_t h = 0; h < 0x7C00; h++) assert_int_equal(hs_f32_to_f16(hs_f16_to_f32((uint16_t)h)), h);
+}
+
+static void test_dequant_f32_f16(void **state) {
+    (void)state;
+    const float a[3] = {1.5f, -0.25f, 3e-8f};
+    float y[3];
+    HS_CHECK(hs_dequantize_row(HS_TYPE_F32, a, y, 3));
+    assert_memory_equal(a, y, sizeof a);
+    const uint16_t h[4] = {0x3C00, 0xB800, 0x0001, 0x4248}; /* 1, -0.5, 2^-24, 3.140625 */
+    float z[4];
+    HS_CHECK(hs_dequantize_row(HS_TYPE_F16, h, z, 4));
+    assert_true(z[0] == 1.0f && z[1] == -0.5f && z[2] == ldexpf(1.0f, -24) && z[3] == 3.140625f);
+}
+
+static void test_dequant_q4_0(void **state) {
+    (void)state;
+    hs_block_q4_0 b = {.d = 0x3800}; /* d = 0.5 */
+    for (int j = 0; j < 16; j++) b.qs[j] = (uint8_t)(j | (15 - j) << 4);
+    float y[32];
+    HS_CHECK(hs_dequantize_row(HS_TYPE_Q4_0, &b, y, 32));
+    /* element j: (j - 8) * 0.5; element j + 16: (15 - j - 8) * 0.5 */
+    assert_true(y[0] == -4.0f && y[1] == -3.5f && y[8] == 0.0f && y[15] == 3.5f);
+    assert_true(y[16] == 3.5f && y[17] == 3.0f && y[23] == 0.0f && y[31] == -4.0f);
+}
+
+static void test_dequant_q4_1(void **state) {
+    (void)state;
+    hs_block_q4_1 b = {.d = 0x3400, .m = 0xBC00}; /* d = 0.25, m = -1 */
+    for (int j = 0; j < 16; j++) b.qs[j] = (uint8_t)(j | (j ^ 5) << 4);
+    float y[32];
+    HS_CHECK(hs_dequantize_row(HS_TYPE_Q4_1, &b, y, 32));
+    /* element j: j * 0.25 - 1; element j + 16: (j ^ 5) * 0.25 - 1 */
+    assert_true(y[0] == -1.0f && y[4] == 0.0f && y[15] == 2.75f);
+    assert_true(y[16] == 0.25f && y[21] == -1.0f && y[31] == 1.5f); /* 5, 0, 10 */
+}
+
+static void test_dequant_q8_0(void **state) {
+    (void)state;
+    hs_block_q8_0 b = {.d = 0x3000}; /* d = 0.125 */
+    for (int j = 0; j < 32; j++) b.qs[j] = (int8_t)(j - 16);
+    b.qs[31] = -128;
+    float y[32];
+    HS_CHECK(hs_dequantize_row(HS_TYPE_Q8_0, &b, y, 32));
+    assert_true(y[0] == -2.0f && y[16] == 0.0f && y[17] == 0.125f && y[30] == 1.75f && y[31] == -16.0f);
+}
+
+static void test_dequant_q4_K(void **state) {
+    (void)state;
+    hs_block_q4_K b = {.d = 0x4000, .dmin = 0x3800}; /* d = 2, dmin = 0.5 */
+    /* 6-bit scales sc[0..7] = 1 2 3 4 1 3 5 23, mins m[0..7] = 5 6 7 8 2 4 6 40:
+     * sub-blocks 4..7 take their low 4 bits from bytes 8..11 and their top 2
+     * bits from the top bits of bytes 0..3 (scales) and 4..7 (mins). */
+    const uint8_t sc[12] = {1, 2, 3, 0x40 | 4, 5, 6, 7, 0x80 | 8, 0x21, 0x43, 0x65, 0x87};
+    memcpy(b.scales, sc, 12);
+    /* chunk c, byte l: low nibble l & 15 (sub-block 2c), high nibble 15 - (l & 15) (2c + 1) */
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) b.qs[32 * c + l] = (uint8_t)((l & 15) | (15 - (l & 15)) << 4);
+    float y[256];
+    HS_CHECK(hs_dequantize_row(HS_TYPE_Q4_K, &b, y, 256));
+    /* y = 2 sc q - 0.5 m */
+    assert_true(y[0] == -2.5f);         /* s0, q0 */
+    assert_true(y[5] == 7.5f);          /* s0, q5: 10 - 2.5 */
+    assert_true(y[32] == 57.0f);        /* s1, q15: 60 - 3 */
+    assert_true(y[40] == 25.0f);        /* s1, q7: 28 - 3 */
+    assert_true(y[64 + 17] == 2.5f);    /* s2, q1: 6 - 3.5 */
+    assert_true(y[96 + 3] == 92.0f);    /* s3, q12: 96 - 4 */
+    assert_true(y[128 + 2] == 3.0f);    /* s4, q2: 4 - 1 */
+    assert_true(y[160 + 31] == -2.0f);  /* s5, q0: 0 - 2 */
+    assert_true(y[192 + 10] == 97.0f);  /* s6, q10: 100 - 3 */
+    assert_true(y[224] == 670.0f);      /* s7, q15: 690 - 20 */
+    assert_true(y[255] == -20.0f);      /* s7, q0 */
+}
+
+static void test_dequant_q6_K(void **state) {
+    (void)state;
+    hs_block_q6_K b = {.d = 0x3800}; /* d = 0.5 */
+    for (int i = 0; i < 128; i++) b.ql[i] = (uint8_t)i;
+    for (int i = 0; i < 64; i++) b.qh[i] = (uint8_t)i;
+    for (int i = 0; i < 16; i++) b.scales[i] = (int8_t)(i % 2 ? -(i + 1) : i + 1); /* 1 -2 3 -4 ... */
+    float y[256];
+    HS_CHECK(hs_dequantize_row(HS_TYPE_Q6_K, &b, y, 256));
+    /* y = 0.5 * sc[e / 16] * (q - 32), q = low 4 bits | high 2 bits << 4 */
+    assert_true(y[0] == -16.0f);          /* ql[0] lo 0, qh[0] bits 0-1 = 0: q 0, sc 1 */
+    assert_true(y[1] == -7.5f);           /* lo 1, hi 1: q 17, sc 1 */
+    assert_true(y[35] == -43.5f);         /* ql[35] lo 3, qh[3] bits 2-3 = 0: q 3, sc 3 */
+    assert_true(y[70] == -80.0f);         /* ql[6] hi 0, qh[6] bits 4-5 = 0: q 0, sc 5 */
+    assert_true(y[127] == 116.0f);        /* ql[63] hi 3, qh[31] bits 6-7 = 0: q 3, sc -8 */
+    assert_true(y[128 + 45] == 159.5f);   /* ql[109] lo 13, qh[45] bits 2-3 = 3: q 61, sc 11 */
+    assert_true(y[255] == 200.0f);        /* ql[127] hi 7, qh[63] bits 6-7 = 0: q 7, sc -16 */
+}
+
+static void test_dequant_args(void **state) {
+    (void)state;
+    float y[32];
+    hs_block_q4_0 b = {0};
+    assert_int_equal(hs_dequantize_row(HS_TYPE_Q4_0, &b, y, 31), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_dequantize_row((hs_type)7, &b, y, 32), HS_ERR_UNSUPPORTED_TYPE);
+    assert_int_equal(hs_quantize_row(HS_TYPE_Q4_K, y, &b, 256), HS_ERR_UNSUPPORTED_TYPE);
+}
+
+/* Quantize -> dequantize stays within half a quantization step, and a block
+ * whose max is 127 quantizes to q = round(x) with d = 1 (q8_0). */
+static void test_quantize(void **state) {
+    (void)state;
+    float x[64], y[64];
+    uint8_t buf[256];
+    for (int i = 0; i < 32; i++) x[i] = (float)(i * 8 - 127) + 0.25f * (i % 3 == 0);
+    x[31] = 127.0f;
+    HS_CHECK(hs_quantize_row(HS_TYPE_Q8_0, x, buf, 32));
+    const hs_block_q8_0 *q8 = (const hs_block_q8_0 *)buf;
+    assert_int_equal(q8->d, 0x3C00);
+    for (int i = 0; i < 32; i++) assert_int_equal(q8->qs[i], (int)roundf(x[i]));
+
+    hs_rng r;
+    hs_rng_seed(&r, 5);
+    hs_rng_fill(&r, x, 64, -3.0f, 2.0f);
+    const hs_type ts[3] = {HS_TYPE_Q8_0, HS_TYPE_Q4_0, HS_TYPE_Q4_1};
+    for (int t = 0; t < 3; t++) {
+        HS_CHECK(hs_quantize_row(ts[t], x, buf, 64));
+        HS_CHECK(hs_dequantize_row(ts[t], buf, y, 64));
+        for (int blk = 0; blk < 2; blk++) {
+            float lo = INFINITY, hi = -INFINITY;
+            for (int i = 0; i < 32; i++) {
+                lo = fminf(lo, x[32 * blk + i]);
+                hi = fmaxf(hi, x[32 * blk + i]);
+            }
+            const float range = fmaxf(fabsf(lo), fabsf(hi));
+            const float step = ts[t] == HS_TYPE_Q8_0 ? range / 127 : ts[t] == HS_TYPE_Q4_0 ? range / 8 : (hi - lo) / 15;
+            for (int i = 0; i < 32; i++)
+                assert_true(fabsf(y[32 * blk + i] - x[32 * blk + i]) <= 0.5f * step * 1.01f + 1e-3f);
+        }
+    }
+}
+
+/* ---- device products ---- */
+
+/* One weight and its reference data. */
+typedef struct tw {
+    hs_type t;
+    uint32_t rows, cols;
+    void *gguf;
+    float *w; /* dequantized [rows][cols] */
+    hs_weight *dev;
+} tw;
+
+static tw tw_make(hs_test_env *env, hs_rng *r, hs_type t, uint32_t rows, uint32_t cols) {
+    tw w = {t, rows, cols, NULL, NULL, NULL};
+    w.gguf = ref_random_weight(r, t, rows, cols);
+    assert_non_null(w.gguf);
+    w.w = ref_dequantize(t, w.gguf, rows, cols);
+    assert_non_null(w.w);
+    HS_CHECK(hs_weight_create(env->ops, t, rows, cols, w.gguf, &w.dev));
+    assert_int_equal(hs_weight_rows(w.dev), rows);
+    assert_int_equal(hs_weight_cols(w.dev), cols);
+    assert_int_equal(hs_weight_type(w.dev), t);
+    assert_true(hs_weight_device_bytes(w.dev) >= hs_type_row_bytes(t, cols) * rows);
+    return w;
+}
+
+static void tw_free(tw *w) {
+    hs_weight_destroy(w->dev);
+    free(w->gguf);
+    free(w->w);
+}
+
+/* Runs the product for each n in ns (one sequence) and checks every result
+ * against the double reference: NMSE below 1e-9 (f32 rounding gives ~1e-13;
+ * one wrong weight or element gives far more). */
+static void check_products(hs_test_env *env, hs_rng *r, const tw *w, const uint32_t *ns, int nn,
+                           hs_matmul_prologue pro, bool residual, bool in_place) {
+    const uint32_t stride = pro == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
+    uint32_t nmax = 0;
+    for (int i = 0; i < nn; i++) nmax = ns[i] > nmax ? ns[i] : nmax;
+    float *x = rand_array(r, (size_t)nmax * stride, -1.0f, 1.0f);
+    float *g = rand_array(r, w->cols, 0.5f, 1.5f);
+    float *res = rand_array(r, (size_t)nmax * w->rows, -1.0f, 1.0f);
+    hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)nmax * stride * 4);
+    hs_vk_buffer *bg = hs_test_buffer(env, g, w->cols * 4);
+    hs_vk_buffer *by[8], *bres = hs_test_buffer(env, res, (size_t)nmax * w->rows * 4);
+    assert_true(nn <= 8);
+    hs_vk_seq *s = seq_begin(env);
+    for (int i = 0; i < nn; i++) {
+        by[i] = hs_test_buffer(env, in_place ? res : NULL, (size_t)ns[i] * w->rows * 4);
+        hs_matmul_opts o = {.prologue = pro, .norm = bnd(bg, 0), .eps = 1e-5f, .residual = residual,
+                            .res = in_place ? bnd(by[i], 0) : bnd(bres, 0)};
+        HS_CHECK(hs_op_matmul(env->ops, s, w->dev, bnd(bx, 0), ns[i], bnd(by[i], 0), &o));
+    }
+    seq_run(s);
+    for (int i = 0; i < nn; i++) {
+        const size_t cnt = (size_t)ns[i] * w->rows;
+        float *y = hs_test_download(by[i], cnt * 4);
+        double *ref = malloc(cnt * sizeof *ref);
+        ref_matmul(w->w, w->rows, w->cols, x, ns[i], pro, g, 1e-5f, residual ? res : NULL, ref);
+        const double e = ref_nmse(y, ref, cnt);
+        if (!(e < 1e-9))
+            fail_msg("%s rows %u cols %u n %u prologue %d residual %d: nmse %g", hs_type_name(w->t), w->rows, w->cols,
+                     ns[i], (int)pro, residual, e);
+        free(y);
+        free(ref);
+        hs_vk_buffer_destroy(by[i]);
+    }
+    hs_vk_buffer_destroy(bx);
+    hs_vk_buffer_destroy(bg);
+    hs_vk_buffer_destroy(bres);
+    free(x);
+    free(g);
+    free(res);
+}
+
+static void test_matmul_shapes(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 11);
+    const uint32_t rows[] = {1, 7, 33, 257};
+    const uint32_t cols[] = {32, 96, 256, 768, 2816}, kcols[] = {256, 512, 768};
+    const uint32_t ns[] = {1, 3, 17};
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const uint32_t *cl = is_k(k_types[t]) ? kcols : cols;
+        const size_t ncl = is_k(k_types[t]) ? 3 : 5;
+        for (size_t ri = 0; ri < 4; ri++)
+            for (size_t ci = 0; ci < ncl; ci++) {
+                tw w = tw_make(env, &r, k_types[t], rows[ri], cl[ci]);
+                check_products(env, &r, &w, ns, 3, HS_MATMUL_PLAIN, false, false);
+                tw_free(&w);
+            }
+    }
+}
+
+/* f32 and f16 rows of any length (stories260K's ffn_down has 172 columns),
+ * including lengths that are not a multiple of 4 (scalar activation loads). */
+static void test_matmul_odd_cols(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 12);
+    const uint32_t cols[] = {1, 10, 33, 172};
+    const uint32_t ns[] = {1, 2, 6};
+    for (int t = 0; t < 2; t++)
+        for (int ci = 0; ci < 4; ci++) {
+            tw w = tw_make(env, &r, t ? HS_TYPE_F16 : HS_TYPE_F32, 9, cols[ci]);
+            check_products(env, &r, &w, ns, 3, HS_MATMUL_PLAIN, false, false);
+            check_products(env, &r, &w, ns, 3, HS_MATMUL_RMSNORM, true, false);
+            check_products(env, &r, &w, ns, 3, HS_MATMUL_SWIGLU, false, false);
+            tw_free(&w);
+        }
+}
+
+static void test_matmul_prologues(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 13);
+    const uint32_t ns[] = {1, 4, 9};
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const uint32_t shapes[2][2] = {{33, is_k(k_types[t]) ? 512u : 768u}, {257, is_k(k_types[t]) ? 256u : 96u}};
+        for (int si = 0; si < 2; si++) {
+            tw w = tw_make(env, &r, k_types[t], shapes[si][0], shapes[si][1]);
+            for (int pro = 0; pro < 3; pro++) {
+                check_products(env, &r, &w, ns, 3, (hs_matmul_prologue)pro, false, false);
+                check_products(env, &r, &w, ns, 3, (hs_matmul_prologue)pro, true, false);
+            }
+            check_products(env, &r, &w, ns, 3, HS_MATMUL_RMSNORM, true, true); /* y = y + W x' */
+            tw_free(&w);
+        }
+    }
+}
+
+/* Bindings at offsets that are multiples of 4 but not of 16 bytes: the
+ * activations are then read as scalars; the results must not change at all. */
+static void test_matmul_offsets(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 14);
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const uint32_t rows = 19, cols = is_k(k_types[t]) ? 256 : 64, n = 3;
+        tw w = tw_make(env, &r, k_types[t], rows, cols);
+        for (int pro = 0; pro < 3; pro++) {
+            const uint32_t stride = pro == HS_MATMUL_SWIGLU ? 2 * cols : cols;
+            float *x = rand_array(&r, (size_t)n * stride + 1, -1, 1), *g = rand_array(&r, cols + 3, 0.5f, 1.5f);
+            float *res = rand_array(&r, (size_t)n * rows + 2, -1, 1);
+            hs_vk_buffer *bx = hs_test_buffer(env, x, ((size_t)n * stride + 1) * 4);
+            hs_vk_buffer *bg = hs_test_buffer(env, g, (cols + 3) * 4);
+            hs_vk_buffer *bres = hs_test_buffer(env, res, ((size_t)n * rows + 2) * 4);
+            hs_vk_buffer *ya = hs_test_buffer(env, NULL, (size_t)n * rows * 4);
+            hs_vk_buffer *yb = hs_test_buffer(env, NULL, ((size_t)n * rows + 3) * 4);
+            hs_vk_buffer *xa = hs_test_buffer(env, x + 1, (size_t)n * stride * 4);
+            hs_vk_buffer *ga = hs_test_buffer(env, g + 3, cols * 4);
+            hs_vk_buffer *ra = hs_test_buffer(env, res + 2, (size_t)n * rows * 4);
+            hs_vk_seq *s = seq_begin(env);
+            hs_matmul_opts oa = {.prologue = pro, .norm = bnd(ga, 0), .eps = 1e-6f, .residual = true, .res = bnd(ra, 0)};
+            hs_matmul_opts ob = {.prologue = pro, .norm = bnd(bg, 12), .eps = 1e-6f, .residual = true,
+                                 .res = bnd(bres, 8)};
+            HS_CHECK(hs_op_matmul(env->ops, s, w.dev, bnd(xa, 0), n, bnd(ya, 0), &oa));
+            HS_CHECK(hs_op_matmul(env->ops, s, w.dev, bnd(bx, 4), n, bnd(yb, 12), &ob));
+            seq_run(s);
+            float *a = hs_test_download(ya, (size_t)n * rows * 4), *b = hs_test_download(yb, ((size_t)n * rows + 3) * 4);
+            assert_memory_equal(a, b + 3, (size_t)n * rows * 4);
+            double *ref = malloc((size_t)n * rows * sizeof *ref);
+            ref_matmul(w.w, rows, cols, x + 1, n, (hs_matmul_prologue)pro, g + 3, 1e-6f, res + 2, ref);
+            assert_true(ref_nmse(a, ref, (size_t)n * rows) < 1e-9);
+            free(ref);
+            free(a);
+            free(b);
+            hs_vk_buffer *bufs[] = {bx, bg, bres, ya, yb, xa, ga, ra};
+            for (int i = 0; i < 8; i++) hs_vk_buffer_destroy(bufs[i]);
+            free(x);
+            free(g);
+            free(res);
+        }
+        tw_free(&w);
+    }
+}
+
+/* A stacked weight gives bitwise the outputs of its parts, one after the other. */
+static void test_matmul_stacked(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 15);
+    const uint32_t parts[3] = {5, 40, 9}, cols = 256, n = 3;
+    for (size_t t = 0; t < N_TYPES; t++) {
+        tw w[3];
+        for (int i = 0; i < 3; i++) w[i] = tw_make(env, &r, k_types[t], parts[i], cols);
+        const void *data[3] = {w[0].gguf, w[1].gguf, w[2].gguf};
+        hs_weight *st = NULL;
+        HS_CHECK(hs_weight_create_stacked(env->ops, k_types[t], cols, 3, parts, data, &st));
+        assert_int_equal(hs_weight_rows(st), 54);
+        float *x = rand_array(&r, (size_t)n * cols, -1, 1);
+        hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)n * cols * 4), *ys = hs_test_buffer(env, NULL, n * 54 * 4);
+        hs_vk_buffer *yp[3];
+        hs_vk_seq *s = seq_begin(env);
+        HS_CHECK(hs_op_matmul(env->ops, s, st, bnd(bx, 0), n, bnd(ys, 0), NULL));
+        for (int i = 0; i < 3; i++) {
+            yp[i] = hs_test_buffer(env, NULL, n * parts[i] * 4);
+            HS_CHECK(hs_op_matmul(env->ops, s, w[i].dev, bnd(bx, 0), n, bnd(yp[i], 0), NULL));
+        }
+        seq_run(s);
+        float *a = hs_test_download(ys, n * 54 * 4);
+        for (uint32_t j = 0, off = 0; j < 3; off += parts[j], j++) {
+            float *b = hs_test_download(yp[j], n * parts[j] * 4);
+            for (uint32_t c = 0; c < n; c++) assert_memory_equal(a + c * 54 + off, b + c * parts[j], parts[j] * 4);
+            free(b);
+            hs_vk_buffer_destroy(yp[j]);
+        }
+        free(a);
+        free(x);
+        hs_vk_buffer_destroy(bx);
+        hs_vk_buffer_destroy(ys);
+        hs_weight_destroy(st);
+        for (int i = 0; i < 3; i++) tw_free(&w[i]);
+    }
+}
+
+/* ---- batch invariance ---- */
+
+static const uint32_t k_batch_ns[] = {1, 2, 3, 4, 5, 8, 16, 17, 33, 64};
+#define N_BATCH (sizeof k_batch_ns / sizeof k_batch_ns[0])
+
+/* Column j of every batch size must equal the product of column j alone. */
+static void check_invariance(hs_test_env *env, hs_rng *r, const tw *w, hs_matmul_prologue pro, bool residual) {
+    const uint32_t nmax = 64, stride = pro == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
+    float *x = rand_array(r, (size_t)nmax * stride, -2.0f, 2.0f);
+    float *g = rand_array(r, w->cols, 0.5f, 1.5f);
+    float *res = rand_array(r, (size_t)nmax * w->rows, -1.0f, 1.0f);
+    hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)nmax * stride * 4);
+    hs_vk_buffer *bg = hs_test_buffer(env, g, w->cols * 4);
+    hs_vk_buffer *bres = hs_test_buffer(env, res, (size_t)nmax * w->rows * 4);
+    hs_vk_buffer *y1 = hs_test_buffer(env, NULL, (size_t)nmax * w->rows * 4);
+    hs_vk_buffer *yn = hs_test_buffer(env, NULL, (size_t)N_BATCH * nmax * w->rows * 4);
+    hs_vk_seq *s = seq_begin(env);
+    for (uint32_t j = 0; j < nmax; j++) {
+        hs_matmul_opts o = {.prologue = pro, .norm = bnd(bg, 0), .eps = 1e-5f, .residual = residual,
+                            .res = bnd(bres, (uint64_t)j * w->rows * 4)};
+        HS_CHECK(hs_op_matmul(env->ops, s, w->dev, bnd(bx, (uint64_t)j * stride * 4), 1,
+                              bnd(y1, (uint64_t)j * w->rows * 4), &o));
+    }
+    for (size_t i = 0; i < N_BATCH; i++) {
+        hs_matmul_opts o = {.prologue = pro, .norm = bnd(bg, 0), .eps = 1e-5f, .residual = residual, .res = bnd(bres, 0)};
+        HS_CHECK(hs_op_matmul(env->ops, s, w->dev, bnd(bx, 0), k_batch_ns[i],
+                              bnd(yn, (uint64_t)i * nmax * w->rows * 4), &o));
+    }
+    seq_run(s);
+    float *a = hs_test_download(y1, (size_t)nmax * w->rows * 4);
+    float *b = hs_test_download(yn, (size_t)N_BATCH * nmax * w->rows * 4);
+    for (size_t i = 0; i < N_BATCH; i++)
+        for (uint32_t j = 0; j < k_batch_ns[i]; j++)
+            if (memcmp(a + (size_t)j * w->rows, b + ((size_t)i * nmax + j) * w->rows, w->rows * 4))
+                fail_msg("%s prologue %d residual %d: column %u of n = %u differs from n = 1", hs_type_name(w->t),
+                         (int)pro, residual, j, k_batch_ns[i]);
+    double *ref = malloc((size_t)nmax * w->rows * sizeof *ref);
+    ref_matmul(w->w, w->rows, w->cols, x, nmax, pro, g, 1e-5f, residual ? res : NULL, ref);
+    assert_true(ref_nmse(a, ref, (size_t)nmax * w->rows) < 1e-9);
+    free(ref);
+    free(a);
+    free(b);
+    hs_vk_buffer *bufs[] = {bx, bg, bres, y1, yn};
+    for (int i = 0; i < 5; i++) hs_vk_buffer_destroy(bufs[i]);
+    free(x);
+    free(g);
+    free(res);
+}
+
+static void test_batch_invariance(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 16);
+    for (size_t t = 0; t < N_TYPES; t++) {
+        tw w = tw_make(env, &r, k_types[t], 37, is_k(k_types[t]) ? 512 : 160);
+        check_invariance(env, &r, &w, HS_MATMUL_PLAIN, false);
+        check_invariance(env, &r, &w, HS_MATMUL_RMSNORM, false);
+        check_invariance(env, &r, &w, HS_MATMUL_SWIGLU, false);
+        check_invariance(env, &r, &w, HS_MATMUL_PLAIN, true);
+        check_invariance(env, &r, &w, HS_MATMUL_RMSNORM, true);
+        tw_free(&w);
+    }
+}
+
+/* ---- argument checks ---- */
+
+static void test_matmul_args(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 17);
+    hs_weight *w = NULL;
+    uint8_t data[18 * 4] = {0};
+    const uint32_t one = 1;
+    const void *dp = data;
+    assert_int_equal(hs_weight_create(env->ops, HS_TYPE_Q4_0, 1, 48, data, &w), HS_ERR_INVALID_ARG);
+    assert_null(w);
+    assert_int_equal(hs_weight_create(env->ops, (hs_type)7, 1, 32, data, &w), HS_ERR_UNSUPPORTED_TYPE);
+    assert_int_equal(hs_weight_create(env->ops, HS_TYPE_Q4_0, 0, 32, data, &w), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_weight_create(env->ops, HS_TYPE_Q4_0, 1, 32, NULL, &w), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_weight_create_stacked(env->ops, HS_TYPE_Q4_0, 32, 0, &one, &dp, &w), HS_ERR_INVALID_ARG);
+    hs_weight_destroy(NULL);
+
+    tw t = tw_make(env, &r, HS_TYPE_Q4_0, 4, 64);
+    hs_vk_buffer *x = hs_test_buffer(env, NULL, 2 * 64 * 4), *y = hs_test_buffer(env, NULL, 2 * 4 * 4);
+    hs_vk_seq *s = seq_begin(env);
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 0, bnd(y, 0), NULL), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 3, bnd(y, 0), NULL), HS_ERR_OUT_OF_RANGE);
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 2), 1, bnd(y, 0), NULL), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 1, bnd(x, 128), NULL), HS_ERR_INVALID_ARG);
+    hs_matmul_opts o = {.prologue = HS_MATMUL_SWIGLU};
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 2, bnd(y, 0), &o), HS_ERR_OUT_OF_RANGE);
+    o = (hs_matmul_opts){.prologue = HS_MATMUL_RMSNORM, .norm = bnd(y, 0)};
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 1, bnd(y, 0), &o), HS_ERR_OUT_OF_RANGE);
+    o = (hs_matmul_opts){.residual = true, .res = bnd(y, 4)};
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 1, bnd(y, 0), &o), HS_ERR_INVALID_ARG);
+    o = (hs_matmul_opts){.prologue = (hs_matmul_prologue)9};
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 1, bnd(y, 0), &o), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_vk_seq_dispatch_count(s), 0);
+    seq_run(s);
+    hs_vk_buffer_destroy(x);
+    hs_vk_buffer_destroy(y);
+    tw_free(&t);
+}
+
+/* ---- split weights (second group: maxStorageBufferRange = 64 KiB) ---- */
+
+/* Results of the split group's shapes computed in the first group, with the
+ * same seeds: the split weights must reproduce them bitwise. */
+#define N_SPLIT 4
+static const struct {
+    hs_type t;
+    uint32_t rows, cols;
+} k_split[N_SPLIT] = {
+    {HS_TYPE_Q4_0, 1000, 256}, {HS_TYPE_F32, 300, 256}, {HS_TYPE_Q6_K, 600, 512}, {HS_TYPE_Q8_0, 700, 192}};
+static float *g_split_ref[N_SPLIT];
+#define SPLIT_N 5
+
+static float *split_products(hs_test_env *env, int i, uint32_t *chunks) {
+    hs_rng r;
+    hs_rng_seed(&r, 100 + i);
+    tw w = tw_make(env, &r, k_split[i].t, k_split[i].rows, k_split[i].cols);
+    *chunks = hs_weight_chunks(w.dev);
+    const uint32_t rows = w.rows, cols = w.cols;
+    float *x = rand_array(&r, (size_t)SPLIT_N * cols, -1, 1), *g = rand_array(&r, cols, 0.5f, 1.5f);
+    hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)SPLIT_N * cols * 4), *bg = hs_test_buffer(env, g, cols * 4);
+    /* columns 0..4 as a batch with RMSNorm + residual (in place), then column 2 alone */
+    float *y0 = rand_array(&r, (size_t)SPLIT_N * rows, -1, 1);
+    hs_vk_buffer *by = hs_test_buffer(env, y0, (size_t)SPLIT_N * rows * 4), *b1 = hs_test_buffer(env, y0, rows * 4 * 3);
+    hs_vk_seq *s = seq_begin(env);
+    hs_matmul_opts o = {.prologue = HS_MATMUL_RMSNORM, .norm = bnd(bg, 0), .eps = 1e-5f, .residual = true,
+                        .res = bnd(by, 0)};
+    HS_CHECK(hs_op_matmul(env->ops, s, w.dev, bnd(bx, 0), SPLIT_N, bnd(by, 0), &o));
+    o.res = bnd(b1, (uint64_t)rows * 4 * 2);
+    HS_CHECK(hs_op_matmul(env->ops, s, w.dev, bnd(bx, (uint64_t)cols * 4 * 2), 1, bnd(b1, (uint64_t)rows * 4 * 2), &o));
+    seq_run(s);
+    float *y = hs_test_download(by, (size_t)SPLIT_N * rows * 4), *y1 = hs_test_download(b1, rows * 4 * 3);
+    assert_memory_equal(y + 2 * rows, y1 + 2 * rows, rows * 4);
+    double *ref = malloc((size_t)SPLIT_N * rows * sizeof *ref);
+    ref_matmul(w.w, rows, cols, x, SPLIT_N, HS_MATMUL_RMSNORM, g, 1e-5f, y0, ref);
+    assert_true(ref_nmse(y, ref, (size_t)SPLIT_N * rows) < 1e-9);
+    free(ref);
+    free(y1);
+    free(x);
+    free(g);
+    free(y0);
+    hs_vk_buffer_destroy(bx);
+    hs_vk_buffer_destroy(bg);
+    hs_vk_buffer_destroy(by);
+    hs_vk_buffer_destroy(b1);
+    tw_free(&w);
+    return y;
+}
+
+static void test_split_reference(void **state) {
+    hs_test_env *env = *state;
+    for (int i = 0; i < N_SPLIT; i++) {
+        uint32_t chunks;
+        free(g_split_ref[i]);
+        g_split_ref[i] = split_products(env, i, &chunks);
+        assert_int_equal(chunks, 1);
+    }
+}
+
+static void test_split_weights(void **state) {
+    hs_test_env *env = *state;
+    assert_true(hs_ops_caps(env->ops)->max_storage_buffer_range <= 65536);
+    for (int i = 0; i < N_SPLIT; i++) {
+        uint32_t chunks;
+        float *y = split_products(env, i, &chunks);
+        assert_true(chunks > 1);
+        if (!g_split_ref[i]) fail_msg("the unsplit reference did not run");
+        assert_memory_equal(y, g_split_ref[i], (size_t)SPLIT_N * k_split[i].rows * 4);
+        free(y);
+    }
+}
+
+/* Third group, subgroup operations off: the portable kernels give bitwise the
+ * results of the subgroup kernels of the first group. */
+static int setup_portable(void **state) {
+    setenv("HS_VK_DISABLE_SUBGROUP_OPS", "1", 1);
+    int r = hs_test_setup(state);
+    unsetenv("HS_VK_DISABLE_SUBGROUP_OPS");
+    return r;
+}
+
+static void test_portable_matches(void **state) {
+    hs_test_env *env = *state;
+    assert_int_equal(hs_ops_subgroup(env->ops), 1);
+    for (int i = 0; i < N_SPLIT; i++) {
+        uint32_t chunks;
+        float *y = split_products(env, i, &chunks);
+        if (!g_split_ref[i]) fail_msg("the subgroup reference did not run");
+        assert_memory_equal(y, g_split_ref[i], (size_t)SPLIT_N * k_split[i].rows * 4);
+        free(y);
+        free(g_split_ref[i]);
+        g_split_ref[i] = NULL;
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest host[] = {
+        cmocka_unit_test(test_f16),          cmocka_unit_test(test_dequant_f32_f16), cmocka_unit_test(test_dequant_q4_0),
+        cmocka_unit_test(test_dequant_q4_1), cmocka_unit_test(test_dequant_q8_0),    cmocka_unit_test(test_dequant_q4_K),
+        cmocka_unit_test(test_dequant_q6_K), cmocka_unit_test(test_dequant_args),    cmocka_unit_test(test_quantize),
+    };
+    const struct CMUnitTest device[] = {
+        cmocka_unit_test(test_matmul_args),      cmocka_unit_test(test_matmul_shapes),
+        cmocka_unit_test(test_matmul_odd_cols),  cmocka_unit_test(test_matmul_prologues),
+        cmocka_unit_test(test_matmul_offsets),   cmocka_unit_test(test_matmul_stacked),
+        cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_split_reference),
+    };
+    const struct CMUnitTest split[] = {
+        cmocka_unit_test(test_split_weights),
+    };
+    const struct CMUnitTest portable[] = {
+        cmocka_unit_test(test_portable_matches),
+    };
+    int fails = cmocka_run_group_tests_name("quant", host, NULL, NULL);
+    fails += cmocka_run_group_tests_name("matmul", device, setup, teardown);
+    fails += cmocka_run_group_tests_name("matmul_split", split, setup_small_range, teardown);
+    fails += cmocka_run_group_tests_name("matmul_portable", portable, setup_portable, teardown);
+    return fails;
+}
