@@ -17,34 +17,7 @@ static int teardown(void **state) { return hs_test_teardown(state); }
 
 /* A context whose maxStorageBufferRange is 4 KiB, so every op below has to
  * split its tensors into several dispatches. */
-static int setup_small_range(void **state) {
-    setenv("HS_VK_MAX_BUFFER_RANGE", "4096", 1);
-    int r = hs_test_setup(state);
-    unsetenv("HS_VK_MAX_BUFFER_RANGE");
-    return r;
-}
-
-static hs_vk_binding bnd(hs_vk_buffer *b, uint64_t offset) { return (hs_vk_binding){b, offset, 0}; }
-
-static hs_vk_seq *seq_begin(hs_test_env *env) {
-    hs_vk_seq *s = NULL;
-    HS_CHECK(hs_vk_seq_create(env->vk, &s));
-    HS_CHECK(hs_vk_seq_begin(s));
-    return s;
-}
-
-static void seq_run(hs_vk_seq *s) {
-    HS_CHECK(hs_vk_seq_end(s));
-    HS_CHECK(hs_vk_seq_submit(s));
-    hs_vk_seq_destroy(s);
-}
-
-static float *rand_array(hs_rng *r, size_t n, float lo, float hi) {
-    float *x = malloc(n * sizeof *x);
-    assert_non_null(x);
-    hs_rng_fill(r, x, n, lo, hi);
-    return x;
-}
+static int setup_small_range(void **state) { return hs_test_setup_range(state, 4096); }
 
 /* Largest |a - b| / (|b| + floor) over the arrays. */
 static double max_rel(const float *a, const float *b, size_t n, double floor) {
@@ -60,27 +33,27 @@ static double max_rel(const float *a, const float *b, size_t n, double floor) {
 
 static void check_rmsnorm(hs_test_env *env, hs_rng *r, uint32_t n, uint32_t dim, bool weight) {
     size_t cnt = (size_t)n * dim;
-    float *x = rand_array(r, cnt, -2.0f, 2.0f);
-    float *w = rand_array(r, dim, 0.5f, 1.5f);
+    float *x = hs_test_rand_array(r, cnt, -2.0f, 2.0f);
+    float *w = hs_test_rand_array(r, dim, 0.5f, 1.5f);
     float *ref = malloc(cnt * sizeof *ref);
     const float eps = 1e-5f;
     ref_rmsnorm(x, weight ? w : NULL, ref, n, dim, eps);
 
     hs_vk_buffer *bx = hs_test_buffer(env, x, cnt * 4), *bw = hs_test_buffer(env, w, dim * 4);
     hs_vk_buffer *by = hs_test_buffer(env, NULL, cnt * 4);
-    hs_vk_binding X = bnd(bx, 0), W = bnd(bw, 0), Y = bnd(by, 0);
-    hs_vk_seq *s = seq_begin(env);
+    hs_vk_binding X = hs_test_bind(bx, 0), W = hs_test_bind(bw, 0), Y = hs_test_bind(by, 0);
+    hs_vk_seq *s = hs_test_seq_begin(env);
     HS_CHECK(hs_op_rmsnorm(env->ops, s, &X, weight ? &W : NULL, &Y, n, dim, eps));
     assert_int_equal(hs_vk_seq_dispatch_count(s), 1);
-    seq_run(s);
+    hs_test_seq_run(s);
     float *y = hs_test_download(by, cnt * 4);
     double e = max_rel(y, ref, cnt, 1e-3);
     if (e > 2e-6) fail_msg("rmsnorm n=%u dim=%u w=%d: max rel error %g", n, dim, weight, e);
 
     /* In place: y aliases x. */
-    s = seq_begin(env);
+    s = hs_test_seq_begin(env);
     HS_CHECK(hs_op_rmsnorm(env->ops, s, &X, weight ? &W : NULL, &X, n, dim, eps));
-    seq_run(s);
+    hs_test_seq_run(s);
     float *yi = hs_test_download(bx, cnt * 4);
     assert_memory_equal(yi, y, cnt * 4);
 
@@ -105,15 +78,15 @@ static void test_rmsnorm(void **state) {
 
 static void check_softmax(hs_test_env *env, hs_rng *r, uint32_t n, uint32_t dim, float scale, float range) {
     size_t cnt = (size_t)n * dim;
-    float *x = rand_array(r, cnt, -range, range);
+    float *x = hs_test_rand_array(r, cnt, -range, range);
     float *ref = malloc(cnt * sizeof *ref);
     ref_softmax(x, ref, n, dim, scale);
     hs_vk_buffer *bx = hs_test_buffer(env, x, cnt * 4), *by = hs_test_buffer(env, NULL, cnt * 4);
-    hs_vk_binding X = bnd(bx, 0), Y = bnd(by, 0);
-    hs_vk_seq *s = seq_begin(env);
+    hs_vk_binding X = hs_test_bind(bx, 0), Y = hs_test_bind(by, 0);
+    hs_vk_seq *s = hs_test_seq_begin(env);
     HS_CHECK(hs_op_softmax(env->ops, s, &X, &Y, n, dim, scale));
     assert_int_equal(hs_vk_seq_dispatch_count(s), 1);
-    seq_run(s);
+    hs_test_seq_run(s);
     float *y = hs_test_download(by, cnt * 4);
     double nmse = hs_nmse(y, ref, cnt);
     double e = max_rel(y, ref, cnt, 1e-30);
@@ -127,9 +100,9 @@ static void check_softmax(hs_test_env *env, hs_rng *r, uint32_t n, uint32_t dim,
     }
 
     /* In place: y aliases x. */
-    s = seq_begin(env);
+    s = hs_test_seq_begin(env);
     HS_CHECK(hs_op_softmax(env->ops, s, &X, &X, n, dim, scale));
-    seq_run(s);
+    hs_test_seq_run(s);
     float *yi = hs_test_download(bx, cnt * 4);
     assert_memory_equal(yi, y, cnt * 4);
     free(x), free(ref), free(y), free(yi);
@@ -168,12 +141,12 @@ static void test_long_rows(void **state) {
         /* A row cannot be split across bindings: the device limit (forced by
          * HS_VK_MAX_BUFFER_RANGE) must give a clear error, not a wrong result. */
         hs_vk_buffer *b = hs_test_buffer(env, NULL, (size_t)dim * 4);
-        hs_vk_binding X = bnd(b, 0);
-        hs_vk_seq *s = seq_begin(env);
+        hs_vk_binding X = hs_test_bind(b, 0);
+        hs_vk_seq *s = hs_test_seq_begin(env);
         assert_int_equal(hs_op_softmax(env->ops, s, &X, &X, 1, dim, 1.0f), HS_ERR_VK_UNSUPPORTED);
         assert_non_null(strstr(hs_last_error(), "maxStorageBufferRange"));
         assert_int_equal(hs_op_rmsnorm(env->ops, s, &X, NULL, &X, 1, dim, 1e-6f), HS_ERR_VK_UNSUPPORTED);
-        seq_run(s);
+        hs_test_seq_run(s);
         hs_vk_buffer_destroy(b);
         return;
     }
@@ -199,14 +172,14 @@ static void record_row_op(hs_test_env *env, hs_vk_seq *s, inv_op op, const hs_vk
  * odd dims, so the window/offset path is covered too. */
 static void check_invariance(hs_test_env *env, hs_rng *r, inv_op op, uint32_t n, uint32_t dim) {
     size_t cnt = (size_t)n * dim;
-    float *x = rand_array(r, cnt, -6.0f, 6.0f);
-    float *w = rand_array(r, dim, -1.0f, 1.0f);
+    float *x = hs_test_rand_array(r, cnt, -6.0f, 6.0f);
+    float *w = hs_test_rand_array(r, dim, -1.0f, 1.0f);
     hs_vk_buffer *bx = hs_test_buffer(env, x, cnt * 4), *bw = hs_test_buffer(env, w, dim * 4);
     hs_vk_buffer *by = hs_test_buffer(env, NULL, cnt * 4), *bz = hs_test_buffer(env, NULL, cnt * 4);
-    hs_vk_binding X = bnd(bx, 0), W = bnd(bw, 0), Y = bnd(by, 0);
-    hs_vk_seq *s = seq_begin(env);
+    hs_vk_binding X = hs_test_bind(bx, 0), W = hs_test_bind(bw, 0), Y = hs_test_bind(by, 0);
+    hs_vk_seq *s = hs_test_seq_begin(env);
     record_row_op(env, s, op, &X, &W, &Y, n, dim);
-    seq_run(s);
+    hs_test_seq_run(s);
     float *full = hs_test_download(by, cnt * 4);
 
     /* The same batch 4 bytes further into a buffer: for dims that are a
@@ -214,10 +187,10 @@ static void check_invariance(hs_test_env *env, hs_rng *r, inv_op op, uint32_t n,
      * give the same bits. */
     hs_vk_buffer *bx4 = hs_test_buffer(env, NULL, cnt * 4 + 4), *by4 = hs_test_buffer(env, NULL, cnt * 4 + 4);
     HS_CHECK(hs_vk_buffer_upload(bx4, 4, x, cnt * 4));
-    hs_vk_binding X4 = bnd(bx4, 4), Y4 = bnd(by4, 4);
-    s = seq_begin(env);
+    hs_vk_binding X4 = hs_test_bind(bx4, 4), Y4 = hs_test_bind(by4, 4);
+    s = hs_test_seq_begin(env);
     record_row_op(env, s, op, &X4, &W, &Y4, n, dim);
-    seq_run(s);
+    hs_test_seq_run(s);
     float *shifted = malloc(cnt * 4);
     HS_CHECK(hs_vk_buffer_download(by4, 4, shifted, cnt * 4));
     if (memcmp(shifted, full, cnt * 4))
@@ -233,10 +206,10 @@ static void check_invariance(hs_test_env *env, hs_rng *r, inv_op op, uint32_t n,
             uint32_t j0 = starts[a] % n, m = lens[b];
             if (j0 + m > n) m = n - j0;
             HS_CHECK(hs_vk_buffer_fill(bz, 0, cnt * 4, 0));
-            hs_vk_binding Xs = bnd(bx, (uint64_t)j0 * dim * 4), Zs = bnd(bz, (uint64_t)j0 * dim * 4);
-            s = seq_begin(env);
+            hs_vk_binding Xs = hs_test_bind(bx, (uint64_t)j0 * dim * 4), Zs = hs_test_bind(bz, (uint64_t)j0 * dim * 4);
+            s = hs_test_seq_begin(env);
             record_row_op(env, s, op, &Xs, &W, &Zs, m, dim);
-            seq_run(s);
+            hs_test_seq_run(s);
             float *part = hs_test_download(bz, cnt * 4);
             if (memcmp(part + (size_t)j0 * dim, full + (size_t)j0 * dim, (size_t)m * dim * 4))
                 fail_msg("%s dim=%u: rows %u..%u computed as a batch of %u differ from the batch of %u",
@@ -290,8 +263,8 @@ static float flat_ref(flat_op op, float a, float b) {
  * and scale are single IEEE operations: the device must match bitwise. */
 static void check_flat(hs_test_env *env, hs_rng *r, flat_op op, uint64_t count, uint64_t a_off,
                        uint64_t b_off, uint64_t y_off, bool in_place) {
-    float *a = rand_array(r, count + a_off / 4, -8.0f, 8.0f);
-    float *b = rand_array(r, count + b_off / 4, -8.0f, 8.0f);
+    float *a = hs_test_rand_array(r, count + a_off / 4, -8.0f, 8.0f);
+    float *b = hs_test_rand_array(r, count + b_off / 4, -8.0f, 8.0f);
     /* Saturating ends of the activations: no NaN, no overflow. */
     const float ext[] = {-1000.0f, 1000.0f, -90.0f, 90.0f, 0.0f, -0.0f, 1e-30f};
     for (size_t i = 0; i < sizeof ext / sizeof ext[0] && i < count; i++)
@@ -304,10 +277,10 @@ static void check_flat(hs_test_env *env, hs_rng *r, flat_op op, uint64_t count, 
     hs_vk_buffer *bb = hs_test_buffer(env, b, (count + b_off / 4) * 4);
     hs_vk_buffer *by = in_place ? ba : hs_test_buffer(env, NULL, (count + y_off / 4) * 4);
     if (in_place) y_off = a_off;
-    hs_vk_binding A = bnd(ba, a_off), B = bnd(bb, b_off), Y = bnd(by, y_off);
-    hs_vk_seq *s = seq_begin(env);
+    hs_vk_binding A = hs_test_bind(ba, a_off), B = hs_test_bind(bb, b_off), Y = hs_test_bind(by, y_off);
+    hs_vk_seq *s = hs_test_seq_begin(env);
     HS_CHECK(record_flat(env, s, op, &A, &B, &Y, count));
-    seq_run(s);
+    hs_test_seq_run(s);
     float *y = malloc(count * 4);
     HS_CHECK(hs_vk_buffer_download(by, y_off, y, count * 4));
     if (op == E_ADD || op == E_MUL || op == E_SCALE) {
@@ -352,21 +325,21 @@ static void test_eltwise_large(void **state) {
 
 static void check_gated(hs_test_env *env, hs_rng *r, bool geglu, uint32_t n, uint32_t ff) {
     size_t cin = (size_t)n * 2 * ff, cout = (size_t)n * ff;
-    float *gu = rand_array(r, cin, -6.0f, 6.0f);
+    float *gu = hs_test_rand_array(r, cin, -6.0f, 6.0f);
     float *ref = malloc(cout * sizeof *ref);
     if (geglu)
         ref_geglu(gu, ref, n, ff);
     else
         ref_swiglu(gu, ref, n, ff);
     hs_vk_buffer *bg = hs_test_buffer(env, gu, cin * 4), *by = hs_test_buffer(env, NULL, cout * 4 + 4);
-    hs_vk_binding G = bnd(bg, 0), Y = bnd(by, 4);
-    hs_vk_seq *s = seq_begin(env);
+    hs_vk_binding G = hs_test_bind(bg, 0), Y = hs_test_bind(by, 4);
+    hs_vk_seq *s = hs_test_seq_begin(env);
     if (geglu)
         HS_CHECK(hs_op_geglu(env->ops, s, &G, &Y, n, ff));
     else
         HS_CHECK(hs_op_swiglu(env->ops, s, &G, &Y, n, ff));
     assert_int_equal(hs_vk_seq_dispatch_count(s), 1);
-    seq_run(s);
+    hs_test_seq_run(s);
     float *y = malloc(cout * 4);
     HS_CHECK(hs_vk_buffer_download(by, 4, y, cout * 4));
     double rel = max_rel(y, ref, cout, 1.0);
@@ -393,8 +366,8 @@ static void test_gated(void **state) {
 static void test_bad_args(void **state) {
     hs_test_env *env = *state;
     hs_vk_buffer *b = hs_test_buffer(env, NULL, 1024);
-    hs_vk_binding B = bnd(b, 0), B2 = bnd(b, 2), Bend = bnd(b, 1000), Bwin = {b, 0, 256};
-    hs_vk_seq *s = seq_begin(env);
+    hs_vk_binding B = hs_test_bind(b, 0), B2 = hs_test_bind(b, 2), Bend = hs_test_bind(b, 1000), Bwin = {b, 0, 256};
+    hs_vk_seq *s = hs_test_seq_begin(env);
     /* 16 x 16 floats = 1024 bytes fit, 17 rows do not. */
     HS_CHECK(hs_op_rmsnorm(env->ops, s, &B, NULL, &B, 16, 16, 1e-6f));
     assert_int_equal(hs_op_rmsnorm(env->ops, s, &B, NULL, &B, 17, 16, 1e-6f), HS_ERR_OUT_OF_RANGE);
@@ -413,7 +386,7 @@ static void test_bad_args(void **state) {
     HS_CHECK(hs_op_softmax(env->ops, s, &B, &B, 0, 64, 1.0f));
     HS_CHECK(hs_op_gelu(env->ops, s, &B, &B, 0));
     assert_int_equal(hs_vk_seq_dispatch_count(s), before);
-    seq_run(s);
+    hs_test_seq_run(s);
     hs_vk_buffer_destroy(b);
 }
 
@@ -427,33 +400,33 @@ static void test_split_ranges(void **state) {
     /* Rows of 1 KiB + 4 bytes at unaligned offsets: several rows per dispatch. */
     const uint32_t n = 37, dim = 257;
     size_t cnt = (size_t)n * dim;
-    float *x = rand_array(&r, cnt + 1, -3.0f, 3.0f), *w = rand_array(&r, dim, 0.5f, 1.5f);
+    float *x = hs_test_rand_array(&r, cnt + 1, -3.0f, 3.0f), *w = hs_test_rand_array(&r, dim, 0.5f, 1.5f);
     float *ref = malloc(cnt * 4);
     hs_vk_buffer *bx = hs_test_buffer(env, x, (cnt + 1) * 4), *bw = hs_test_buffer(env, w, dim * 4);
     hs_vk_buffer *by = hs_test_buffer(env, NULL, (cnt + 1) * 4);
-    hs_vk_binding X = bnd(bx, 4), W = bnd(bw, 0), Y = bnd(by, 4);
+    hs_vk_binding X = hs_test_bind(bx, 4), W = hs_test_bind(bw, 0), Y = hs_test_bind(by, 4);
 
-    hs_vk_seq *s = seq_begin(env);
+    hs_vk_seq *s = hs_test_seq_begin(env);
     HS_CHECK(hs_op_rmsnorm(env->ops, s, &X, &W, &Y, n, dim, 1e-5f));
     assert_true(hs_vk_seq_dispatch_count(s) >= 10);
-    seq_run(s);
+    hs_test_seq_run(s);
     float *y = malloc(cnt * 4);
     HS_CHECK(hs_vk_buffer_download(by, 4, y, cnt * 4));
     ref_rmsnorm(x + 1, w, ref, n, dim, 1e-5f);
     assert_true(max_rel(y, ref, cnt, 1e-3) < 2e-6);
 
-    s = seq_begin(env);
+    s = hs_test_seq_begin(env);
     HS_CHECK(hs_op_softmax(env->ops, s, &X, &Y, n, dim, 0.5f));
-    seq_run(s);
+    hs_test_seq_run(s);
     HS_CHECK(hs_vk_buffer_download(by, 4, y, cnt * 4));
     ref_softmax(x + 1, ref, n, dim, 0.5f);
     assert_true(hs_nmse(y, ref, cnt) < 1e-11);
 
     /* Flat add: 9509 elements in chunks of about 1 K. */
-    s = seq_begin(env);
+    s = hs_test_seq_begin(env);
     HS_CHECK(hs_op_add(env->ops, s, &X, &X, &Y, cnt));
     assert_true(hs_vk_seq_dispatch_count(s) >= 9);
-    seq_run(s);
+    hs_test_seq_run(s);
     HS_CHECK(hs_vk_buffer_download(by, 4, y, cnt * 4));
     for (size_t i = 0; i < cnt; i++)
         ref[i] = x[i + 1] + x[i + 1];
@@ -461,9 +434,9 @@ static void test_split_ranges(void **state) {
 
     /* SwiGLU with gate | up rows of 2 KiB. */
     const uint32_t ff = 256, nt = 9;
-    s = seq_begin(env);
+    s = hs_test_seq_begin(env);
     HS_CHECK(hs_op_swiglu(env->ops, s, &X, &Y, nt, ff));
-    seq_run(s);
+    hs_test_seq_run(s);
     HS_CHECK(hs_vk_buffer_download(by, 4, y, (size_t)nt * ff * 4));
     ref_swiglu(x + 1, ref, nt, ff);
     assert_true(max_rel(y, ref, (size_t)nt * ff, 1.0) < 3e-6);
@@ -483,13 +456,13 @@ static void test_split_ranges(void **state) {
                      *bq = hs_test_buffer(env, NULL, nt * 2 * hd * 4);
         hs_vk_buffer *bk = hs_test_buffer(env, NULL, n_ctx * hd * 4),
                      *bv = hs_test_buffer(env, NULL, n_ctx * hd * 4);
-        hs_vk_binding F = bnd(bf, 0), P = bnd(bp, 0), R = bnd(br, 0), Q = bnd(bq, 0);
-        hs_kv_layer kv = {bnd(bk, 0), bnd(bv, 0), HS_TYPE_F32, n_ctx, 1, hd};
+        hs_vk_binding F = hs_test_bind(bf, 0), P = hs_test_bind(bp, 0), R = hs_test_bind(br, 0), Q = hs_test_bind(bq, 0);
+        hs_kv_layer kv = {hs_test_bind(bk, 0), hs_test_bind(bv, 0), HS_TYPE_F32, n_ctx, 1, hd};
         rp.freqs = &F;
-        s = seq_begin(env);
+        s = hs_test_seq_begin(env);
         HS_CHECK(hs_op_rope_kv(env->ops, s, &X, &P, &R, &Q, &kv, nt, 2, &rp));
         assert_true(hs_vk_seq_dispatch_count(s) >= 5);
-        seq_run(s);
+        hs_test_seq_run(s);
         float *q = hs_test_download(bq, nt * 2 * hd * 4), *k = hs_test_download(bk, n_ctx * hd * 4);
         float *v = hs_test_download(bv, n_ctx * hd * 4);
         float *qr = malloc(nt * 2 * hd * 4), *kr = calloc(n_ctx * hd, 4), *vr = calloc(n_ctx * hd, 4);
@@ -505,11 +478,11 @@ static void test_split_ranges(void **state) {
 
     /* A row that cannot fit one binding is refused with a message. */
     hs_vk_buffer *big = hs_test_buffer(env, NULL, 8192);
-    hs_vk_binding Big = bnd(big, 0);
-    s = seq_begin(env);
+    hs_vk_binding Big = hs_test_bind(big, 0);
+    s = hs_test_seq_begin(env);
     assert_int_equal(hs_op_softmax(env->ops, s, &Big, &Big, 1, 2048, 1.0f), HS_ERR_VK_UNSUPPORTED);
     assert_non_null(strstr(hs_last_error(), "maxStorageBufferRange"));
-    seq_run(s);
+    hs_test_seq_run(s);
 
     free(x), free(w), free(ref), free(y);
     hs_vk_buffer_destroy(bx), hs_vk_buffer_destroy(bw), hs_vk_buffer_destroy(by), hs_vk_buffer_destroy(big);

@@ -15,20 +15,13 @@
 static int setup(void **state) { return hs_test_setup(state); }
 static int teardown(void **state) { return hs_test_teardown(state); }
 
-static int setup_small_range(void **state) {
-    setenv("HS_VK_MAX_BUFFER_RANGE", "65536", 1);
-    int r = hs_test_setup(state);
-    unsetenv("HS_VK_MAX_BUFFER_RANGE");
-    return r;
-}
+static int setup_small_range(void **state) { return hs_test_setup_range(state, 65536); }
 
 static const hs_type k_types[] = {HS_TYPE_F32, HS_TYPE_F16, HS_TYPE_Q8_0, HS_TYPE_Q4_0,
                                   HS_TYPE_Q4_1, HS_TYPE_Q4_K, HS_TYPE_Q6_K};
 #define N_TYPES (sizeof k_types / sizeof k_types[0])
 
 static bool is_k(hs_type t) { return t == HS_TYPE_Q4_K || t == HS_TYPE_Q6_K; }
-
-static hs_vk_binding bnd(hs_vk_buffer *b, uint64_t offset) { return (hs_vk_binding){b, offset, 0}; }
 
 /* Gathers n rows (ids from the rng, every third one invalid) with the output
  * at byte offset out_off, replays the sequence with other ids, and checks
@@ -49,7 +42,7 @@ static uint32_t check_gather(hs_test_env *env, hs_rng *r, hs_type t, uint32_t ro
     hs_vk_seq *s = NULL;
     HS_CHECK(hs_vk_seq_create(env->vk, &s));
     HS_CHECK(hs_vk_seq_begin(s));
-    HS_CHECK(hs_op_get_rows(env->ops, s, tab, bnd(bi, 0), n, bnd(bo, out_off)));
+    HS_CHECK(hs_op_get_rows(env->ops, s, tab, hs_test_bind(bi, 0), n, hs_test_bind(bo, out_off)));
     HS_CHECK(hs_vk_seq_end(s));
     float *nan = malloc((size_t)n * cols * 4);
     for (size_t i = 0; i < (size_t)n * cols; i++) nan[i] = NAN;
@@ -123,12 +116,12 @@ static void test_get_rows_args(void **state) {
     hs_vk_seq *s = NULL;
     HS_CHECK(hs_vk_seq_create(env->vk, &s));
     HS_CHECK(hs_vk_seq_begin(s));
-    assert_int_equal(hs_op_get_rows(env->ops, s, tab, bnd(bi, 0), 0, bnd(bo, 0)), HS_ERR_INVALID_ARG);
-    assert_int_equal(hs_op_get_rows(env->ops, s, tab, bnd(bi, 0), 3, bnd(bo, 0)), HS_ERR_OUT_OF_RANGE);
-    assert_int_equal(hs_op_get_rows(env->ops, s, tab, bnd(bi, 0), 5, bnd(bo, 0)), HS_ERR_OUT_OF_RANGE);
-    assert_int_equal(hs_op_get_rows(env->ops, s, tab, bnd(bi, 2), 1, bnd(bo, 0)), HS_ERR_INVALID_ARG);
-    assert_int_equal(hs_op_get_rows(env->ops, s, tab, bnd(bo, 0), 1, bnd(bo, 0)), HS_ERR_INVALID_ARG);
-    assert_int_equal(hs_op_get_rows(env->ops, s, NULL, bnd(bi, 0), 1, bnd(bo, 0)), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_op_get_rows(env->ops, s, tab, hs_test_bind(bi, 0), 0, hs_test_bind(bo, 0)), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_op_get_rows(env->ops, s, tab, hs_test_bind(bi, 0), 3, hs_test_bind(bo, 0)), HS_ERR_OUT_OF_RANGE);
+    assert_int_equal(hs_op_get_rows(env->ops, s, tab, hs_test_bind(bi, 0), 5, hs_test_bind(bo, 0)), HS_ERR_OUT_OF_RANGE);
+    assert_int_equal(hs_op_get_rows(env->ops, s, tab, hs_test_bind(bi, 2), 1, hs_test_bind(bo, 0)), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_op_get_rows(env->ops, s, tab, hs_test_bind(bo, 0), 1, hs_test_bind(bo, 0)), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_op_get_rows(env->ops, s, NULL, hs_test_bind(bi, 0), 1, hs_test_bind(bo, 0)), HS_ERR_INVALID_ARG);
     assert_int_equal(hs_vk_seq_dispatch_count(s), 0);
     HS_CHECK(hs_vk_seq_end(s));
     hs_vk_seq_destroy(s);

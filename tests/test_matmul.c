@@ -21,40 +21,13 @@
 static int setup(void **state) { return hs_test_setup(state); }
 static int teardown(void **state) { return hs_test_teardown(state); }
 
-static int setup_small_range(void **state) {
-    setenv("HS_VK_MAX_BUFFER_RANGE", "65536", 1);
-    int r = hs_test_setup(state);
-    unsetenv("HS_VK_MAX_BUFFER_RANGE");
-    return r;
-}
+static int setup_small_range(void **state) { return hs_test_setup_range(state, 65536); }
 
 static const hs_type k_types[] = {HS_TYPE_F32, HS_TYPE_F16, HS_TYPE_Q8_0, HS_TYPE_Q4_0,
                                   HS_TYPE_Q4_1, HS_TYPE_Q4_K, HS_TYPE_Q6_K};
 #define N_TYPES (sizeof k_types / sizeof k_types[0])
 
 static bool is_k(hs_type t) { return t == HS_TYPE_Q4_K || t == HS_TYPE_Q6_K; }
-
-static hs_vk_binding bnd(hs_vk_buffer *b, uint64_t offset) { return (hs_vk_binding){b, offset, 0}; }
-
-static hs_vk_seq *seq_begin(hs_test_env *env) {
-    hs_vk_seq *s = NULL;
-    HS_CHECK(hs_vk_seq_create(env->vk, &s));
-    HS_CHECK(hs_vk_seq_begin(s));
-    return s;
-}
-
-static void seq_run(hs_vk_seq *s) {
-    HS_CHECK(hs_vk_seq_end(s));
-    HS_CHECK(hs_vk_seq_submit(s));
-    hs_vk_seq_destroy(s);
-}
-
-static float *rand_array(hs_rng *r, size_t n, float lo, float hi) {
-    float *x = malloc(n * sizeof *x);
-    assert_non_null(x);
-    hs_rng_fill(r, x, n, lo, hi);
-    return x;
-}
 
 /* ---- f16 and dequantization of hand-written blocks ---- */
 
@@ -249,21 +222,21 @@ static void check_products(hs_test_env *env, hs_rng *r, const tw *w, const uint3
     const uint32_t stride = pro == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
     uint32_t nmax = 0;
     for (int i = 0; i < nn; i++) nmax = ns[i] > nmax ? ns[i] : nmax;
-    float *x = rand_array(r, (size_t)nmax * stride, -1.0f, 1.0f);
-    float *g = rand_array(r, w->cols, 0.5f, 1.5f);
-    float *res = rand_array(r, (size_t)nmax * w->rows, -1.0f, 1.0f);
+    float *x = hs_test_rand_array(r, (size_t)nmax * stride, -1.0f, 1.0f);
+    float *g = hs_test_rand_array(r, w->cols, 0.5f, 1.5f);
+    float *res = hs_test_rand_array(r, (size_t)nmax * w->rows, -1.0f, 1.0f);
     hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)nmax * stride * 4);
     hs_vk_buffer *bg = hs_test_buffer(env, g, w->cols * 4);
     hs_vk_buffer *by[8], *bres = hs_test_buffer(env, res, (size_t)nmax * w->rows * 4);
     assert_true(nn <= 8);
-    hs_vk_seq *s = seq_begin(env);
+    hs_vk_seq *s = hs_test_seq_begin(env);
     for (int i = 0; i < nn; i++) {
         by[i] = hs_test_buffer(env, in_place ? res : NULL, (size_t)ns[i] * w->rows * 4);
-        hs_matmul_opts o = {.prologue = pro, .norm = bnd(bg, 0), .eps = 1e-5f, .residual = residual,
-                            .res = in_place ? bnd(by[i], 0) : bnd(bres, 0)};
-        HS_CHECK(hs_op_matmul(env->ops, s, w->dev, bnd(bx, 0), ns[i], bnd(by[i], 0), &o));
+        hs_matmul_opts o = {.prologue = pro, .norm = hs_test_bind(bg, 0), .eps = 1e-5f, .residual = residual,
+                            .res = in_place ? hs_test_bind(by[i], 0) : hs_test_bind(bres, 0)};
+        HS_CHECK(hs_op_matmul(env->ops, s, w->dev, hs_test_bind(bx, 0), ns[i], hs_test_bind(by[i], 0), &o));
     }
-    seq_run(s);
+    hs_test_seq_run(s);
     for (int i = 0; i < nn; i++) {
         const size_t cnt = (size_t)ns[i] * w->rows;
         float *y = hs_test_download(by[i], cnt * 4);
@@ -352,8 +325,8 @@ static void test_matmul_offsets(void **state) {
         tw w = tw_make(env, &r, k_types[t], rows, cols);
         for (int pro = 0; pro < 3; pro++) {
             const uint32_t stride = pro == HS_MATMUL_SWIGLU ? 2 * cols : cols;
-            float *x = rand_array(&r, (size_t)n * stride + 1, -1, 1), *g = rand_array(&r, cols + 3, 0.5f, 1.5f);
-            float *res = rand_array(&r, (size_t)n * rows + 2, -1, 1);
+            float *x = hs_test_rand_array(&r, (size_t)n * stride + 1, -1, 1), *g = hs_test_rand_array(&r, cols + 3, 0.5f, 1.5f);
+            float *res = hs_test_rand_array(&r, (size_t)n * rows + 2, -1, 1);
             hs_vk_buffer *bx = hs_test_buffer(env, x, ((size_t)n * stride + 1) * 4);
             hs_vk_buffer *bg = hs_test_buffer(env, g, (cols + 3) * 4);
             hs_vk_buffer *bres = hs_test_buffer(env, res, ((size_t)n * rows + 2) * 4);
@@ -362,13 +335,13 @@ static void test_matmul_offsets(void **state) {
             hs_vk_buffer *xa = hs_test_buffer(env, x + 1, (size_t)n * stride * 4);
             hs_vk_buffer *ga = hs_test_buffer(env, g + 3, cols * 4);
             hs_vk_buffer *ra = hs_test_buffer(env, res + 2, (size_t)n * rows * 4);
-            hs_vk_seq *s = seq_begin(env);
-            hs_matmul_opts oa = {.prologue = pro, .norm = bnd(ga, 0), .eps = 1e-6f, .residual = true, .res = bnd(ra, 0)};
-            hs_matmul_opts ob = {.prologue = pro, .norm = bnd(bg, 12), .eps = 1e-6f, .residual = true,
-                                 .res = bnd(bres, 8)};
-            HS_CHECK(hs_op_matmul(env->ops, s, w.dev, bnd(xa, 0), n, bnd(ya, 0), &oa));
-            HS_CHECK(hs_op_matmul(env->ops, s, w.dev, bnd(bx, 4), n, bnd(yb, 12), &ob));
-            seq_run(s);
+            hs_vk_seq *s = hs_test_seq_begin(env);
+            hs_matmul_opts oa = {.prologue = pro, .norm = hs_test_bind(ga, 0), .eps = 1e-6f, .residual = true, .res = hs_test_bind(ra, 0)};
+            hs_matmul_opts ob = {.prologue = pro, .norm = hs_test_bind(bg, 12), .eps = 1e-6f, .residual = true,
+                                 .res = hs_test_bind(bres, 8)};
+            HS_CHECK(hs_op_matmul(env->ops, s, w.dev, hs_test_bind(xa, 0), n, hs_test_bind(ya, 0), &oa));
+            HS_CHECK(hs_op_matmul(env->ops, s, w.dev, hs_test_bind(bx, 4), n, hs_test_bind(yb, 12), &ob));
+            hs_test_seq_run(s);
             float *a = hs_test_download(ya, (size_t)n * rows * 4), *b = hs_test_download(yb, ((size_t)n * rows + 3) * 4);
             assert_memory_equal(a, b + 3, (size_t)n * rows * 4);
             double *ref = malloc((size_t)n * rows * sizeof *ref);
@@ -400,16 +373,16 @@ static void test_matmul_stacked(void **state) {
         hs_weight *st = NULL;
         HS_CHECK(hs_weight_create_stacked(env->ops, k_types[t], cols, 3, parts, data, &st));
         assert_int_equal(hs_weight_rows(st), 54);
-        float *x = rand_array(&r, (size_t)n * cols, -1, 1);
+        float *x = hs_test_rand_array(&r, (size_t)n * cols, -1, 1);
         hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)n * cols * 4), *ys = hs_test_buffer(env, NULL, n * 54 * 4);
         hs_vk_buffer *yp[3];
-        hs_vk_seq *s = seq_begin(env);
-        HS_CHECK(hs_op_matmul(env->ops, s, st, bnd(bx, 0), n, bnd(ys, 0), NULL));
+        hs_vk_seq *s = hs_test_seq_begin(env);
+        HS_CHECK(hs_op_matmul(env->ops, s, st, hs_test_bind(bx, 0), n, hs_test_bind(ys, 0), NULL));
         for (int i = 0; i < 3; i++) {
             yp[i] = hs_test_buffer(env, NULL, n * parts[i] * 4);
-            HS_CHECK(hs_op_matmul(env->ops, s, w[i].dev, bnd(bx, 0), n, bnd(yp[i], 0), NULL));
+            HS_CHECK(hs_op_matmul(env->ops, s, w[i].dev, hs_test_bind(bx, 0), n, hs_test_bind(yp[i], 0), NULL));
         }
-        seq_run(s);
+        hs_test_seq_run(s);
         float *a = hs_test_download(ys, n * 54 * 4);
         for (uint32_t j = 0, off = 0; j < 3; off += parts[j], j++) {
             float *b = hs_test_download(yp[j], n * parts[j] * 4);
@@ -434,27 +407,27 @@ static const uint32_t k_batch_ns[] = {1, 2, 3, 4, 5, 8, 16, 17, 33, 64};
 /* Column j of every batch size must equal the product of column j alone. */
 static void check_invariance(hs_test_env *env, hs_rng *r, const tw *w, hs_matmul_prologue pro, bool residual) {
     const uint32_t nmax = 64, stride = pro == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
-    float *x = rand_array(r, (size_t)nmax * stride, -2.0f, 2.0f);
-    float *g = rand_array(r, w->cols, 0.5f, 1.5f);
-    float *res = rand_array(r, (size_t)nmax * w->rows, -1.0f, 1.0f);
+    float *x = hs_test_rand_array(r, (size_t)nmax * stride, -2.0f, 2.0f);
+    float *g = hs_test_rand_array(r, w->cols, 0.5f, 1.5f);
+    float *res = hs_test_rand_array(r, (size_t)nmax * w->rows, -1.0f, 1.0f);
     hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)nmax * stride * 4);
     hs_vk_buffer *bg = hs_test_buffer(env, g, w->cols * 4);
     hs_vk_buffer *bres = hs_test_buffer(env, res, (size_t)nmax * w->rows * 4);
     hs_vk_buffer *y1 = hs_test_buffer(env, NULL, (size_t)nmax * w->rows * 4);
     hs_vk_buffer *yn = hs_test_buffer(env, NULL, (size_t)N_BATCH * nmax * w->rows * 4);
-    hs_vk_seq *s = seq_begin(env);
+    hs_vk_seq *s = hs_test_seq_begin(env);
     for (uint32_t j = 0; j < nmax; j++) {
-        hs_matmul_opts o = {.prologue = pro, .norm = bnd(bg, 0), .eps = 1e-5f, .residual = residual,
-                            .res = bnd(bres, (uint64_t)j * w->rows * 4)};
-        HS_CHECK(hs_op_matmul(env->ops, s, w->dev, bnd(bx, (uint64_t)j * stride * 4), 1,
-                              bnd(y1, (uint64_t)j * w->rows * 4), &o));
+        hs_matmul_opts o = {.prologue = pro, .norm = hs_test_bind(bg, 0), .eps = 1e-5f, .residual = residual,
+                            .res = hs_test_bind(bres, (uint64_t)j * w->rows * 4)};
+        HS_CHECK(hs_op_matmul(env->ops, s, w->dev, hs_test_bind(bx, (uint64_t)j * stride * 4), 1,
+                              hs_test_bind(y1, (uint64_t)j * w->rows * 4), &o));
     }
     for (size_t i = 0; i < N_BATCH; i++) {
-        hs_matmul_opts o = {.prologue = pro, .norm = bnd(bg, 0), .eps = 1e-5f, .residual = residual, .res = bnd(bres, 0)};
-        HS_CHECK(hs_op_matmul(env->ops, s, w->dev, bnd(bx, 0), k_batch_ns[i],
-                              bnd(yn, (uint64_t)i * nmax * w->rows * 4), &o));
+        hs_matmul_opts o = {.prologue = pro, .norm = hs_test_bind(bg, 0), .eps = 1e-5f, .residual = residual, .res = hs_test_bind(bres, 0)};
+        HS_CHECK(hs_op_matmul(env->ops, s, w->dev, hs_test_bind(bx, 0), k_batch_ns[i],
+                              hs_test_bind(yn, (uint64_t)i * nmax * w->rows * 4), &o));
     }
-    seq_run(s);
+    hs_test_seq_run(s);
     float *a = hs_test_download(y1, (size_t)nmax * w->rows * 4);
     float *b = hs_test_download(yn, (size_t)N_BATCH * nmax * w->rows * 4);
     for (size_t i = 0; i < N_BATCH; i++)
@@ -510,21 +483,21 @@ static void test_matmul_args(void **state) {
 
     tw t = tw_make(env, &r, HS_TYPE_Q4_0, 4, 64);
     hs_vk_buffer *x = hs_test_buffer(env, NULL, 2 * 64 * 4), *y = hs_test_buffer(env, NULL, 2 * 4 * 4);
-    hs_vk_seq *s = seq_begin(env);
-    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 0, bnd(y, 0), NULL), HS_ERR_INVALID_ARG);
-    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 3, bnd(y, 0), NULL), HS_ERR_OUT_OF_RANGE);
-    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 2), 1, bnd(y, 0), NULL), HS_ERR_INVALID_ARG);
-    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 1, bnd(x, 128), NULL), HS_ERR_INVALID_ARG);
+    hs_vk_seq *s = hs_test_seq_begin(env);
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 0, hs_test_bind(y, 0), NULL), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 3, hs_test_bind(y, 0), NULL), HS_ERR_OUT_OF_RANGE);
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 2), 1, hs_test_bind(y, 0), NULL), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 1, hs_test_bind(x, 128), NULL), HS_ERR_INVALID_ARG);
     hs_matmul_opts o = {.prologue = HS_MATMUL_SWIGLU};
-    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 2, bnd(y, 0), &o), HS_ERR_OUT_OF_RANGE);
-    o = (hs_matmul_opts){.prologue = HS_MATMUL_RMSNORM, .norm = bnd(y, 0)};
-    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 1, bnd(y, 0), &o), HS_ERR_OUT_OF_RANGE);
-    o = (hs_matmul_opts){.residual = true, .res = bnd(y, 4)};
-    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 1, bnd(y, 0), &o), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 2, hs_test_bind(y, 0), &o), HS_ERR_OUT_OF_RANGE);
+    o = (hs_matmul_opts){.prologue = HS_MATMUL_RMSNORM, .norm = hs_test_bind(y, 0)};
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &o), HS_ERR_OUT_OF_RANGE);
+    o = (hs_matmul_opts){.residual = true, .res = hs_test_bind(y, 4)};
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &o), HS_ERR_INVALID_ARG);
     o = (hs_matmul_opts){.prologue = (hs_matmul_prologue)9};
-    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, bnd(x, 0), 1, bnd(y, 0), &o), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &o), HS_ERR_INVALID_ARG);
     assert_int_equal(hs_vk_seq_dispatch_count(s), 0);
-    seq_run(s);
+    hs_test_seq_run(s);
     hs_vk_buffer_destroy(x);
     hs_vk_buffer_destroy(y);
     tw_free(&t);
@@ -549,18 +522,18 @@ static float *split_products(hs_test_env *env, int i, uint32_t *chunks) {
     tw w = tw_make(env, &r, k_split[i].t, k_split[i].rows, k_split[i].cols);
     *chunks = hs_weight_chunks(w.dev);
     const uint32_t rows = w.rows, cols = w.cols;
-    float *x = rand_array(&r, (size_t)SPLIT_N * cols, -1, 1), *g = rand_array(&r, cols, 0.5f, 1.5f);
+    float *x = hs_test_rand_array(&r, (size_t)SPLIT_N * cols, -1, 1), *g = hs_test_rand_array(&r, cols, 0.5f, 1.5f);
     hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)SPLIT_N * cols * 4), *bg = hs_test_buffer(env, g, cols * 4);
     /* columns 0..4 as a batch with RMSNorm + residual (in place), then column 2 alone */
-    float *y0 = rand_array(&r, (size_t)SPLIT_N * rows, -1, 1);
+    float *y0 = hs_test_rand_array(&r, (size_t)SPLIT_N * rows, -1, 1);
     hs_vk_buffer *by = hs_test_buffer(env, y0, (size_t)SPLIT_N * rows * 4), *b1 = hs_test_buffer(env, y0, rows * 4 * 3);
-    hs_vk_seq *s = seq_begin(env);
-    hs_matmul_opts o = {.prologue = HS_MATMUL_RMSNORM, .norm = bnd(bg, 0), .eps = 1e-5f, .residual = true,
-                        .res = bnd(by, 0)};
-    HS_CHECK(hs_op_matmul(env->ops, s, w.dev, bnd(bx, 0), SPLIT_N, bnd(by, 0), &o));
-    o.res = bnd(b1, (uint64_t)rows * 4 * 2);
-    HS_CHECK(hs_op_matmul(env->ops, s, w.dev, bnd(bx, (uint64_t)cols * 4 * 2), 1, bnd(b1, (uint64_t)rows * 4 * 2), &o));
-    seq_run(s);
+    hs_vk_seq *s = hs_test_seq_begin(env);
+    hs_matmul_opts o = {.prologue = HS_MATMUL_RMSNORM, .norm = hs_test_bind(bg, 0), .eps = 1e-5f, .residual = true,
+                        .res = hs_test_bind(by, 0)};
+    HS_CHECK(hs_op_matmul(env->ops, s, w.dev, hs_test_bind(bx, 0), SPLIT_N, hs_test_bind(by, 0), &o));
+    o.res = hs_test_bind(b1, (uint64_t)rows * 4 * 2);
+    HS_CHECK(hs_op_matmul(env->ops, s, w.dev, hs_test_bind(bx, (uint64_t)cols * 4 * 2), 1, hs_test_bind(b1, (uint64_t)rows * 4 * 2), &o));
+    hs_test_seq_run(s);
     float *y = hs_test_download(by, (size_t)SPLIT_N * rows * 4), *y1 = hs_test_download(b1, rows * 4 * 3);
     assert_memory_equal(y + 2 * rows, y1 + 2 * rows, rows * 4);
     double *ref = malloc((size_t)SPLIT_N * rows * sizeof *ref);

@@ -28,28 +28,6 @@ static double rope_tol(bool table, float max_theta) {
 /* Largest differences seen: [table][positions >= 8192]. */
 static double g_max_diff[2][2];
 
-static hs_vk_binding bnd(hs_vk_buffer *b, uint64_t offset) { return (hs_vk_binding){b, offset, 0}; }
-
-static hs_vk_seq *seq_begin(hs_test_env *env) {
-    hs_vk_seq *s = NULL;
-    HS_CHECK(hs_vk_seq_create(env->vk, &s));
-    HS_CHECK(hs_vk_seq_begin(s));
-    return s;
-}
-
-static void seq_run(hs_vk_seq *s) {
-    HS_CHECK(hs_vk_seq_end(s));
-    HS_CHECK(hs_vk_seq_submit(s));
-    hs_vk_seq_destroy(s);
-}
-
-static float *rand_array(hs_rng *r, size_t n) {
-    float *x = malloc(n * sizeof *x);
-    assert_non_null(x);
-    hs_rng_fill(r, x, n, -1.0f, 1.0f);
-    return x;
-}
-
 /* Positions: random below max_pos, with 0 and max_pos - 1 included. */
 static void rand_positions(hs_rng *r, int32_t *pos, uint32_t n, int32_t max_pos) {
     for (uint32_t t = 0; t < n; t++)
@@ -101,16 +79,16 @@ static void check_rope(hs_test_env *env, hs_rng *r, const rope_case *c, hs_rope_
     hs_rope_params rp = {.n_rot = c->n_rot, .mode = mode, .freq_base = c->base, .freq_scale = c->scale};
     hs_vk_binding fslot;
     hs_vk_buffer *bf = table ? freq_table(env, &rp, &fslot) : NULL;
-    float *x = rand_array(r, cnt + 1);
+    float *x = hs_test_rand_array(r, cnt + 1, -1.0f, 1.0f);
     int32_t *pos = malloc(n * sizeof *pos);
     rand_positions(r, pos, n, max_pos);
     /* x at byte offset 4 (not 16-aligned), positions at 0. */
     hs_vk_buffer *bx = hs_test_buffer(env, x, (cnt + 1) * 4), *bp = hs_test_buffer(env, pos, n * 4);
-    hs_vk_binding X = bnd(bx, 4), P = bnd(bp, 0);
-    hs_vk_seq *s = seq_begin(env);
+    hs_vk_binding X = hs_test_bind(bx, 4), P = hs_test_bind(bp, 0);
+    hs_vk_seq *s = hs_test_seq_begin(env);
     HS_CHECK(hs_op_rope(env->ops, s, &X, &P, n, c->n_heads, c->head_dim, &rp));
     assert_int_equal(hs_vk_seq_dispatch_count(s), 1);
-    seq_run(s);
+    hs_test_seq_run(s);
     float *got = hs_test_download(bx, (cnt + 1) * 4);
     assert_memory_equal(got, x, 4); /* the float before x is untouched */
     ref_rope(x + 1, pos, n, c->n_heads, c->head_dim, &rp);
@@ -224,7 +202,7 @@ static void check_rope_kv(hs_test_env *env, hs_rng *r, const kv_case *c, hs_rope
     const size_t cache_bytes = c->n_ctx * row_elems * esize;
     assert_true(n <= c->n_ctx);
 
-    float *qkv = rand_array(r, n * n_slot * hd + 1);
+    float *qkv = hs_test_rand_array(r, n * n_slot * hd + 1, -1.0f, 1.0f);
     int32_t *pos = malloc(n * 4);
     uint32_t *rows = malloc(n * 4);
     /* Both caches in one buffer: k at 0, v right after it (4-byte aligned only). */
@@ -233,9 +211,9 @@ static void check_rope_kv(hs_test_env *env, hs_rng *r, const kv_case *c, hs_rope
     hs_vk_buffer *bp = hs_test_buffer(env, NULL, n * 4), *br = hs_test_buffer(env, NULL, n * 4);
     hs_vk_buffer *bo = hs_test_buffer(env, NULL, n * c->n_head * hd * 4);
     hs_vk_buffer *bc = hs_test_buffer(env, init, 2 * cache_bytes + 4);
-    hs_vk_binding QKV = bnd(bq, 4), P = bnd(bp, 0), R = bnd(br, 0), Q = bnd(bo, 0);
-    hs_kv_layer kv = {.k = bnd(bc, 0),
-                      .v = bnd(bc, cache_bytes + 4),
+    hs_vk_binding QKV = hs_test_bind(bq, 4), P = hs_test_bind(bp, 0), R = hs_test_bind(br, 0), Q = hs_test_bind(bo, 0);
+    hs_kv_layer kv = {.k = hs_test_bind(bc, 0),
+                      .v = hs_test_bind(bc, cache_bytes + 4),
                       .type = type,
                       .n_ctx = c->n_ctx,
                       .n_kv_head = c->n_kv,
@@ -343,7 +321,7 @@ static void test_rope_kv_matches_rope(void **state) {
                              .mode = m ? HS_ROPE_NEOX : HS_ROPE_NORMAL,
                              .freq_base = c->base,
                              .freq_scale = 1.0f};
-        float *qkv = rand_array(&r, n * n_slot * hd), *q = malloc(qn * 4);
+        float *qkv = hs_test_rand_array(&r, n * n_slot * hd, -1.0f, 1.0f), *q = malloc(qn * 4);
         for (uint32_t t = 0; t < n; t++)
             memcpy(q + t * c->n_head * hd, qkv + t * n_slot * hd, c->n_head * hd * 4);
         int32_t pos[4] = {3, 1000, 77, 4095};
@@ -353,13 +331,13 @@ static void test_rope_kv_matches_rope(void **state) {
         hs_vk_buffer *bp = hs_test_buffer(env, pos, sizeof pos), *br = hs_test_buffer(env, rows, sizeof rows);
         hs_vk_buffer *bo = hs_test_buffer(env, NULL, qn * 4);
         hs_vk_buffer *bc = hs_test_buffer(env, NULL, c->n_ctx * c->n_kv * hd * 4 * 2);
-        hs_vk_binding QKV = bnd(bq, 0), X = bnd(bx, 0), P = bnd(bp, 0), R = bnd(br, 0), O = bnd(bo, 0);
-        hs_kv_layer kv = {bnd(bc, 0), bnd(bc, c->n_ctx * c->n_kv * hd * 4), HS_TYPE_F32, c->n_ctx, c->n_kv,
+        hs_vk_binding QKV = hs_test_bind(bq, 0), X = hs_test_bind(bx, 0), P = hs_test_bind(bp, 0), R = hs_test_bind(br, 0), O = hs_test_bind(bo, 0);
+        hs_kv_layer kv = {hs_test_bind(bc, 0), hs_test_bind(bc, c->n_ctx * c->n_kv * hd * 4), HS_TYPE_F32, c->n_ctx, c->n_kv,
                           c->head_dim};
-        hs_vk_seq *s = seq_begin(env);
+        hs_vk_seq *s = hs_test_seq_begin(env);
         HS_CHECK(hs_op_rope_kv(env->ops, s, &QKV, &P, &R, &O, &kv, n, c->n_head, &rp));
         HS_CHECK(hs_op_rope(env->ops, s, &X, &P, n, c->n_head, c->head_dim, &rp));
-        seq_run(s);
+        hs_test_seq_run(s);
         float *a = hs_test_download(bo, qn * 4), *b = hs_test_download(bx, qn * 4);
         double d = hs_max_abs_diff(a, b, qn);
         if (d > 1e-6) fail_msg("mode %d: fused Q differs from hs_op_rope by %g", m, d);
@@ -372,10 +350,10 @@ static void test_rope_kv_matches_rope(void **state) {
 static void test_rope_bad_args(void **state) {
     hs_test_env *env = *state;
     hs_vk_buffer *b = hs_test_buffer(env, NULL, 4096);
-    hs_vk_binding B = bnd(b, 0);
+    hs_vk_binding B = hs_test_bind(b, 0);
     hs_rope_params rp = {.n_rot = 64, .mode = HS_ROPE_NORMAL, .freq_base = 10000.0f, .freq_scale = 1.0f};
     hs_kv_layer kv = {B, B, HS_TYPE_F32, 4, 1, 64};
-    hs_vk_seq *s = seq_begin(env);
+    hs_vk_seq *s = hs_test_seq_begin(env);
     HS_CHECK(hs_op_rope(env->ops, s, &B, &B, 2, 2, 64, &rp));
     assert_int_equal(hs_op_rope(env->ops, s, &B, &B, 2, 2, 63, &rp), HS_ERR_INVALID_ARG);
     assert_int_equal(hs_op_rope(env->ops, s, &B, &B, 1, 1, 32, &rp),
@@ -410,7 +388,7 @@ static void test_rope_bad_args(void **state) {
     assert_int_equal(hs_op_rope_kv(env->ops, s, &B, &B, &B, &B, &kv, 1, 1, &rp), HS_ERR_OUT_OF_RANGE);
     assert_non_null(strstr(hs_last_error(), "k cache"));
     kv.n_ctx = 4;
-    kv.v = bnd(b, 2);
+    kv.v = hs_test_bind(b, 2);
     assert_int_equal(hs_op_rope_kv(env->ops, s, &B, &B, &B, &B, &kv, 1, 1, &rp), HS_ERR_INVALID_ARG);
     kv.v = B;
     kv.n_kv_head = 0;

@@ -23,6 +23,15 @@ int hs_test_setup(void **state) {
     return 0;
 }
 
+int hs_test_setup_range(void **state, unsigned long bytes) {
+    char v[32];
+    snprintf(v, sizeof v, "%lu", bytes);
+    setenv("HS_VK_MAX_BUFFER_RANGE", v, 1);
+    int r = hs_test_setup(state);
+    unsetenv("HS_VK_MAX_BUFFER_RANGE");
+    return r;
+}
+
 int hs_test_teardown(void **state) {
     hs_test_env *env = *state;
     if (!env) return 0;
@@ -141,4 +150,24 @@ float hs_test_f16_to_f32(uint16_t h) {
     float f;
     memcpy(&f, &x, 4);
     return f;
+}
+
+hs_vk_seq *hs_test_seq_begin(hs_test_env *env) {
+    hs_vk_seq *s = NULL;
+    HS_CHECK(hs_vk_seq_create(env->vk, &s));
+    HS_CHECK(hs_vk_seq_begin(s));
+    return s;
+}
+
+void hs_test_seq_run(hs_vk_seq *s) {
+    HS_CHECK(hs_vk_seq_end(s));
+    HS_CHECK(hs_vk_seq_submit(s));
+    hs_vk_seq_destroy(s);
+}
+
+float *hs_test_rand_array(hs_rng *r, size_t n, float lo, float hi) {
+    float *x = malloc(n * sizeof *x);
+    assert_non_null(x);
+    hs_rng_fill(r, x, n, lo, hi);
+    return x;
 }

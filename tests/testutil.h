@@ -26,6 +26,9 @@ typedef struct hs_test_env {
 } hs_test_env;
 
 int hs_test_setup(void **state);
+/* hs_test_setup with maxStorageBufferRange forced down to `bytes`
+ * (HS_VK_MAX_BUFFER_RANGE), so the ops must split their tensors. */
+int hs_test_setup_range(void **state, unsigned long bytes);
 int hs_test_teardown(void **state);
 
 /* Fails the current test with the last error message unless st == HS_OK. */
@@ -53,6 +56,15 @@ double hs_max_abs_diff(const float *a, const float *b, size_t n);
 hs_vk_buffer *hs_test_buffer(hs_test_env *env, const void *data, size_t n);
 /* Downloads n bytes from a buffer into a new malloc'ed array. */
 void *hs_test_download(hs_vk_buffer *b, size_t n);
+
+/* Binding of a whole buffer from offset on. */
+static inline hs_vk_binding hs_test_bind(hs_vk_buffer *b, uint64_t offset) { return (hs_vk_binding){b, offset, 0}; }
+/* A new sequence, recording. */
+hs_vk_seq *hs_test_seq_begin(hs_test_env *env);
+/* Ends, submits (waits) and destroys a sequence. */
+void hs_test_seq_run(hs_vk_seq *s);
+/* n uniform random floats in [lo, hi) (malloc'ed). */
+float *hs_test_rand_array(hs_rng *r, size_t n, float lo, float hi);
 
 /* Shared data folder (../shared beside the source tree by default). */
 const char *hs_test_shared_dir(void);
