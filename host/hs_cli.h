@@ -7,6 +7,8 @@ int hs_cli_devices(int argc, char **argv);
 int hs_cli_generate(int argc, char **argv);
 int hs_cli_bench(int argc, char **argv);
 int hs_cli_info(int argc, char **argv);
+int hs_cli_tokenize(int argc, char **argv);
 int hs_cli_bench_ops(int argc, char **argv);
+int hs_cli_logits(int argc, char **argv);
 
 #endif

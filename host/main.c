@@ -12,8 +12,10 @@ static void usage(FILE *f) {
             "  generate     generate text with a GGUF model (llama architecture)\n"
             "  bench        llama-bench style pp512 / tg128 of a model\n"
             "  devices      list Vulkan devices and their capabilities\n"
+            "  tokenize     token ids of a text\n"
             "  info         show a GGUF file's header, metadata and tensors\n"
             "  bench-ops    per-op figures on the chosen device (table or --json)\n"
+            "  logits       every position's logits of a prompt, in hs-oracle's HSLG file format\n"
             "\n"
             "Run `heterospec <command> --help` for the options of a command.\n");
 }
@@ -27,8 +29,10 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) return hs_cli_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return hs_cli_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "devices")) return hs_cli_devices(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize")) return hs_cli_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return hs_cli_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench-ops")) return hs_cli_bench_ops(argc - 1, argv + 1);
+    if (!strcmp(cmd, "logits")) return hs_cli_logits(argc - 1, argv + 1);
     fprintf(stderr, "heterospec: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return 2;
