@@ -28,22 +28,21 @@
 #include "tok_gguf.h"
 
 #define HS_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
-#define HSLG_MAGIC "HSLG"
-#define HSLG_VERSION 1u
+#define HSLG_MAGIC       "HSLG"
+#define HSLG_VERSION     1u
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: heterospec logits [options] (-p TEXT | -f FILE | --tokens LIST)\n\n"
-            "Evaluates the prompt as one batch and writes the logits of every position in\n"
-            "hs-oracle's HSLG format (row i: logits after tokens 0..i).\n\n"
-            "  -m FILE          GGUF model (default: $HS_HOME/" HS_DEFAULT_MODEL ")\n"
-            "  -p TEXT          prompt text (BOS/EOS added as the model asks)\n"
-            "  -f FILE          read the prompt text from FILE\n"
-            "  --tokens LIST    comma-separated token ids, used as given (no BOS added)\n"
-            "  --chat           wrap the text in the model's chat template (user turn)\n"
-            "  -o FILE          write the HSLG logits file\n"
-            "  --print-tokens   print the token ids as one line \"1,2,3\" (without -o: only tokenize)\n"
-            "  --batch N        tokens per evaluation (default 512)\n");
+    fprintf(f, "usage: heterospec logits [options] (-p TEXT | -f FILE | --tokens LIST)\n\n"
+               "Evaluates the prompt as one batch and writes the logits of every position in\n"
+               "hs-oracle's HSLG format (row i: logits after tokens 0..i).\n\n"
+               "  -m FILE          GGUF model (default: $HS_HOME/" HS_DEFAULT_MODEL ")\n"
+               "  -p TEXT          prompt text (BOS/EOS added as the model asks)\n"
+               "  -f FILE          read the prompt text from FILE\n"
+               "  --tokens LIST    comma-separated token ids, used as given (no BOS added)\n"
+               "  --chat           wrap the text in the model's chat template (user turn)\n"
+               "  -o FILE          write the HSLG logits file\n"
+               "  --print-tokens   print the token ids as one line \"1,2,3\" (without -o: only tokenize)\n"
+               "  --batch N        tokens per evaluation (default 512)\n");
 }
 
 typedef struct logits_args {
@@ -59,8 +58,8 @@ static int parse(int argc, char **argv, logits_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool takes_value = !strcmp(o, "-m") || !strcmp(o, "-p") || !strcmp(o, "-f") || !strcmp(o, "--tokens") ||
-                           !strcmp(o, "-o") || !strcmp(o, "--batch");
+        bool takes_value = !strcmp(o, "-m") || !strcmp(o, "-p") || !strcmp(o, "-f") ||
+                           !strcmp(o, "--tokens") || !strcmp(o, "-o") || !strcmp(o, "--batch");
         if (takes_value && !v) {
             fprintf(stderr, "heterospec logits: %s needs a value\n", o);
             return 2;
@@ -68,14 +67,22 @@ static int parse(int argc, char **argv, logits_args *a) {
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
             return 1;
-        } else if (!strcmp(o, "-m")) a->model = argv[++i];
-        else if (!strcmp(o, "-p")) a->prompt = argv[++i];
-        else if (!strcmp(o, "-f")) a->prompt_file = argv[++i];
-        else if (!strcmp(o, "--tokens")) a->token_list = argv[++i];
-        else if (!strcmp(o, "-o")) a->out = argv[++i];
-        else if (!strcmp(o, "--batch")) a->batch = atoi(argv[++i]);
-        else if (!strcmp(o, "--chat")) a->chat = true;
-        else if (!strcmp(o, "--print-tokens")) a->print_tokens = true;
+        } else if (!strcmp(o, "-m"))
+            a->model = argv[++i];
+        else if (!strcmp(o, "-p"))
+            a->prompt = argv[++i];
+        else if (!strcmp(o, "-f"))
+            a->prompt_file = argv[++i];
+        else if (!strcmp(o, "--tokens"))
+            a->token_list = argv[++i];
+        else if (!strcmp(o, "-o"))
+            a->out = argv[++i];
+        else if (!strcmp(o, "--batch"))
+            a->batch = atoi(argv[++i]);
+        else if (!strcmp(o, "--chat"))
+            a->chat = true;
+        else if (!strcmp(o, "--print-tokens"))
+            a->print_tokens = true;
         else {
             fprintf(stderr, "heterospec logits: unknown option '%s' (see --help)\n", o);
             return 2;
@@ -129,7 +136,8 @@ fail:
 /* "1,403,407" -> ids, each in [0, n_vocab). */
 static hs_status parse_token_list(const char *s, uint32_t n_vocab, int32_t **ids, size_t *n) {
     size_t cap = 1;
-    for (const char *p = s; *p; p++) cap += *p == ',';
+    for (const char *p = s; *p; p++)
+        cap += *p == ',';
     int32_t *v = malloc(sizeof *v * cap);
     if (!v) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "--tokens: out of memory");
     size_t k = 0;
@@ -139,8 +147,8 @@ static hs_status parse_token_list(const char *s, uint32_t n_vocab, int32_t **ids
         long x = strtol(p, &end, 10);
         if (end == p || errno || (*end != ',' && *end != '\0') || x < 0 || x >= (long)n_vocab) {
             free(v);
-            return HS_FAIL(HS_ERR_INVALID_ARG, "--tokens: item %zu ('%.20s') is not a token id in [0, %u)", k + 1,
-                           p, n_vocab);
+            return HS_FAIL(HS_ERR_INVALID_ARG, "--tokens: item %zu ('%.20s') is not a token id in [0, %u)",
+                           k + 1, p, n_vocab);
         }
         v[k++] = (int32_t)x;
         p = end;
@@ -152,15 +160,18 @@ static hs_status parse_token_list(const char *s, uint32_t n_vocab, int32_t **ids
 }
 
 /* The prompt's token ids: the list as given, or the (chat-wrapped) text tokenized. */
-static hs_status prompt_ids(const logits_args *a, const hs_gguf *g, uint32_t n_vocab, int32_t **ids, size_t *n) {
+static hs_status prompt_ids(const logits_args *a, const hs_gguf *g, uint32_t n_vocab, int32_t **ids,
+                            size_t *n) {
     hs_status st = HS_OK;
     hs_tok *tok = NULL;
     hs_chat *chat = NULL;
     char *text = NULL, *rendered = NULL;
     if (a->token_list) return parse_token_list(a->token_list, n_vocab, ids, n);
     HS_TRY(hs_tok_from_gguf(g, &tok));
-    if (a->prompt_file) HS_TRY(read_text(a->prompt_file, &text));
-    else if (!(text = strdup(a->prompt))) HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory"));
+    if (a->prompt_file)
+        HS_TRY(read_text(a->prompt_file, &text));
+    else if (!(text = strdup(a->prompt)))
+        HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory"));
     const char *prompt = text;
     if (a->chat) {
         const char *tmpl = NULL;
@@ -183,7 +194,8 @@ fail:
 }
 
 static void print_ids(const int32_t *ids, size_t n) {
-    for (size_t i = 0; i < n; i++) printf(i ? ",%d" : "%d", ids[i]);
+    for (size_t i = 0; i < n; i++)
+        printf(i ? ",%d" : "%d", ids[i]);
     printf("\n");
     fflush(stdout);
 }
