@@ -15,12 +15,10 @@
 #include "sampler.h"
 #include "tok_gguf.h"
 
-#define HS_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
-
 static void usage(FILE *f) {
     fprintf(f,
             "usage: heterospec generate [options]\n\n"
-            "  -m FILE          GGUF model (default: $HS_HOME/" HS_DEFAULT_MODEL ",\n"
+            "  -m FILE          GGUF model (default: $HS_HOME/" HS_CLI_DEFAULT_MODEL ",\n"
             "                   fetched by tools/fetch_model.sh)\n"
             "  -p TEXT          prompt\n"
             "  -f FILE          read the prompt from FILE\n"
@@ -118,15 +116,9 @@ int hs_cli_generate(int argc, char **argv) {
     int rc = parse(argc, argv, &a);
     if (rc) return rc == 1 ? 0 : rc;
     char model_path[1200];
-    if (a.model) {
-        snprintf(model_path, sizeof model_path, "%s", a.model);
-    } else {
-        char home[1024];
-        if (hs_home_dir(home, sizeof home) != HS_OK) {
-            fprintf(stderr, "heterospec: %s\n", hs_last_error());
-            return 1;
-        }
-        snprintf(model_path, sizeof model_path, "%s/" HS_DEFAULT_MODEL, home);
+    if (hs_cli_model_path(a.model, model_path, sizeof model_path) != HS_OK) {
+        fprintf(stderr, "heterospec generate: %s\n", hs_last_error());
+        return 1;
     }
     hs_gguf *g = NULL;
     hs_tok *tok = NULL;

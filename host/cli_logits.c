@@ -27,7 +27,6 @@
 #include "llama.h"
 #include "tok_gguf.h"
 
-#define HS_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define HSLG_MAGIC       "HSLG"
 #define HSLG_VERSION     1u
 
@@ -35,7 +34,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: heterospec logits [options] (-p TEXT | -f FILE | --tokens LIST)\n\n"
                "Evaluates the prompt as one batch and writes the logits of every position in\n"
                "hs-oracle's HSLG format (row i: logits after tokens 0..i).\n\n"
-               "  -m FILE          GGUF model (default: $HS_HOME/" HS_DEFAULT_MODEL ")\n"
+               "  -m FILE          GGUF model (default: $HS_HOME/" HS_CLI_DEFAULT_MODEL ")\n"
                "  -p TEXT          prompt text (BOS/EOS added as the model asks)\n"
                "  -f FILE          read the prompt text from FILE\n"
                "  --tokens LIST    comma-separated token ids, used as given (no BOS added)\n"
@@ -243,15 +242,9 @@ int hs_cli_logits(int argc, char **argv) {
     int rc = parse(argc, argv, &a);
     if (rc) return rc == 1 ? 0 : rc;
     char model_path[1200];
-    if (a.model) {
-        snprintf(model_path, sizeof model_path, "%s", a.model);
-    } else {
-        char home[1024];
-        if (hs_home_dir(home, sizeof home) != HS_OK) {
-            fprintf(stderr, "heterospec logits: %s\n", hs_last_error());
-            return 1;
-        }
-        snprintf(model_path, sizeof model_path, "%s/" HS_DEFAULT_MODEL, home);
+    if (hs_cli_model_path(a.model, model_path, sizeof model_path) != HS_OK) {
+        fprintf(stderr, "heterospec logits: %s\n", hs_last_error());
+        return 1;
     }
     hs_gguf *g = NULL;
     int32_t *ids = NULL;

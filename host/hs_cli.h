@@ -3,6 +3,16 @@
 #ifndef HS_CLI_H
 #define HS_CLI_H
 
+#include <stddef.h>
+
+#include "hs_status.h"
+
+/* The default model, relative to the cache folder ($HS_HOME). */
+#define HS_CLI_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+/* buf = given, or the default model in the cache folder when given is NULL. */
+hs_status hs_cli_model_path(const char *given, char *buf, size_t n);
+
 int hs_cli_devices(int argc, char **argv);
 int hs_cli_generate(int argc, char **argv);
 int hs_cli_bench(int argc, char **argv);
