@@ -5,7 +5,8 @@
  *
  * The prompt (text, optionally wrapped in the model's chat template, or token
  * ids as given) is evaluated as one causal batch with all-token logits,
- * split into chunks of the batch limit (--batch, default 512) when longer.
+ * split into chunks of the batch limit (--batch, default 512, fewer when the
+ * device's maxStorageBufferRange cannot hold that many logits rows) when longer.
  * --print-tokens prints the ids as one comma-separated line (the form
  * hs-oracle's --tokens takes); without -o it only tokenizes and loads no
  * device.
@@ -27,8 +28,8 @@
 #include "llama.h"
 #include "tok_gguf.h"
 
-#define HSLG_MAGIC       "HSLG"
-#define HSLG_VERSION     1u
+#define HSLG_MAGIC   "HSLG"
+#define HSLG_VERSION 1u
 
 static void usage(FILE *f) {
     fprintf(f, "usage: heterospec logits [options] (-p TEXT | -f FILE | --tokens LIST)\n\n"
@@ -207,9 +208,10 @@ static hs_status write_header(FILE *f, const char *path, uint32_t n_vocab, const
     return HS_OK;
 }
 
-/* Loads the model on the default device and evaluates ids in chunks of
- * a->batch, appending every row's logits to f. */
-static hs_status eval_to_file(const logits_args *a, const hs_gguf *g, const int32_t *ids, size_t n, FILE *f) {
+/* Loads the model on the default device and evaluates ids in chunks of at
+ * most a->batch, appending every row's logits (V floats each) to f. */
+static hs_status eval_to_file(const logits_args *a, const hs_gguf *g, uint32_t V, const int32_t *ids,
+                              size_t n, FILE *f) {
     hs_status st = HS_OK;
     hs_vk_ctx *vk = NULL;
     hs_ops *ops = NULL;
@@ -218,9 +220,17 @@ static hs_status eval_to_file(const logits_args *a, const hs_gguf *g, const int3
     HS_TRY(hs_vk_ctx_create(&vo, &vk));
     HS_TRY(hs_ops_create(vk, &ops));
     uint32_t batch = (uint32_t)a->batch < n ? (uint32_t)a->batch : (uint32_t)n;
+    /* The logits of one evaluation are one storage binding: fewer rows per chunk when the device's
+     * maxStorageBufferRange holds fewer (e.g. a large vocabulary, or HS_VK_MAX_BUFFER_RANGE). */
+    uint64_t row_bytes = (uint64_t)V * sizeof(float),
+             fit = hs_vk_ctx_caps(vk)->max_storage_buffer_range / row_bytes;
+    if (fit == 0)
+        HS_TRY(HS_FAIL(
+            HS_ERR_VK_UNSUPPORTED, "one logits row (%llu bytes) exceeds maxStorageBufferRange %llu",
+            (unsigned long long)row_bytes, (unsigned long long)hs_vk_ctx_caps(vk)->max_storage_buffer_range));
+    if (batch > fit) batch = (uint32_t)fit;
     hs_llama_options lo = {.n_ctx = (uint32_t)n, .max_batch = batch};
     HS_TRY(hs_llama_load(ops, g, &lo, &m));
-    uint32_t V = hs_llama_cfg(m)->n_vocab;
     for (size_t done = 0; done < n;) {
         uint32_t k = (uint32_t)(n - done < batch ? n - done : batch);
         const float *logits = NULL;
@@ -265,7 +275,7 @@ int hs_cli_logits(int argc, char **argv) {
             goto fail;
         }
         if (write_header(f, a.out, cfg.n_vocab, ids, n_ids) != HS_OK) goto fail;
-        if (eval_to_file(&a, g, ids, n_ids, f) != HS_OK) goto fail;
+        if (eval_to_file(&a, g, cfg.n_vocab, ids, n_ids, f) != HS_OK) goto fail;
         FILE *done = f;
         f = NULL;
         if (fclose(done) != 0) {

@@ -92,9 +92,9 @@ echo "| model | test | heterospec t/s | llama.cpp Vulkan t/s | ratio |"
 echo "| --- | ---: | ---: | ---: | ---: |"
 jq -r '.results[] | .model as $m | .llama_cpp.tests as $ref | .heterospec.tests[] | . as $t
   | ($ref[] | select(.test == $t.test)) as $r
-  | "| \($m) | \($t.test) | \($t.avg_ts * 100 | round / 100) ± \($t.stddev_ts * 100 | round / 100)"
-    + " | \($r.avg_ts * 100 | round / 100) ± \($r.stddev_ts * 100 | round / 100)"
-    + " | \(if $r.avg_ts > 0 then ($t.avg_ts / $r.avg_ts * 100 | round / 100) else "-" end)x |"' "$work/all.json"
+  | [$m, $t.test, $t.avg_ts, $t.stddev_ts, $r.avg_ts, $r.stddev_ts] | @tsv' "$work/all.json" |
+  awk -F'\t' '{ ratio = ($5 > 0) ? sprintf("%.2fx", $3 / $5) : "-"
+                 printf "| %s | %s | %.2f ± %.2f | %.2f ± %.2f | %s |\n", $1, $2, $3, $4, $5, $6, ratio }'
 echo
 echo "Load average (1, 5, 15 min) on $(nproc) CPUs:"
 jq -r '.results[] | "- \(.model): before heterospec \(.load.heterospec_before), after it \(.load.heterospec_after), after llama.cpp \(.load.llama_cpp_after)"' "$work/all.json"
