@@ -185,7 +185,6 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
     m->n_ctx = opt && opt->n_ctx ? opt->n_ctx : (c->n_ctx_train < 4096 ? c->n_ctx_train : 4096);
     m->max_batch = opt && opt->max_batch ? opt->max_batch : 512;
     if (m->max_batch > m->n_ctx) m->max_batch = m->n_ctx;
-    m->slot = align_up(256, caps->min_storage_offset_align);
     const uint32_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_kv_head * c->head_dim;
 
     /* Weights. */
@@ -197,9 +196,10 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
         const char *names[1] = {"output.weight"};
         HS_TRY(load_stacked(m, g, names, 1, &c->n_vocab, c->dim, &m->output));
     }
-    uint64_t vec_slot = align_up((uint64_t)(c->dim > c->n_rot ? c->dim : c->n_rot) * 4, m->slot);
-    m->slot = vec_slot;
-    HS_TRY(alloc(m, vec_slot * (2ull * c->n_layer + 2), HS_MEM_DEVICE, &m->vecs));
+    /* One slot fits the longest vector and keeps every binding offset aligned. */
+    m->slot = align_up((uint64_t)(c->dim > c->n_rot ? c->dim : c->n_rot) * 4,
+                       align_up(256, caps->min_storage_offset_align));
+    HS_TRY(alloc(m, m->slot * (2ull * c->n_layer + 2), HS_MEM_DEVICE, &m->vecs));
     m->layers = calloc(c->n_layer, sizeof *m->layers);
     if (!m->layers) {
         st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_llama_load: out of memory");

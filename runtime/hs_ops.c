@@ -84,13 +84,13 @@ static const struct {
     /* lavapipe: dispatches are expensive, barriers very expensive; a workgroup
      * of one subgroup (8 lanes) computing several rows that share activation
      * loads is the fast shape (DESIGN.md section 9). */
-    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1}},
-    {0x10DE, NULL, {"nvidia", 2, 8, 128, 1}},
-    {0x1002, NULL, {"amd", 2, 8, 128, 1}},
-    {0x8086, NULL, {"intel", 2, 8, 64, 1}},
-    {0x5143, NULL, {"qualcomm", 2, 4, 64, 1}},
-    {0x13B5, NULL, {"arm", 2, 4, 64, 1}},
-    {0, NULL, {"generic", 2, 4, 64, 1}},
+    {0x10005, NULL, {"lavapipe", 4, 4, 8}},
+    {0x10DE, NULL, {"nvidia", 2, 8, 128}},
+    {0x1002, NULL, {"amd", 2, 8, 128}},
+    {0x8086, NULL, {"intel", 2, 8, 64}},
+    {0x5143, NULL, {"qualcomm", 2, 4, 64}},
+    {0x13B5, NULL, {"arm", 2, 4, 64}},
+    {0, NULL, {"generic", 2, 4, 64}},
 };
 
 static hs_tuning pick_tuning(const hs_vk_caps *c) {

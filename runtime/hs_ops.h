@@ -43,7 +43,6 @@ typedef struct hs_tuning {
     uint32_t matvec_rows_per_wg; /* output rows one workgroup computes for N = 1 */
     uint32_t matmul_cols_per_wg; /* activation columns sharing one weight load (N > 1) */
     uint32_t reduce_wg_size;     /* workgroup size of row reductions (norm, softmax, top-k) */
-    uint32_t attn_keys_per_lane; /* unused by fixed-order kernels unless invariance allows */
 } hs_tuning;
 
 typedef struct hs_ops hs_ops;

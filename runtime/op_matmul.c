@@ -236,6 +236,13 @@ static bool overlap(hs_vk_binding a, uint64_t an, hs_vk_binding b, uint64_t bn) 
 
 /* ---- matmul ---- */
 
+/* A chunk's two weight bindings: the quant plane, and the scale plane (or the
+ * quant plane again for types without one, so the binding stays valid). */
+static hs_vk_binding chunk_quants(const hs_weight_chunk *ch) { return (hs_vk_binding){ch->buf, 0, ch->q_bytes}; }
+static hs_vk_binding chunk_scales(const hs_weight_chunk *ch) {
+    return ch->s_bytes ? (hs_vk_binding){ch->buf, ch->s_off, ch->s_bytes} : chunk_quants(ch);
+}
+
 hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
                        hs_vk_binding y, const hs_matmul_opts *opt) {
     static const char *op = "hs_op_matmul";
@@ -310,8 +317,8 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     for (uint32_t ci = 0; ci < w->n_chunks; ci++) {
         const hs_weight_chunk *ch = &w->chunks[ci];
         hs_vk_binding binds[6] = {
-            {ch->buf, 0, ch->q_bytes},
-            ch->s_bytes ? (hs_vk_binding){ch->buf, ch->s_off, ch->s_bytes} : (hs_vk_binding){ch->buf, 0, ch->q_bytes},
+            chunk_quants(ch),
+            chunk_scales(ch),
             wx.bind,
             wy.bind,
             wg.bind,
@@ -386,8 +393,8 @@ hs_status hs_op_get_rows(hs_ops *ops, hs_vk_seq *seq, const hs_weight *table, hs
     for (uint32_t ci = 0; ci < table->n_chunks; ci++) {
         const hs_weight_chunk *ch = &table->chunks[ci];
         hs_vk_binding binds[4] = {
-            {ch->buf, 0, ch->q_bytes},
-            ch->s_bytes ? (hs_vk_binding){ch->buf, ch->s_off, ch->s_bytes} : (hs_vk_binding){ch->buf, 0, ch->q_bytes},
+            chunk_quants(ch),
+            chunk_scales(ch),
             wi.bind,
             wo.bind,
         };
