@@ -12,11 +12,25 @@
 #define STBDS_NO_SHORT_NAMES
 #include "stb_ds.h"
 
+/* A product of several GGUF matrices with the same input, whose outputs lie
+ * side by side in one [n][rows] buffer (Q, K, V; gate, up). Consecutive
+ * matrices of one type are stacked into one weight (one dispatch); a change of
+ * type starts another part, written into its slice of the rows with a strided
+ * output (Q4_K_M files keep V, or some FFN matrices, in another type). Every
+ * output is the same chain either way, so stacking does not change results. */
+#define LLAMA_MAX_PARTS 3
+typedef struct llama_proj {
+    uint32_t n_parts;
+    hs_weight *w[LLAMA_MAX_PARTS];
+    uint32_t row0[LLAMA_MAX_PARTS]; /* first output row of each part */
+    uint32_t rows;                  /* output rows of all parts */
+} llama_proj;
+
 typedef struct llama_layer {
-    hs_weight *wqkv;    /* (q_dim + 2 kv_dim, dim) stacked Q, K, V */
-    hs_weight *wo;      /* (dim, q_dim) */
-    hs_weight *wgu;     /* (2 ff, dim) stacked gate, up */
-    hs_weight *wdown;   /* (dim, ff) */
+    llama_proj qkv;   /* (q_dim + 2 kv_dim, dim): Q, K, V */
+    hs_weight *wo;    /* (dim, q_dim) */
+    llama_proj gu;    /* (2 ff, dim): gate, up */
+    hs_weight *wdown; /* (dim, ff) */
 } llama_layer;
 
 /* One recorded batch shape. */
@@ -135,23 +149,60 @@ static hs_status get_matrix(const hs_gguf *g, const char *name, uint32_t rows, u
     return HS_OK;
 }
 
-static hs_status load_stacked(hs_llama *m, const hs_gguf *g, const char *const *names, uint32_t count,
-                              const uint32_t *rows, uint32_t cols, hs_weight **out) {
+static hs_status load_matrix(hs_llama *m, const hs_gguf *g, const char *name, uint32_t rows, uint32_t cols,
+                             hs_weight **out) {
     hs_status st = HS_OK;
-    const void *data[4];
-    hs_type type = HS_TYPE_F32;
-    for (uint32_t i = 0; i < count; i++) {
-        const hs_gguf_tensor *t;
-        HS_TRY(get_matrix(g, names[i], rows[i], cols, &t));
-        if (i > 0 && (hs_type)t->type != type)
-            return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "%s: %s is %s but %s is %s; stacked products need one type",
-                           hs_gguf_name(g), names[i], hs_type_name((hs_type)t->type), names[0], hs_type_name(type));
-        type = (hs_type)t->type;
-        data[i] = t->data;
-    }
-    if (count == 1) HS_TRY(hs_weight_create(m->ops, type, rows[0], cols, data[0], out));
-    else HS_TRY(hs_weight_create_stacked(m->ops, type, cols, count, rows, data, out));
+    const hs_gguf_tensor *t;
+    HS_TRY(get_matrix(g, name, rows, cols, &t));
+    HS_TRY(hs_weight_create(m->ops, (hs_type)t->type, rows, cols, t->data, out));
     m->weight_bytes += hs_weight_device_bytes(*out);
+fail:
+    return st;
+}
+
+/* Loads count matrices (rows[i] x cols) as one llama_proj: runs of one type
+ * stacked. */
+static hs_status load_proj(hs_llama *m, const hs_gguf *g, const char *const *names, uint32_t count,
+                           const uint32_t *rows, uint32_t cols, llama_proj *out) {
+    hs_status st = HS_OK;
+    const hs_gguf_tensor *t[LLAMA_MAX_PARTS];
+    memset(out, 0, sizeof *out);
+    for (uint32_t i = 0; i < count; i++) HS_TRY(get_matrix(g, names[i], rows[i], cols, &t[i]));
+    for (uint32_t i = 0, row = 0; i < count;) {
+        uint32_t e = i + 1;
+        while (e < count && t[e]->type == t[i]->type) e++;
+        const void *data[LLAMA_MAX_PARTS];
+        for (uint32_t k = i; k < e; k++) data[k - i] = t[k]->data;
+        hs_weight **w = &out->w[out->n_parts];
+        if (e - i == 1) HS_TRY(hs_weight_create(m->ops, (hs_type)t[i]->type, rows[i], cols, data[0], w));
+        else HS_TRY(hs_weight_create_stacked(m->ops, (hs_type)t[i]->type, cols, e - i, rows + i, data, w));
+        m->weight_bytes += hs_weight_device_bytes(*w);
+        out->row0[out->n_parts++] = row;
+        for (uint32_t k = i; k < e; k++) row += rows[k];
+        out->rows = row;
+        i = e;
+    }
+fail:
+    return st;
+}
+
+static void proj_destroy(llama_proj *p) {
+    for (uint32_t i = 0; i < p->n_parts; i++) hs_weight_destroy(p->w[i]);
+    memset(p, 0, sizeof *p);
+}
+
+/* y[n][p->rows] = the parts' products, each into its slice of the rows. */
+static hs_status proj_matmul(hs_ops *ops, hs_vk_seq *s, const llama_proj *p, hs_vk_binding x, uint32_t n,
+                             hs_vk_binding y, const hs_matmul_opts *opt) {
+    hs_status st = HS_OK;
+    for (uint32_t i = 0; i < p->n_parts; i++) {
+        hs_matmul_opts o = opt ? *opt : (hs_matmul_opts){0};
+        const uint64_t skip = (uint64_t)p->row0[i] * 4;
+        o.y_stride = p->rows;
+        hs_vk_binding yi = {y.buf, y.offset + skip, y.range ? y.range - skip : 0};
+        if (o.residual) o.res = (hs_vk_binding){o.res.buf, o.res.offset + skip, o.res.range ? o.res.range - skip : 0};
+        HS_TRY(hs_op_matmul(ops, s, p->w[i], x, n, yi, &o));
+    }
 fail:
     return st;
 }
@@ -193,8 +244,7 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
     HS_TRY(hs_weight_create(ops, (hs_type)emb->type, c->n_vocab, c->dim, emb->data, &m->tok_embd));
     m->weight_bytes += hs_weight_device_bytes(m->tok_embd);
     if (!c->tied_output) {
-        const char *names[1] = {"output.weight"};
-        HS_TRY(load_stacked(m, g, names, 1, &c->n_vocab, c->dim, &m->output));
+        HS_TRY(load_matrix(m, g, "output.weight", c->n_vocab, c->dim, &m->output));
     }
     /* One slot fits the longest vector and keeps every binding offset aligned. */
     m->slot = align_up((uint64_t)(c->dim > c->n_rot ? c->dim : c->n_rot) * 4,
@@ -213,15 +263,15 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
         snprintf(n1, sizeof n1, "blk.%u.attn_k.weight", l);
         snprintf(n2, sizeof n2, "blk.%u.attn_v.weight", l);
         uint32_t qkv_rows[3] = {q_dim, kv_dim, kv_dim};
-        HS_TRY(load_stacked(m, g, names, 3, qkv_rows, c->dim, &L->wqkv));
+        HS_TRY(load_proj(m, g, names, 3, qkv_rows, c->dim, &L->qkv));
         snprintf(n0, sizeof n0, "blk.%u.attn_output.weight", l);
-        HS_TRY(load_stacked(m, g, names, 1, &c->dim, q_dim, &L->wo));
+        HS_TRY(load_matrix(m, g, n0, c->dim, q_dim, &L->wo));
         snprintf(n0, sizeof n0, "blk.%u.ffn_gate.weight", l);
         snprintf(n1, sizeof n1, "blk.%u.ffn_up.weight", l);
         uint32_t gu_rows[2] = {c->ff, c->ff};
-        HS_TRY(load_stacked(m, g, names, 2, gu_rows, c->dim, &L->wgu));
+        HS_TRY(load_proj(m, g, names, 2, gu_rows, c->dim, &L->gu));
         snprintf(n0, sizeof n0, "blk.%u.ffn_down.weight", l);
-        HS_TRY(load_stacked(m, g, names, 1, &c->dim, c->ff, &L->wdown));
+        HS_TRY(load_matrix(m, g, n0, c->dim, c->ff, &L->wdown));
         snprintf(n0, sizeof n0, "blk.%u.attn_norm.weight", l);
         HS_TRY(upload_vec(m, g, n0, c->dim, 2 * l));
         snprintf(n0, sizeof n0, "blk.%u.ffn_norm.weight", l);
@@ -276,9 +326,9 @@ void hs_llama_destroy(hs_llama *m) {
     stbds_arrfree(m->graphs);
     if (m->layers) {
         for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
-            hs_weight_destroy(m->layers[l].wqkv);
+            proj_destroy(&m->layers[l].qkv);
             hs_weight_destroy(m->layers[l].wo);
-            hs_weight_destroy(m->layers[l].wgu);
+            proj_destroy(&m->layers[l].gu);
             hs_weight_destroy(m->layers[l].wdown);
         }
         free(m->layers);
@@ -335,7 +385,7 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
                           .head_dim = c->head_dim};
         hs_matmul_opts norm_attn = {.prologue = HS_MATMUL_RMSNORM, .norm = vec_binding(m, 2 * l, c->dim),
                                     .eps = c->eps};
-        HS_TRY(hs_op_matmul(ops, s, L->wqkv, h, n, qkv, &norm_attn));
+        HS_TRY(proj_matmul(ops, s, &L->qkv, h, n, qkv, &norm_attn));
         HS_TRY(hs_op_rope_kv(ops, s, &qkv, &pos, &rows, &q, &kv, n, c->n_head, &rp));
         HS_TRY(hs_op_attention(ops, s, &q, &kv, c->n_head, &info, &mask, n, 1.0f / sqrtf((float)c->head_dim),
                                &att));
@@ -343,7 +393,7 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
         HS_TRY(hs_op_matmul(ops, s, L->wo, att, n, h, &resid));
         hs_matmul_opts norm_ffn = {.prologue = HS_MATMUL_RMSNORM, .norm = vec_binding(m, 2 * l + 1, c->dim),
                                    .eps = c->eps};
-        HS_TRY(hs_op_matmul(ops, s, L->wgu, h, n, gu, &norm_ffn));
+        HS_TRY(proj_matmul(ops, s, &L->gu, h, n, gu, &norm_ffn));
         hs_matmul_opts down = {.prologue = HS_MATMUL_SWIGLU, .residual = true, .res = h};
         HS_TRY(hs_op_matmul(ops, s, L->wdown, gu, n, h, &down));
     }

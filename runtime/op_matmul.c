@@ -25,8 +25,9 @@ typedef struct hs_matmul_push {
     uint32_t group0, col0, x_stride, x_off;
     uint32_t y_off, g_off, r_off;
     float eps;
+    uint32_t y_stride;
 } hs_matmul_push;
-static_assert(sizeof(hs_matmul_push) == 48, "hs_matmul_push must match matmul.comp");
+static_assert(sizeof(hs_matmul_push) == 52, "hs_matmul_push must match matmul.comp");
 static_assert(sizeof(hs_matmul_push) <= 128, "push constants are limited to 128 bytes");
 
 typedef struct hs_get_rows_push {
@@ -257,7 +258,11 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
 
     const hs_vk_caps *c = hs_ops_caps(ops);
     const uint32_t x_stride = opt->prologue == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
-    const uint64_t x_bytes = (uint64_t)n * x_stride * 4, y_bytes = (uint64_t)n * w->rows * 4;
+    const uint32_t y_stride = opt->y_stride ? opt->y_stride : w->rows;
+    if (y_stride < w->rows)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y_stride %u is less than the %u rows", op, y_stride, w->rows);
+    const uint64_t x_bytes = (uint64_t)n * x_stride * 4;
+    const uint64_t y_bytes = ((uint64_t)(n - 1) * y_stride + w->rows) * 4;
     hs_window wx, wy, wg, wr;
     hs_status st;
     if ((st = make_window(c, op, "x", x, x_bytes, &wx)) != HS_OK) return st;
@@ -337,7 +342,8 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
                                  .y_off = wy.elem,
                                  .g_off = wg.elem,
                                  .r_off = wr.elem,
-                                 .eps = opt->eps};
+                                 .eps = opt->eps,
+                                 .y_stride = y_stride};
             if ((st = hs_vk_seq_dispatch(seq, pipe, binds, 6, &pc, ch->ngroups * (w->rl / rw), gy, 1)) != HS_OK)
                 return st;
         }

@@ -71,12 +71,16 @@ typedef struct hs_matmul_opts {
     hs_vk_binding norm; /* f32 [cols], HS_MATMUL_RMSNORM only */
     float eps;          /* HS_MATMUL_RMSNORM only */
     bool residual;      /* y = res + W x' */
-    hs_vk_binding res;  /* f32 [n][rows]; may be the very same range as y (in place) */
+    hs_vk_binding res;  /* f32 [n][y_stride]; may be the very same range as y (in place) */
+    uint32_t y_stride;  /* floats between columns of y and res (0: rows). A larger stride
+                         * writes the rows into a slice of a wider output, e.g. Q, K and V
+                         * of different types into one [n][q + 2 kv] buffer */
 } hs_matmul_opts;
 
 /* y[j][r] = (res[j][r] +) sum_k W[r][k] * x'[j][k] for j < n, r < rows.
- * x: f32 [n][cols] ([n][2 cols] with SwiGLU); y: f32 [n][rows], must not
- * overlap x. Offsets must be multiples of 4 bytes. opt may be NULL. */
+ * x: f32 [n][cols] ([n][2 cols] with SwiGLU); y: f32 [n][y_stride] of which
+ * the first rows of each column are written, must not overlap x. Offsets
+ * must be multiples of 4 bytes. opt may be NULL. */
 hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
                        hs_vk_binding y, const hs_matmul_opts *opt);
 

@@ -61,6 +61,7 @@ layout(push_constant) uniform Push {
     uint g_off;
     uint r_off;
     float eps;
+    uint y_stride; /* floats between columns of y and res (>= rows) */
 } p;
 
 layout(std430, binding = 0) readonly buffer WQ { uvec4 Q[]; };
@@ -247,8 +248,8 @@ void main() {
             const uint j = colb + c;
             if (j >= p.n) continue;
             precise float v = acc[r * C + c];
-            if (EPILOGUE == 1) v = res[p.r_off + j * p.rows + row] + v;
-            y[p.y_off + j * p.rows + row] = v;
+            if (EPILOGUE == 1) v = res[p.r_off + j * p.y_stride + row] + v;
+            y[p.y_off + j * p.y_stride + row] = v;
         }
     }
 }

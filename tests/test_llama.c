@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "gguf_writer.h"
 #include "llama.h"
 #include "testutil.h"
 
@@ -178,6 +179,129 @@ static void test_bad_input(void **state) {
     assert_non_null(strstr(hs_last_error(), "context full"));
 }
 
+/* ---- mixed weight types ---- */
+
+/* Tensors the mixed-type copies change: Q of layer 0 and every V (Q, K, V in
+ * up to three parts) and every FFN gate (gate and up in two parts). */
+static bool mixed_pick(const char *name) {
+    return strcmp(name, "blk.0.attn_q.weight") == 0 || strstr(name, ".attn_v.weight") ||
+           strstr(name, ".ffn_gate.weight");
+}
+
+static size_t gguf_scalar_size(hs_gguf_type t) {
+    switch (t) {
+    case HS_GGUF_TYPE_UINT8: case HS_GGUF_TYPE_INT8: case HS_GGUF_TYPE_BOOL: return 1;
+    case HS_GGUF_TYPE_UINT16: case HS_GGUF_TYPE_INT16: return 2;
+    case HS_GGUF_TYPE_UINT32: case HS_GGUF_TYPE_INT32: case HS_GGUF_TYPE_FLOAT32: return 4;
+    default: return 8;
+    }
+}
+
+/* Writes one scalar value v of type t. */
+static void gw_scalar(hs_gw *w, const hs_gguf_value *v) {
+    switch (v->type) {
+    case HS_GGUF_TYPE_UINT8: case HS_GGUF_TYPE_INT8: hs_gw_u8(w, (uint8_t)v->v.u); break;
+    case HS_GGUF_TYPE_BOOL: hs_gw_u8(w, v->v.b); break;
+    case HS_GGUF_TYPE_UINT16: case HS_GGUF_TYPE_INT16: hs_gw_u16(w, (uint16_t)v->v.u); break;
+    case HS_GGUF_TYPE_UINT32: case HS_GGUF_TYPE_INT32: hs_gw_u32(w, (uint32_t)v->v.u); break;
+    case HS_GGUF_TYPE_FLOAT32: hs_gw_f32(w, (float)v->v.f); break;
+    case HS_GGUF_TYPE_FLOAT64: hs_gw_f64(w, v->v.f); break;
+    case HS_GGUF_TYPE_STRING: hs_gw_strn(w, v->v.s.s, v->v.s.len); break;
+    default: hs_gw_u64(w, v->v.u); break;
+    }
+}
+
+/* Re-encodes stories260K with the mixed_pick tensors rounded to f16: stored
+ * as f16 when as_f16, else as f32 holding the very same (rounded) values. */
+static void write_mixed(const hs_gguf *g, bool as_f16, hs_gw *w) {
+    const uint64_t nt = hs_gguf_n_tensors(g), nkv = hs_gguf_n_kv(g), align = hs_gguf_alignment(g);
+    hs_gw_init(w);
+    hs_gw_header(w, 3, nt, nkv);
+    for (uint64_t i = 0; i < nkv; i++) {
+        const hs_gguf_value *v = hs_gguf_kv_at(g, i);
+        hs_gw_key(w, v->key, v->type);
+        if (v->type != HS_GGUF_TYPE_ARRAY) {
+            gw_scalar(w, v);
+            continue;
+        }
+        hs_gw_arr(w, v->v.arr.type, v->v.arr.n);
+        if (v->v.arr.type == HS_GGUF_TYPE_STRING) {
+            const hs_gguf_str *strs = v->v.arr.data;
+            for (uint64_t k = 0; k < v->v.arr.n; k++) hs_gw_strn(w, strs[k].s, strs[k].len);
+        } else {
+            hs_gw_bytes(w, v->v.arr.data, v->v.arr.n * gguf_scalar_size(v->v.arr.type));
+        }
+    }
+    uint64_t off = 0;
+    for (uint64_t i = 0; i < nt; i++) {
+        const hs_gguf_tensor *t = hs_gguf_tensor_at(g, i);
+        const bool f16 = as_f16 && mixed_pick(t->name);
+        uint64_t dims[HS_GGUF_MAX_DIMS];
+        for (uint32_t d = 0; d < t->n_dims; d++) dims[d] = (uint64_t)t->ne[d];
+        hs_gw_tensor_info(w, t->name, t->n_dims, dims, f16 ? HS_GGML_TYPE_F16 : (uint32_t)t->type, off);
+        off += ((f16 ? t->nbytes / 2 : t->nbytes) + align - 1) / align * align;
+    }
+    hs_gw_pad(w, align);
+    for (uint64_t i = 0; i < nt; i++) {
+        const hs_gguf_tensor *t = hs_gguf_tensor_at(g, i);
+        if (!mixed_pick(t->name)) {
+            hs_gw_bytes(w, t->data, t->nbytes);
+        } else {
+            assert_int_equal(t->type, HS_GGML_TYPE_F32);
+            const float *src = t->data;
+            for (int64_t k = 0; k < hs_gguf_tensor_nelements(t); k++) {
+                uint16_t h = hs_test_f32_to_f16(src[k]);
+                if (as_f16) hs_gw_u16(w, h);
+                else hs_gw_f32(w, hs_test_f16_to_f32(h));
+            }
+        }
+        hs_gw_pad(w, align);
+    }
+}
+
+/* A model whose Q/K/V and gate/up matrices differ in type (computed as
+ * separate products into slices of one output) gives bitwise the logits of
+ * the same weights stored in one type (one stacked product each). */
+static void test_mixed_types(void **state) {
+    model_env *e = *state;
+    hs_gw w[2];
+    hs_gguf *g[2] = {NULL, NULL};
+    hs_llama *m[2] = {NULL, NULL};
+    float *out[2];
+    const int32_t prompt[6] = {1, 403, 407, 261, 378, 300};
+    hs_llama_options opt = {.n_ctx = 64, .max_batch = 8};
+    uint32_t dispatches[2];
+    for (int i = 0; i < 2; i++) {
+        write_mixed(e->g, i == 1, &w[i]);
+        HS_CHECK(hs_gguf_open_memory(w[i].buf, w[i].len, i ? "mixed-f16" : "rounded-f32", &g[i]));
+        HS_CHECK(hs_llama_load(e->base.ops, g[i], &opt, &m[i]));
+        const float *logits;
+        HS_CHECK(hs_llama_eval(m[i], prompt, 6, NULL, false, true, &logits, NULL));
+        dispatches[i] = hs_llama_last_dispatches(m[i]);
+        out[i] = malloc(6 * 512 * 4);
+        memcpy(out[i], logits, 6 * 512 * 4);
+    }
+    const hs_gguf_tensor *tv = hs_gguf_find_tensor(g[1], "blk.1.attn_v.weight");
+    assert_int_equal(tv->type, HS_GGML_TYPE_F16);
+    assert_true(hs_llama_weight_bytes(m[1]) < hs_llama_weight_bytes(m[0]));
+    /* Extra products: layer 0 has Q | K | V (+2), the other layers QK | V (+1),
+     * every layer gate | up (+1). */
+    const uint32_t n_layer = hs_llama_cfg(m[0])->n_layer;
+    assert_int_equal(dispatches[1] - dispatches[0], 2 + (n_layer - 1) + n_layer);
+    assert_memory_equal(out[0], out[1], 6 * 512 * 4);
+    /* The rounding changed the model: its logits differ from the original's. */
+    const float *orig;
+    hs_llama_reset(e->m);
+    HS_CHECK(hs_llama_eval(e->m, prompt, 6, NULL, false, true, &orig, NULL));
+    assert_true(memcmp(orig, out[0], 6 * 512 * 4) != 0);
+    for (int i = 0; i < 2; i++) {
+        free(out[i]);
+        hs_llama_destroy(m[i]);
+        hs_gguf_close(g[i]);
+        hs_gw_free(&w[i]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),
@@ -187,6 +311,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_once_upon_a_time),
         cmocka_unit_test(test_tree_equals_plain),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_mixed_types),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -496,6 +496,10 @@ static void test_matmul_args(void **state) {
     assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &o), HS_ERR_INVALID_ARG);
     o = (hs_matmul_opts){.prologue = (hs_matmul_prologue)9};
     assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &o), HS_ERR_INVALID_ARG);
+    o = (hs_matmul_opts){.y_stride = 3}; /* less than the 4 rows */
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &o), HS_ERR_INVALID_ARG);
+    o = (hs_matmul_opts){.y_stride = 7}; /* 2 columns need 7 + 4 floats; y has 8 */
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 2, hs_test_bind(y, 0), &o), HS_ERR_OUT_OF_RANGE);
     assert_int_equal(hs_vk_seq_dispatch_count(s), 0);
     hs_test_seq_run(s);
     hs_vk_buffer_destroy(x);
@@ -598,6 +602,50 @@ static void test_portable_matches(void **state) {
     }
 }
 
+/* A strided output (y_stride > rows, in place with the residual) gets bitwise
+ * the contiguous product in its slice of each column and leaves the other
+ * floats as they were. */
+static void test_matmul_strided(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 16);
+    const uint32_t rows = 19, n = 3, ys = 26, off = 5, total = off + n * ys;
+    for (size_t t = 0; t < N_TYPES; t++) {
+        const uint32_t cols = is_k(k_types[t]) ? 256 : 64;
+        tw w = tw_make(env, &r, k_types[t], rows, cols);
+        float *x = hs_test_rand_array(&r, (size_t)n * cols, -1, 1), *g = hs_test_rand_array(&r, cols, 0.5f, 1.5f);
+        float *init = hs_test_rand_array(&r, total, -1, 1), res[3 * 19];
+        for (uint32_t j = 0; j < n; j++) memcpy(res + j * rows, init + off + j * ys, rows * 4);
+        hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)n * cols * 4), *bg = hs_test_buffer(env, g, cols * 4);
+        hs_vk_buffer *ya = hs_test_buffer(env, res, sizeof res), *yb = hs_test_buffer(env, init, total * 4);
+        hs_vk_seq *s = hs_test_seq_begin(env);
+        hs_matmul_opts oa = {.prologue = HS_MATMUL_RMSNORM, .norm = hs_test_bind(bg, 0), .eps = 1e-5f,
+                             .residual = true, .res = hs_test_bind(ya, 0)};
+        hs_matmul_opts ob = oa;
+        ob.res = hs_test_bind(yb, off * 4);
+        ob.y_stride = ys;
+        HS_CHECK(hs_op_matmul(env->ops, s, w.dev, hs_test_bind(bx, 0), n, hs_test_bind(ya, 0), &oa));
+        HS_CHECK(hs_op_matmul(env->ops, s, w.dev, hs_test_bind(bx, 0), n, hs_test_bind(yb, off * 4), &ob));
+        hs_test_seq_run(s);
+        float *a = hs_test_download(ya, sizeof res), *b = hs_test_download(yb, total * 4);
+        for (uint32_t i = 0; i < total; i++) {
+            const uint32_t j = i < off ? 0 : (i - off) / ys, k = i < off ? 0 : (i - off) % ys;
+            if (i >= off && k < rows)
+                assert_memory_equal(&b[i], &a[j * rows + k], 4);
+            else
+                assert_memory_equal(&b[i], &init[i], 4);
+        }
+        free(a);
+        free(b);
+        free(x);
+        free(g);
+        free(init);
+        hs_vk_buffer *bufs[] = {bx, bg, ya, yb};
+        for (int i = 0; i < 4; i++) hs_vk_buffer_destroy(bufs[i]);
+        tw_free(&w);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest host[] = {
         cmocka_unit_test(test_f16),          cmocka_unit_test(test_dequant_f32_f16), cmocka_unit_test(test_dequant_q4_0),
@@ -608,6 +656,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_args),      cmocka_unit_test(test_matmul_shapes),
         cmocka_unit_test(test_matmul_odd_cols),  cmocka_unit_test(test_matmul_prologues),
         cmocka_unit_test(test_matmul_offsets),   cmocka_unit_test(test_matmul_stacked),
+        cmocka_unit_test(test_matmul_strided),
         cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_split_reference),
     };
     const struct CMUnitTest split[] = {

@@ -16,10 +16,16 @@
 #     -n N              prompts per set (default 16)
 #     --plain           no chat template (default: the model's template, user turn)
 #     --max-tokens N    cut each prompt's ids to the first N (default: no cut)
-#     --ref cpu|vulkan  llama.cpp backend of the reference (default cpu: CPU, 1 thread; vulkan: every
-#                       layer on Vulkan device 0, one position per batch (--ubatch 1), whose f32 mat-vec
-#                       kernels keep activations in float, unlike the CPU's q8 dot products; ~1 s/token
-#                       for SmolLM2 on lavapipe, so only for a few short prompts, e.g. -n 1 --max-tokens 48)
+#     --ref cpu|cpu-f32|vulkan
+#                       llama.cpp reference (default cpu: CPU backend, 1 thread, on MODEL itself; its
+#                       q4/q8 dot products round the activations to q8_1, so on a quantized model it is
+#                       not exact.
+#                       cpu-f32: CPU backend on MODEL's weights dequantized to f32 by llama.cpp itself
+#                       (hs-oracle --dequantize, made once into $HS_HOME/peer/models/): the same weights
+#                       with float activations, the exact reference for a quantized model.
+#                       vulkan: every layer on Vulkan device 0, one position per batch (--ubatch 1),
+#                       whose f32 mat-vec kernels keep activations in float; ~1 s/token for SmolLM2
+#                       on lavapipe, so only for a few short prompts, e.g. -n 1 --max-tokens 48)
 #     --data DIR        bench data (default: <repo>/../shared/data/bench)
 #     --heterospec BIN  (default: $HS_BIN or <repo>/build/heterospec)
 #     --keep DIR        keep the .hslg files and the ids there (default: a temporary folder, removed)
@@ -56,9 +62,10 @@ done
 [[ "$per_set" =~ ^[0-9]+$ && "$per_set" -ge 1 ]] || { echo "compare_logits: -n needs a count >= 1" >&2; exit 2; }
 [[ "$max_tokens" =~ ^[0-9]+$ ]] || { echo "compare_logits: --max-tokens needs a count" >&2; exit 2; }
 case "$ref" in
-  cpu) oracle_flags=(); ref_desc="CPU backend, 1 thread" ;;
+  cpu) oracle_flags=(); ref_desc="CPU backend, 1 thread, on the model itself" ;;
+  cpu-f32) oracle_flags=(); ref_desc="CPU backend, 1 thread, on the model's weights dequantized to f32 by llama.cpp (hs-oracle --dequantize)" ;;
   vulkan) oracle_flags=(--vulkan --ubatch 1); ref_desc="Vulkan backend (device 0), one position per batch" ;;
-  *) echo "compare_logits: --ref takes cpu or vulkan" >&2; exit 2 ;;
+  *) echo "compare_logits: --ref takes cpu, cpu-f32 or vulkan" >&2; exit 2 ;;
 esac
 
 oracle="$home/peer/bin/hs-oracle"
@@ -71,6 +78,16 @@ done
 [ -x "$hs" ] || { echo "compare_logits: heterospec binary $hs missing (--heterospec or HS_BIN)" >&2; exit 1; }
 [ -f "$model" ] || { echo "compare_logits: model $model not found" >&2; exit 1; }
 [ -d "$data" ] || { echo "compare_logits: bench data folder $data not found (--data)" >&2; exit 1; }
+ref_model="$model"
+if [ "$ref" = cpu-f32 ]; then
+  ref_model="$home/peer/models/$(basename "${model%.gguf}").f32.gguf"
+  if [ ! -f "$ref_model" ] || [ "$model" -nt "$ref_model" ]; then
+    mkdir -p "$(dirname "$ref_model")"
+    echo "compare_logits: dequantizing $(basename "$model") to f32 with llama.cpp -> $ref_model" >&2
+    "$oracle" --dequantize "$ref_model.tmp" "$model" || { rm -f "$ref_model.tmp"; exit 1; }
+    mv "$ref_model.tmp" "$ref_model"
+  fi
+fi
 if [ ! -x "$cmp_bin" ] || [ "$cmp_src" -nt "$cmp_bin" ]; then
   mkdir -p "$(dirname "$cmp_bin")"
   cc -O2 -std=c11 -Wall -Wextra -Werror -o "$cmp_bin" "$cmp_src" -lm
@@ -102,7 +119,7 @@ run_prompt() {
   t0=$(date +%s.%N)
   "$hs" logits -m "$model" --tokens "$ids" -o "$base.hs.hslg"
   t1=$(date +%s.%N)
-  "$oracle" "${oracle_flags[@]}" --tokens "$ids" -o "$base.ref.hslg" "$model" >/dev/null 2>"$base.ref.log" ||
+  "$oracle" "${oracle_flags[@]}" --tokens "$ids" -o "$base.ref.hslg" "$ref_model" >/dev/null 2>"$base.ref.log" ||
     { cat "$base.ref.log" >&2; exit 1; }
   t2=$(date +%s.%N)
   "$cmp_bin" --tsv "$base.ref.hslg" "$base.hs.hslg" >>"$work/$set.tsv"

@@ -35,6 +35,10 @@ static const char *USAGE =
     "      --tokens LIST     comma-separated token ids, used as given (no BOS added)\n"
     "      --no-special      tokenize without adding BOS/EOS\n"
     "      --tokenize        print the prompt's token ids and exit\n"
+    "conversion:\n"
+    "      --dequantize OUT  write MODEL with every tensor converted to f32 by llama.cpp's own\n"
+    "                        dequantizers (llama_model_quantize, ftype ALL_F32) and exit: the same\n"
+    "                        weights without the CPU backend's q8 rounding of activations\n"
     "evaluation:\n"
     "  -n, --generate N      greedily generate N tokens after the prompt (fixed count, no stop\n"
     "                        at EOS); prints prompt_ids, generated_ids and text\n"
@@ -116,7 +120,10 @@ static hs_status parse_valued(hs_oracle_opts *o, const char *a, const char *v, b
         o->token_list = v;
     else if (!strcmp(a, "-o") || !strcmp(a, "--logits"))
         o->logits_path = v;
-    else if (!strcmp(a, "--lib-dir"))
+    else if (!strcmp(a, "--dequantize")) {
+        o->mode = HS_ORACLE_DEQUANTIZE;
+        o->dequant_path = v;
+    } else if (!strcmp(a, "--lib-dir"))
         o->lib_dir = v;
     else if (!strcmp(a, "-n") || !strcmp(a, "--generate"))
         return parse_int(a, v, 0, 1 << 20, &o->n_generate);
@@ -187,7 +194,8 @@ static hs_status parse_args(int argc, char **argv, hs_oracle_opts *o, bool *help
          * spinning workers lose badly to other processes on a loaded machine. Bench: every
          * online CPU, as llama-bench (which takes the physical cores). */
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        o->n_threads = o->mode == HS_ORACLE_BENCH && ncpu > 0 ? (int)ncpu : 1;
+        bool all_cpus = o->mode == HS_ORACLE_BENCH || o->mode == HS_ORACLE_DEQUANTIZE;
+        o->n_threads = all_cpus && ncpu > 0 ? (int)ncpu : 1;
     }
     if (o->prompt && o->token_list) return HS_FAIL(HS_ERR_INVALID_ARG, "give --prompt or --tokens, not both");
     if (o->mode == HS_ORACLE_BENCH && o->n_prompt_bench == 0 && o->n_gen_bench == 0)
@@ -574,6 +582,30 @@ fail:
     return st;
 }
 
+/* Converts the model to an all-f32 GGUF with llama.cpp's quantizer (which dequantizes every
+ * quantized tensor through ggml's own to_float and stores it as f32). */
+static hs_status cmd_dequantize(const hs_oracle_opts *o) {
+    hs_status st = HS_OK;
+    g_verbose = o->verbose;
+    llama_log_set(log_cb, NULL);
+    FILE *f = fopen(o->model_path, "rb");
+    if (!f) return HS_FAIL(HS_ERR_IO, "cannot open model '%s': %s", o->model_path, strerror(errno));
+    fclose(f);
+    llama_backend_init();
+    struct llama_model_quantize_params qp = llama_model_quantize_default_params();
+    qp.nthread = o->n_threads;
+    qp.ftype = LLAMA_FTYPE_ALL_F32;
+    qp.allow_requantize = true; /* the inputs are quantized: dequantize them */
+    qp.quantize_output_tensor = true;
+    qp.pure = true; /* every tensor to f32, no per-tensor type rules */
+    uint32_t rc = llama_model_quantize(o->model_path, o->dequant_path, &qp);
+    llama_backend_free();
+    if (rc != 0)
+        return HS_FAIL(HS_ERR_FORMAT, "llama_model_quantize('%s' -> '%s', ALL_F32) failed with %u (run with -v)",
+                       o->model_path, o->dequant_path, rc);
+    return st;
+}
+
 static hs_status cmd_tokenize(const hs_oracle_opts *o, hs_oracle_session *s) {
     llama_token *t = NULL;
     int n = 0;
@@ -593,12 +625,17 @@ int main(int argc, char **argv) {
         fputs(USAGE, stdout);
         return 0;
     }
+    if (o.mode == HS_ORACLE_DEQUANTIZE) {
+        HS_TRY(cmd_dequantize(&o));
+        goto fail;
+    }
     HS_TRY(hs_oracle_setup(&o, &s));
     if (o.verbose) fprintf(stderr, "hs-oracle: llama.cpp %s, device %s\n", llama_version(), s.backend_desc);
     switch (o.mode) {
     case HS_ORACLE_EVAL: HS_TRY(cmd_eval(&o, &s)); break;
     case HS_ORACLE_TOKENIZE: HS_TRY(cmd_tokenize(&o, &s)); break;
     case HS_ORACLE_BENCH: HS_TRY(hs_oracle_bench(&o, &s)); break;
+    case HS_ORACLE_DEQUANTIZE: break; /* handled above */
     }
 fail:
     hs_oracle_session_destroy(&s);

@@ -39,6 +39,7 @@ typedef enum hs_oracle_mode {
     HS_ORACLE_EVAL,     /* evaluate the prompt (+ greedy generation), write logits */
     HS_ORACLE_TOKENIZE, /* print the prompt's token ids */
     HS_ORACLE_BENCH,    /* pp/tg tokens per second, as llama-bench */
+    HS_ORACLE_DEQUANTIZE, /* write the model with every tensor as f32 */
 } hs_oracle_mode;
 
 typedef struct hs_oracle_opts {
@@ -49,6 +50,7 @@ typedef struct hs_oracle_opts {
     bool add_special;        /* tokenizer adds BOS/EOS as the model asks (default on) */
     int n_generate;          /* greedy tokens to generate after the prompt */
     const char *logits_path; /* binary logits of every evaluated position */
+    const char *dequant_path; /* --dequantize: the all-f32 GGUF to write */
     int top_k;               /* print the top_k logits of every position (0: off) */
     bool print_last_logits;  /* print the last position's logits, one per line */
     int ubatch;              /* physical batch for prompt evaluation (0: whole prompt) */
