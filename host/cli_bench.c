@@ -142,6 +142,12 @@ int hs_cli_bench(int argc, char **argv) {
         cJSON_AddStringToObject(o, "device", c->device_name);
         cJSON_AddStringToObject(o, "driver", c->driver_info);
         cJSON_AddNumberToObject(o, "dispatches_per_token", hs_llama_last_dispatches(m));
+        const hs_tuning *tu = hs_ops_tuning(ops);
+        cJSON *tj = cJSON_AddObjectToObject(o, "tuning");
+        cJSON_AddStringToObject(tj, "name", tu->name);
+        cJSON_AddNumberToObject(tj, "rows", tu->matvec_rows_per_wg);
+        cJSON_AddNumberToObject(tj, "cols", tu->matmul_cols_per_wg);
+        cJSON_AddNumberToObject(tj, "reduce", tu->reduce_wg_size);
         cJSON *arr = cJSON_AddArrayToObject(o, "tests");
         for (int i = 0; i < nt; i++) {
             cJSON *t = cJSON_CreateObject();

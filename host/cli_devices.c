@@ -13,7 +13,9 @@ int hs_cli_devices(int argc, char **argv) {
                    "Lists every Vulkan device with the capabilities heterospec uses. The device\n"
                    "used by the other commands is the best by type (discrete > integrated >\n"
                    "virtual > cpu) unless HS_DEVICE=<index|name> chooses one. HS_VK_DISABLE_*\n"
-                   "switches show as disabled features.\n");
+                   "switches show as disabled features. The second line of a device is its\n"
+                   "kernel tuning (rows per invocation of the products, columns per workgroup,\n"
+                   "reduction workgroup size); HS_TUNING=\"rows=N,cols=N,reduce=N\" overrides it.\n");
             return 0;
         }
         fprintf(stderr, "heterospec devices: unknown option '%s'\n", argv[i]);
@@ -34,6 +36,9 @@ int hs_cli_devices(int argc, char **argv) {
         char line[768];
         hs_vk_caps_line(&caps[i], line, sizeof line);
         printf("heterospec: %s\n", line);
+        const hs_tuning t = hs_tuning_for(&caps[i]);
+        printf("heterospec:     tuning: %s (rows %u, cols %u, reduce %u)%s\n", t.name, t.matvec_rows_per_wg,
+               t.matmul_cols_per_wg, t.reduce_wg_size, getenv("HS_TUNING") ? ", overridden by HS_TUNING" : "");
     }
     free(caps);
     return 0;

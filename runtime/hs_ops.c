@@ -1,6 +1,9 @@
 /* hs_ops: element types, pipeline registry, tuning-table lookup. */
 #include "hs_ops.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define STBDS_NO_SHORT_NAMES
@@ -9,6 +12,7 @@
 struct hs_ops {
     hs_vk_ctx *vk;
     hs_tuning tuning;
+    char env_name[48]; /* tuning name + "+env" when HS_TUNING overrides it */
     uint32_t subgroup;
     struct {
         char *key;
@@ -93,7 +97,7 @@ static const struct {
     {0, NULL, {"generic", 2, 4, 64}},
 };
 
-static hs_tuning pick_tuning(const hs_vk_caps *c) {
+hs_tuning hs_tuning_for(const hs_vk_caps *c) {
     for (size_t i = 0; i < sizeof k_tuning / sizeof k_tuning[0]; i++) {
         if (k_tuning[i].vendor && k_tuning[i].vendor != c->vendor_id) continue;
         if (k_tuning[i].driver && !strstr(c->driver_name, k_tuning[i].driver)) continue;
@@ -102,18 +106,82 @@ static hs_tuning pick_tuning(const hs_vk_caps *c) {
     return k_tuning[sizeof k_tuning / sizeof k_tuning[0] - 1].t;
 }
 
+/* Why t does not fit this device, in why; false when it fits. */
+static bool tuning_invalid(const hs_ops *ops, const hs_tuning *t, char *why, size_t size) {
+    const hs_vk_caps *c = hs_vk_ctx_caps(ops->vk);
+    const uint32_t wg_max = c->max_wg_invocations < c->max_wg_size[0] ? c->max_wg_invocations : c->max_wg_size[0];
+    if (t->matvec_rows_per_wg < 1 || t->matvec_rows_per_wg > HS_TUNING_MAX_ROWS)
+        snprintf(why, size, "matvec rows %u out of [1, %u]", t->matvec_rows_per_wg, HS_TUNING_MAX_ROWS);
+    else if (t->matmul_cols_per_wg < 1 || t->matmul_cols_per_wg > HS_TUNING_MAX_COLS)
+        snprintf(why, size, "matmul columns %u out of [1, %u]", t->matmul_cols_per_wg, HS_TUNING_MAX_COLS);
+    else if (t->reduce_wg_size == 0 || t->reduce_wg_size % ops->subgroup || t->reduce_wg_size > wg_max)
+        snprintf(why, size, "reduction workgroup %u must be a multiple of the subgroup (%u) and at most %u",
+                 t->reduce_wg_size, ops->subgroup, wg_max);
+    else
+        return false;
+    return true;
+}
+
+/* Applies HS_TUNING ("rows=8,cols=4,reduce=64", any subset) to t. */
+static hs_status apply_env_tuning(hs_tuning *t, char *name, size_t name_size) {
+    const char *env = getenv("HS_TUNING");
+    if (!env || !*env) return HS_OK;
+    const char *p = env;
+    while (*p) {
+        static const char *keys[] = {"rows", "cols", "reduce"};
+        uint32_t *fields[] = {&t->matvec_rows_per_wg, &t->matmul_cols_per_wg, &t->reduce_wg_size};
+        size_t k = 0, len = 0;
+        for (; k < 3; k++) {
+            len = strlen(keys[k]);
+            if (!strncmp(p, keys[k], len) && p[len] == '=') break;
+        }
+        if (k == 3)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "HS_TUNING='%s': expected rows=N, cols=N or reduce=N at '%s'", env, p);
+        char *end = NULL;
+        errno = 0;
+        unsigned long v = strtoul(p + len + 1, &end, 10);
+        if (end == p + len + 1 || errno || v > 65536 || (*end != ',' && *end != '\0') ||
+            (*end == ',' && end[1] == '\0'))
+            return HS_FAIL(HS_ERR_INVALID_ARG, "HS_TUNING='%s': '%s' needs a number", env, keys[k]);
+        *fields[k] = (uint32_t)v;
+        p = *end == ',' ? end + 1 : end;
+    }
+    snprintf(name, name_size, "%s+env", t->name);
+    t->name = name;
+    return HS_OK;
+}
+
 hs_status hs_ops_create(hs_vk_ctx *vk, hs_ops **out) {
     *out = NULL;
     hs_ops *ops = calloc(1, sizeof *ops);
     if (!ops) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_ops_create: out of memory");
     ops->vk = vk;
     const hs_vk_caps *c = hs_vk_ctx_caps(vk);
-    ops->tuning = pick_tuning(c);
     ops->subgroup = c->subgroup_ops ? c->subgroup_size : 1;
+    hs_tuning t = hs_tuning_for(c);
     /* Reductions are written for workgroups that are a multiple of the subgroup. */
-    if (ops->tuning.reduce_wg_size < ops->subgroup) ops->tuning.reduce_wg_size = ops->subgroup;
+    if (t.reduce_wg_size % ops->subgroup) t.reduce_wg_size = (t.reduce_wg_size / ops->subgroup + 1) * ops->subgroup;
+    if (t.reduce_wg_size > c->max_wg_invocations || t.reduce_wg_size > c->max_wg_size[0])
+        t.reduce_wg_size = ops->subgroup;
+    char why[160];
+    hs_status st = apply_env_tuning(&t, ops->env_name, sizeof ops->env_name);
+    if (st == HS_OK && tuning_invalid(ops, &t, why, sizeof why))
+        st = ops->env_name[0] ? HS_FAIL(HS_ERR_INVALID_ARG, "HS_TUNING='%s': %s", getenv("HS_TUNING"), why)
+                              : HS_FAIL(HS_ERR_INVALID_ARG, "tuning table entry %s: %s", t.name, why);
+    if (st == HS_OK) ops->tuning = t;
+    if (st != HS_OK) {
+        free(ops);
+        return st;
+    }
     stbds_sh_new_strdup(ops->pipes);
     *out = ops;
+    return HS_OK;
+}
+
+hs_status hs_ops_set_tuning(hs_ops *ops, const hs_tuning *t) {
+    char why[160];
+    if (tuning_invalid(ops, t, why, sizeof why)) return HS_FAIL(HS_ERR_INVALID_ARG, "tuning: %s", why);
+    ops->tuning = *t;
     return HS_OK;
 }
 

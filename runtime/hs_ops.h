@@ -37,13 +37,24 @@ uint32_t hs_type_block_bytes(hs_type t); /* bytes per block in GGUF */
 /* Bytes of one row of n elements in GGUF layout; n must be a multiple of the block. */
 uint64_t hs_type_row_bytes(hs_type t, uint64_t n);
 
-/* Per-vendor tuning: one table, chosen from caps (runtime/hs_tuning.c). */
+/* Per-vendor tuning: one table (runtime/hs_ops.c), chosen from caps, which
+ * the environment can override for experiments on a new device:
+ *   HS_TUNING="rows=8,cols=4,reduce=64"   (any subset of the three keys)
+ * sets matvec_rows_per_wg, matmul_cols_per_wg and reduce_wg_size. None of the
+ * values changes results: kernels are bitwise the same for every shape. */
 typedef struct hs_tuning {
-    const char *name;            /* "lavapipe", "nvidia", ... */
-    uint32_t matvec_rows_per_wg; /* output rows one workgroup computes for N = 1 */
-    uint32_t matmul_cols_per_wg; /* activation columns sharing one weight load (N > 1) */
-    uint32_t reduce_wg_size;     /* workgroup size of row reductions (norm, softmax, top-k) */
+    const char *name;            /* "lavapipe", "nvidia", ...; "...+env" when overridden */
+    uint32_t matvec_rows_per_wg; /* rows per invocation of the products (1 .. HS_TUNING_MAX_ROWS);
+                                  * a workgroup computes subgroup x this many rows */
+    uint32_t matmul_cols_per_wg; /* activation columns sharing one weight load (1 .. HS_TUNING_MAX_COLS) */
+    uint32_t reduce_wg_size;     /* workgroup size of row reductions (norm, softmax, top-k); a
+                                  * multiple of the subgroup, at most the device's limit */
 } hs_tuning;
+#define HS_TUNING_MAX_ROWS 8u
+#define HS_TUNING_MAX_COLS 8u
+
+/* The table's entry for a device, before any override. */
+hs_tuning hs_tuning_for(const hs_vk_caps *caps);
 
 typedef struct hs_ops hs_ops;
 
@@ -52,6 +63,11 @@ void hs_ops_destroy(hs_ops *ops);
 hs_vk_ctx *hs_ops_vk(const hs_ops *ops);
 const hs_vk_caps *hs_ops_caps(const hs_ops *ops);
 const hs_tuning *hs_ops_tuning(const hs_ops *ops);
+/* Replaces the tuning (t->name must outlive ops, e.g. a string literal). HS_ERR_INVALID_ARG, with the
+ * reason, for a value out of range for this device. Weights keep the layout
+ * they were made with; pipelines are keyed by their constants, so earlier
+ * ones stay valid. */
+hs_status hs_ops_set_tuning(hs_ops *ops, const hs_tuning *t);
 /* Returns the pipeline for desc, creating it on first use. Keyed by desc->name
  * and the specialization constants, so the name must identify the SPIR-V. */
 hs_status hs_ops_pipeline(hs_ops *ops, const hs_vk_pipeline_desc *desc, hs_vk_pipeline **out);

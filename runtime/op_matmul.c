@@ -15,8 +15,6 @@
 #include "hs_quant.h"
 #include "hs_shaders.h"
 
-#define HS_MATMUL_MAX_RL 8u /* rows per invocation the shader arrays allow */
-#define HS_MATMUL_MAX_C 8u  /* columns per workgroup */
 #define HS_GET_ROWS_WG 64u
 
 /* Push constants, mirrored field by field in the shaders. */
@@ -120,7 +118,7 @@ hs_status hs_weight_create_stacked(hs_ops *ops, hs_type type, uint32_t cols, uin
     w->rows = (uint32_t)total;
     w->cols = cols;
     w->lanes = matmul_lanes(ops);
-    w->rl = clamp_u32(hs_ops_tuning(ops)->matvec_rows_per_wg, 1, HS_MATMUL_MAX_RL);
+    w->rl = clamp_u32(hs_ops_tuning(ops)->matvec_rows_per_wg, 1, HS_TUNING_MAX_ROWS);
     w->g = w->lanes * w->rl;
     w->nblk = hs_quant_device_blocks(type, cols);
     const hs_quant_layout L = hs_quant_device_layout(type);
@@ -282,7 +280,7 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     const bool sg = hs_ops_subgroup(ops) > 1;
     /* Columns per workgroup: the tuning's, or the smallest power of two that
      * covers a smaller n (surplus columns redo column n-1): few pipelines. */
-    const uint32_t cmax = clamp_u32(hs_ops_tuning(ops)->matmul_cols_per_wg, 1, HS_MATMUL_MAX_C);
+    const uint32_t cmax = clamp_u32(hs_ops_tuning(ops)->matmul_cols_per_wg, 1, HS_TUNING_MAX_COLS);
     uint32_t cw = 1;
     while (cw < n && cw < cmax) cw *= 2;
     if (cw > cmax) cw = cmax;

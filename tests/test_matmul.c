@@ -8,7 +8,8 @@
  * second group whose maxStorageBufferRange is 64 KiB so that weights are split
  * into row chunks (results must be bitwise those of the unsplit weights), and
  * a third with subgroup operations off (the portable kernels must give bitwise
- * the results of the subgroup kernels). */
+ * the results of the subgroup kernels). Strided outputs and other tunings
+ * (HS_TUNING) must not change a result either. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -646,6 +647,64 @@ static void test_matmul_strided(void **state) {
     }
 }
 
+/* Tuning (HS_TUNING: rows per invocation, columns per workgroup) changes the
+ * shape of the work, never a result: products under other tunings are
+ * bitwise those under the device's own. */
+static void test_tuning_independent(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 18);
+    /* Few pipelines: each new shape is an LLVM compile on lavapipe. */
+    static const char *tunings[] = {"rows=1,cols=1", "rows=2,cols=3"};
+    static const hs_type types[] = {HS_TYPE_F16, HS_TYPE_Q4_1, HS_TYPE_Q6_K};
+    static const uint32_t ns[] = {1, 3, 9};
+    const uint32_t rows = 75, nmax = 9;
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const uint32_t cols = is_k(types[t]) ? 512 : 96;
+        tw w = tw_make(env, &r, types[t], rows, cols);
+        float *x = hs_test_rand_array(&r, (size_t)nmax * cols, -1, 1), *g = hs_test_rand_array(&r, cols, 0.5f, 1.5f);
+        hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)nmax * cols * 4), *bg = hs_test_buffer(env, g, cols * 4);
+        const hs_matmul_opts o = {.prologue = HS_MATMUL_RMSNORM, .norm = hs_test_bind(bg, 0), .eps = 1e-5f};
+        float *want[3];
+        for (int i = 0; i < 3; i++) {
+            hs_vk_buffer *y = hs_test_buffer(env, NULL, (size_t)ns[i] * rows * 4);
+            hs_vk_seq *s = hs_test_seq_begin(env);
+            HS_CHECK(hs_op_matmul(env->ops, s, w.dev, hs_test_bind(bx, 0), ns[i], hs_test_bind(y, 0), &o));
+            hs_test_seq_run(s);
+            want[i] = hs_test_download(y, (size_t)ns[i] * rows * 4);
+            hs_vk_buffer_destroy(y);
+        }
+        for (size_t u = 0; u < sizeof tunings / sizeof tunings[0]; u++) {
+            hs_ops *ops = NULL;
+            setenv("HS_TUNING", tunings[u], 1);
+            hs_status st = hs_ops_create(env->vk, &ops);
+            unsetenv("HS_TUNING");
+            HS_CHECK(st);
+            hs_weight *w2 = NULL;
+            HS_CHECK(hs_weight_create(ops, types[t], rows, cols, w.gguf, &w2));
+            for (int i = 0; i < 3; i++) {
+                hs_vk_buffer *y = hs_test_buffer(env, NULL, (size_t)ns[i] * rows * 4);
+                hs_vk_seq *s = hs_test_seq_begin(env);
+                HS_CHECK(hs_op_matmul(ops, s, w2, hs_test_bind(bx, 0), ns[i], hs_test_bind(y, 0), &o));
+                hs_test_seq_run(s);
+                float *got = hs_test_download(y, (size_t)ns[i] * rows * 4);
+                if (memcmp(got, want[i], (size_t)ns[i] * rows * 4) != 0)
+                    fail_msg("%s n %u: HS_TUNING=%s changed the result", hs_type_name(types[t]), ns[i], tunings[u]);
+                free(got);
+                hs_vk_buffer_destroy(y);
+            }
+            hs_weight_destroy(w2);
+            hs_ops_destroy(ops);
+        }
+        for (int i = 0; i < 3; i++) free(want[i]);
+        free(x);
+        free(g);
+        hs_vk_buffer_destroy(bx);
+        hs_vk_buffer_destroy(bg);
+        tw_free(&w);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest host[] = {
         cmocka_unit_test(test_f16),          cmocka_unit_test(test_dequant_f32_f16), cmocka_unit_test(test_dequant_q4_0),
@@ -656,7 +715,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_args),      cmocka_unit_test(test_matmul_shapes),
         cmocka_unit_test(test_matmul_odd_cols),  cmocka_unit_test(test_matmul_prologues),
         cmocka_unit_test(test_matmul_offsets),   cmocka_unit_test(test_matmul_stacked),
-        cmocka_unit_test(test_matmul_strided),
+        cmocka_unit_test(test_matmul_strided),   cmocka_unit_test(test_tuning_independent),
         cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_split_reference),
     };
     const struct CMUnitTest split[] = {

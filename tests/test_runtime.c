@@ -1,5 +1,6 @@
 /* Tests of the Vulkan layer: context, buffers, pipelines, recorded sequences
  * (replay, automatic barriers, argument checks), pipeline cache, profile. */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -274,6 +275,40 @@ static void test_validation_is_counted(void **state) {
     hs_vk_ctx_destroy(vk);
 }
 
+/* HS_TUNING overrides the tuning table; a bad value is a clear error, never a
+ * silently ignored setting. */
+static void test_tuning_env(void **state) {
+    hs_test_env *env = *state;
+    hs_ops *ops = NULL;
+    const hs_tuning base = *hs_ops_tuning(env->ops);
+    setenv("HS_TUNING", "cols=2,rows=3", 1);
+    HS_CHECK(hs_ops_create(env->vk, &ops));
+    assert_int_equal(hs_ops_tuning(ops)->matvec_rows_per_wg, 3);
+    assert_int_equal(hs_ops_tuning(ops)->matmul_cols_per_wg, 2);
+    assert_int_equal(hs_ops_tuning(ops)->reduce_wg_size, base.reduce_wg_size);
+    assert_non_null(strstr(hs_ops_tuning(ops)->name, "+env"));
+    hs_ops_destroy(ops);
+    static const char *bad[] = {"rows=0", "rows=9", "cols=", "speed=3", "rows=2;cols=2", "reduce=0", "rows=2,"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("HS_TUNING", bad[i], 1);
+        ops = NULL;
+        assert_int_equal(hs_ops_create(env->vk, &ops), HS_ERR_INVALID_ARG);
+        assert_null(ops);
+        assert_true(strstr(hs_last_error(), "tuning") || strstr(hs_last_error(), "HS_TUNING"));
+    }
+    unsetenv("HS_TUNING");
+    /* hs_ops_set_tuning checks against the device: a reduction workgroup that
+     * is not a multiple of the subgroup, or larger than the device allows. */
+    hs_tuning t = base;
+    t.reduce_wg_size = hs_ops_caps(env->ops)->max_wg_invocations + hs_ops_subgroup(env->ops);
+    assert_int_equal(hs_ops_set_tuning(env->ops, &t), HS_ERR_INVALID_ARG);
+    if (hs_ops_subgroup(env->ops) > 1) {
+        t.reduce_wg_size = hs_ops_subgroup(env->ops) + 1;
+        assert_int_equal(hs_ops_set_tuning(env->ops, &t), HS_ERR_INVALID_ARG);
+    }
+    assert_memory_equal(hs_ops_tuning(env->ops), &base, sizeof base);
+}
+
 static void test_status_messages(void **state) {
     (void)state;
     hs_status st = HS_FAIL(HS_ERR_VK_DEVICE_LOST, "vkQueueSubmit: %s", "VK_ERROR_DEVICE_LOST");
@@ -294,6 +329,7 @@ int main(void) {
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_validation_is_counted),
         cmocka_unit_test(test_status_messages),
+        cmocka_unit_test(test_tuning_env),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

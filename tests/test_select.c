@@ -547,18 +547,19 @@ static void test_topk_invalid(void **state) {
 
 /* Other devices run bigger workgroups: several subgroups per row, which
  * takes the kernels' cross-subgroup merge (stage C of topk.comp). The
- * tuning entry of this context is changed in place for the test (run last:
- * a failure leaves it changed). */
+ * tuning of this context is replaced for the test (hs_ops_set_tuning; run
+ * last: a failure leaves it changed). */
 static void test_workgroup_sizes(void **state) {
     hs_test_env *env = *state;
-    hs_tuning *tuning = (hs_tuning *)hs_ops_tuning(env->ops);
-    const uint32_t saved = tuning->reduce_wg_size;
+    const hs_tuning saved = *hs_ops_tuning(env->ops);
+    hs_tuning tuning = saved;
     static const uint32_t wgs[] = {16, 24, 64, 128};
     static const uint32_t vocabs[] = {1, 33, 1001, 49152};
     hs_rng rng;
     hs_rng_seed(&rng, 28);
     for (size_t w = 0; w < sizeof wgs / sizeof wgs[0]; w++) {
-        tuning->reduce_wg_size = wgs[w];
+        tuning.reduce_wg_size = wgs[w];
+        HS_CHECK(hs_ops_set_tuning(env->ops, &tuning));
         for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
             const uint32_t vocab = vocabs[v], n = 4;
             float *x = malloc((size_t)n * vocab * sizeof *x);
@@ -587,7 +588,7 @@ static void test_workgroup_sizes(void **state) {
             free(x);
         }
     }
-    tuning->reduce_wg_size = saved;
+    HS_CHECK(hs_ops_set_tuning(env->ops, &saved));
 }
 
 /* ---- split group: maxStorageBufferRange pretended to be 64 KiB ---- */
