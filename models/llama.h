@@ -17,9 +17,11 @@
  * after. Stacking needs one weight type: when Q, K and V (or gate and up)
  * differ in type, as in Q4_K_M files, each run of one type is its own product
  * writing its slice of the same output (one more dispatch per extra run; the
- * results are bitwise those of the stacked product). A batch of n tokens is one recorded sequence, kept per (n, logits
- * rows) and replayed; what changes per call (token ids, positions, cache rows,
- * parents, prefix length) is written into a small host-visible step buffer.
+ * results are bitwise those of the stacked product).
+ *
+ * A batch of n tokens is one recorded sequence, kept per (n, logits rows) and
+ * replayed; what changes per call (token ids, positions, cache rows, parents,
+ * prefix length) is written into a small host-visible step buffer.
  *
  * Tokens of a call occupy cache rows n_past .. n_past+n-1. Without parents they
  * form a causal chain (prompt processing, decoding); with parents (tree

@@ -168,11 +168,11 @@ hs_status hs_ops_create(hs_vk_ctx *vk, hs_ops **out) {
     if (st == HS_OK && tuning_invalid(ops, &t, why, sizeof why))
         st = ops->env_name[0] ? HS_FAIL(HS_ERR_INVALID_ARG, "HS_TUNING='%s': %s", getenv("HS_TUNING"), why)
                               : HS_FAIL(HS_ERR_INVALID_ARG, "tuning table entry %s: %s", t.name, why);
-    if (st == HS_OK) ops->tuning = t;
     if (st != HS_OK) {
         free(ops);
         return st;
     }
+    ops->tuning = t;
     stbds_sh_new_strdup(ops->pipes);
     *out = ops;
     return HS_OK;

@@ -63,10 +63,10 @@ void hs_ops_destroy(hs_ops *ops);
 hs_vk_ctx *hs_ops_vk(const hs_ops *ops);
 const hs_vk_caps *hs_ops_caps(const hs_ops *ops);
 const hs_tuning *hs_ops_tuning(const hs_ops *ops);
-/* Replaces the tuning (t->name must outlive ops, e.g. a string literal). HS_ERR_INVALID_ARG, with the
- * reason, for a value out of range for this device. Weights keep the layout
- * they were made with; pipelines are keyed by their constants, so earlier
- * ones stay valid. */
+/* Replaces the tuning (t->name must outlive ops, e.g. a string literal).
+ * HS_ERR_INVALID_ARG, with the reason, for a value out of range for this
+ * device. Weights keep the layout they were made with; pipelines are keyed by
+ * their constants, so earlier ones stay valid. */
 hs_status hs_ops_set_tuning(hs_ops *ops, const hs_tuning *t);
 /* Returns the pipeline for desc, creating it on first use. Keyed by desc->name
  * and the specialization constants, so the name must identify the SPIR-V. */
