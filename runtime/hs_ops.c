@@ -192,6 +192,11 @@ void hs_ops_destroy(hs_ops *ops) {
     free(ops);
 }
 
+uint32_t hs_widen_for_trips(uint32_t wg, uint32_t wg_max, uint64_t budget, hs_trips_fn trips, const void *ctx) {
+    while (trips(wg, ctx) > budget && (uint64_t)wg * 2 <= wg_max) wg *= 2;
+    return wg;
+}
+
 hs_vk_ctx *hs_ops_vk(const hs_ops *ops) { return ops->vk; }
 const hs_vk_caps *hs_ops_caps(const hs_ops *ops) { return hs_vk_ctx_caps(ops->vk); }
 const hs_tuning *hs_ops_tuning(const hs_ops *ops) { return &ops->tuning; }

@@ -68,6 +68,19 @@ const hs_tuning *hs_ops_tuning(const hs_ops *ops);
  * device. Weights keep the layout they were made with; pipelines are keyed by
  * their constants, so earlier ones stay valid. */
 hs_status hs_ops_set_tuning(hs_ops *ops, const hs_tuning *t);
+/* llvmpipe (lavapipe) silently ends the loops of a shader invocation after
+ * 65535 trips in total (LP_MAX_TGSI_LOOP_ITERATIONS, one counter shared by
+ * every loop of the shader). A kernel whose trips grow with a row's length
+ * spreads the row over a wider workgroup instead: starting from wg, the
+ * workgroup doubles while trips(wg, ctx), the worst-case trips of one
+ * invocation, exceed budget and 2 wg stays within wg_max. The budget sits well
+ * below the cap, leaving room for the kernel's short loops. The result depends
+ * on the row's shape only, never on how many rows a call has, so batch
+ * invariance holds. */
+#define HS_LOOP_TRIP_CAP 65535u
+typedef uint64_t (*hs_trips_fn)(uint32_t wg, const void *ctx);
+uint32_t hs_widen_for_trips(uint32_t wg, uint32_t wg_max, uint64_t budget, hs_trips_fn trips, const void *ctx);
+
 /* Returns the pipeline for desc, creating it on first use. Keyed by desc->name
  * and the specialization constants, so the name must identify the SPIR-V. */
 hs_status hs_ops_pipeline(hs_ops *ops, const hs_vk_pipeline_desc *desc, hs_vk_pipeline **out);

@@ -154,20 +154,25 @@ static uint32_t clamp_wg(const hs_vk_caps *c, uint32_t wg) {
     return wg ? wg : 1;
 }
 
-/* llvmpipe (lavapipe) silently ends the loops of a shader invocation after
- * 65535 trips in total (LP_MAX_TGSI_LOOP_ITERATIONS, one counter shared by
- * every loop of the shader), so a long row must be spread over enough
- * invocations. The workgroup of a row op widens (powers of two) until each
- * invocation stays far below that; it depends on dim only, never on n, so
- * batch invariance holds. */
-#define HS_LOOP_TRIP_BUDGET 16384u
+/* Row ops (rmsnorm.comp, softmax.comp) walk the row `passes` times, per_trip
+ * elements per invocation and trip. The budget keeps each invocation far
+ * below llvmpipe's loop-trip cap (hs_widen_for_trips). */
+#define HS_ROW_TRIP_BUDGET 16384u
+
+typedef struct row_trips {
+    uint64_t dim;
+    uint32_t passes, per_trip;
+} row_trips;
+
+static uint64_t row_trip_count(uint32_t wg, const void *ctx) {
+    const row_trips *r = ctx;
+    const uint64_t step = (uint64_t)wg * r->per_trip;
+    return r->passes * ((r->dim + step - 1) / step);
+}
 
 static uint32_t row_wg(const hs_vk_caps *c, uint32_t wg, uint64_t dim, uint32_t passes, uint32_t per_trip) {
-    while ((uint64_t)passes * ((dim + (uint64_t)wg * per_trip - 1) / ((uint64_t)wg * per_trip)) >
-               HS_LOOP_TRIP_BUDGET &&
-           clamp_wg(c, wg * 2) == wg * 2)
-        wg *= 2;
-    return wg;
+    const row_trips r = {dim, passes, per_trip};
+    return hs_widen_for_trips(wg, clamp_wg(c, UINT32_MAX), HS_ROW_TRIP_BUDGET, row_trip_count, &r);
 }
 
 static hs_status get_pipeline(hs_ops *ops, const char *name, const uint32_t *code, size_t code_size,

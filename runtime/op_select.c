@@ -39,12 +39,10 @@ static_assert(sizeof(hs_topk_push) <= 128, "push constants are limited to 128 by
 #define HS_SELECT_SHARED_BUDGET 16384u
 /* Portable Top-K: one invocation merges every invocation's list serially. */
 #define HS_TOPK_PORTABLE_MAX_WG 32u
-/* llvmpipe (lavapipe) silently ends the loops of a shader invocation after
- * 65535 trips in total (one counter shared by every loop). The kernels'
- * worst-case trips per invocation are estimated from the vocabulary and the
- * workgroup widens (doubling) until they stay below this budget, which leaves
- * room for the short loops after the main one. The workgroup then depends on
- * vocab (and k) only, never on n: batch invariance holds. */
+/* The kernels' worst-case loop trips per invocation are estimated from the
+ * vocabulary (and k); the workgroup widens until they stay below this budget
+ * (hs_widen_for_trips: llvmpipe's loop-trip cap), which leaves room for the
+ * short loops after the main one. */
 #define HS_SELECT_TRIP_BUDGET 32768u
 
 typedef struct select_kernel {
@@ -75,6 +73,17 @@ static uint64_t topk_trips(uint64_t n_chunks, uint32_t wg, uint32_t sg, uint32_t
     return (n_chunks + wg - 1) / wg * (3 + ins);
 }
 
+typedef struct select_trips {
+    uint64_t n_chunks;
+    uint32_t sg, k;
+    select_trips_fn fn;
+} select_trips;
+
+static uint64_t select_trip_count(uint32_t wg, const void *ctx) {
+    const select_trips *t = ctx;
+    return t->fn(t->n_chunks, wg, t->sg, t->k);
+}
+
 /* Chooses the workgroup, the variant and the shared list capacity.
  * list_bytes: shared bytes per list; fixed_bytes: shared bytes besides lists;
  * lists_per_lane: true if the kernel may need one list per invocation (any
@@ -101,9 +110,8 @@ static void plan_kernel(const hs_ops *ops, uint32_t list_bytes, uint32_t fixed_b
     if (sg > 1) wg = (wg + sg - 1) / sg * sg; /* whole subgroups */
     if (wg > wg_max) wg = wg_max;
     if (wg < 1) wg = 1;
-    uint64_t n_chunks = ((uint64_t)vocab + 3) / 4;
-    while (trips(n_chunks, wg, sg, k) > HS_SELECT_TRIP_BUDGET && wg * 2 <= wg_max)
-        wg *= 2;
+    const select_trips st = {((uint64_t)vocab + 3) / 4, sg, k, trips};
+    wg = hs_widen_for_trips(wg, wg_max, HS_SELECT_TRIP_BUDGET, select_trip_count, &st);
 
     kk->wg = wg;
     kk->sg = sg;
