@@ -82,14 +82,23 @@ static uint32_t q6k_q(const hs_block_q6_K *b, int e) {
 
 /* ---- dequantization ---- */
 
-hs_status hs_dequantize_row(hs_type type, const void *src, float *dst, uint64_t n) {
+/* Blocks in a row of n elements of type; fails for an unsupported type or a
+ * partial block. fn names the caller in the message. */
+static hs_status row_blocks(const char *fn, hs_type type, uint64_t n, uint64_t *nb) {
     if (!hs_type_supported(type))
-        return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "hs_dequantize_row: unsupported type %u", (unsigned)type);
+        return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "%s: unsupported type %u", fn, (unsigned)type);
     uint32_t be = hs_type_block_elems(type);
     if (n % be)
-        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_dequantize_row: %llu elements is not a multiple of the %s block (%u)",
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %llu elements is not a multiple of the %s block (%u)", fn,
                        (unsigned long long)n, hs_type_name(type), be);
-    uint64_t nb = n / be;
+    *nb = n / be;
+    return HS_OK;
+}
+
+hs_status hs_dequantize_row(hs_type type, const void *src, float *dst, uint64_t n) {
+    uint64_t nb;
+    hs_status st = row_blocks("hs_dequantize_row", type, n, &nb);
+    if (st != HS_OK) return st;
     switch (type) {
     case HS_TYPE_F32: memcpy(dst, src, n * 4); break;
     case HS_TYPE_F16: {
@@ -160,13 +169,9 @@ hs_status hs_dequantize_row(hs_type type, const void *src, float *dst, uint64_t 
 /* ---- reference quantizers (ggml's quantize_row_*_ref) ---- */
 
 hs_status hs_quantize_row(hs_type type, const float *src, void *dst, uint64_t n) {
-    if (!hs_type_supported(type))
-        return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "hs_quantize_row: unsupported type %u", (unsigned)type);
-    uint32_t be = hs_type_block_elems(type);
-    if (n % be)
-        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_quantize_row: %llu elements is not a multiple of the %s block (%u)",
-                       (unsigned long long)n, hs_type_name(type), be);
-    uint64_t nb = n / be;
+    uint64_t nb;
+    hs_status st = row_blocks("hs_quantize_row", type, n, &nb);
+    if (st != HS_OK) return st;
     switch (type) {
     case HS_TYPE_F32: memcpy(dst, src, n * 4); break;
     case HS_TYPE_F16: {

@@ -230,8 +230,7 @@ static void test_check_parents(void **state) {
 static void attn_vs_ref_mask(hs_test_env *env, hs_rng *r, const shape *s, uint32_t n, uint32_t n_used,
                              uint32_t n_prefix, const uint32_t *mask, float q_amp, bool pads) {
     const size_t qn = (size_t)n * s->n_head * s->hd;
-    float *q = malloc(qn * 4), *ref = malloc(qn * 4);
-    hs_rng_fill(r, q, qn, -q_amp, q_amp);
+    float *q = hs_test_rand_array(r, qn, -q_amp, q_amp), *ref = malloc(qn * 4);
     void *k = rand_cache(r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
     void *v = rand_cache(r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
     const float scale = 1.0f / sqrtf((float)s->hd);
@@ -322,8 +321,7 @@ static void test_attention_causal(void **state) {
         for (uint32_t i = 0; i < n; i++)
             par[i] = (int32_t)i - 1;
         const size_t qn = (size_t)n * s->n_head * s->hd, hn = (size_t)s->n_head * s->hd;
-        float *q = malloc(qn * 4), *ref = malloc(qn * 4);
-        hs_rng_fill(&r, q, qn, -1, 1);
+        float *q = hs_test_rand_array(&r, qn, -1, 1), *ref = malloc(qn * 4);
         void *k = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
         void *v = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
         uint32_t *mask = host_mask(par, n, NULL);
@@ -361,8 +359,7 @@ static void tree_vs_compacted(hs_test_env *env, hs_rng *r, shape s, uint32_t n, 
     int32_t *par = malloc(n * 4), *depth = malloc(n * 4);
     rand_tree(r, par, n);
     uint32_t *mask = host_mask(par, n, depth);
-    float *q = malloc(qn * 4);
-    hs_rng_fill(r, q, qn, -2, 2);
+    float *q = hs_test_rand_array(r, qn, -2, 2);
     uint8_t *k = rand_cache(r, s.type, (size_t)s.n_ctx * s.n_kv * s.hd);
     uint8_t *v = rand_cache(r, s.type, (size_t)s.n_ctx * s.n_kv * s.hd);
     const float scale = 1.0f / sqrtf((float)s.hd);
@@ -483,8 +480,7 @@ static void test_attention_replay(void **state) {
     const shape s = {6, 2, 48, 96, HS_TYPE_F16};
     const uint32_t n = 16;
     const size_t qn = (size_t)n * s.n_head * s.hd;
-    float *q = malloc(qn * 4), *ref = malloc(qn * 4);
-    hs_rng_fill(&r, q, qn, -1, 1);
+    float *q = hs_test_rand_array(&r, qn, -1, 1), *ref = malloc(qn * 4);
     void *k = rand_cache(&r, s.type, (size_t)s.n_ctx * s.n_kv * s.hd);
     void *v = rand_cache(&r, s.type, (size_t)s.n_ctx * s.n_kv * s.hd);
     int32_t par[16];
@@ -673,8 +669,7 @@ static void test_round(void **state) {
     const size_t row = (size_t)s.n_kv * s.hd * 2, layer = s.n_ctx * row;
     int32_t par[24];
     rand_tree(&r, par, n);
-    float *q = malloc(qn * 4);
-    hs_rng_fill(&r, q, qn, -1, 1);
+    float *q = hs_test_rand_array(&r, qn, -1, 1);
     uint8_t *k = rand_cache(&r, s.type, n_layers * layer / 2),
             *v = rand_cache(&r, s.type, n_layers * layer / 2);
     hs_vk_buffer *bk = hs_test_buffer(env, k, n_layers * layer),

@@ -50,6 +50,24 @@ static void shared_path(char *buf, size_t n, const char *name) {
     snprintf(buf, n, "%s/models/stories260K/%s", hs_test_shared_dir(), name);
 }
 
+/* The bytes of ../shared/models/stories260K/<name> (fails the test if missing). */
+static uint8_t *read_shared(const char *name, size_t *n) {
+    char path[512];
+    shared_path(path, sizeof path, name);
+    uint8_t *b = read_all(path, n);
+    assert_non_null(b);
+    return b;
+}
+
+/* stories260K.gguf, opened. */
+static hs_gguf *open_stories(void) {
+    char path[512];
+    hs_gguf *g = NULL;
+    shared_path(path, sizeof path, "stories260K.gguf");
+    HS_CHECK(hs_gguf_open(path, &g));
+    return g;
+}
+
 /* A fresh temporary file name (the file exists, empty). */
 static void temp_path(char *buf, size_t n) {
     const char *dir = getenv("TMPDIR");
@@ -121,16 +139,11 @@ static void expect_tensor_eq(hs_gguf *g, const char *name, const float *w, size_
 }
 
 static void test_stories_hparams(void **state) {
-    char path[512];
     size_t bin_n;
-    shared_path(path, sizeof path, "stories260K.bin");
-    uint8_t *bin = read_all(path, &bin_n);
-    assert_non_null(bin);
+    uint8_t *bin = read_shared("stories260K.bin", &bin_n);
     l2c h;
     l2c_weights(bin, bin_n, &h);
-    shared_path(path, sizeof path, "stories260K.gguf");
-    hs_gguf *g = NULL;
-    HS_CHECK(hs_gguf_open(path, &g));
+    hs_gguf *g = open_stories();
     assert_int_equal(hs_gguf_version(g), 3); /* README: GGUF v3 */
     assert_int_equal(hs_gguf_alignment(g), HS_GGUF_DEFAULT_ALIGNMENT);
     assert_int_equal(hs_gguf_data_offset(g) % hs_gguf_alignment(g), 0);
@@ -165,16 +178,11 @@ static void test_stories_hparams(void **state) {
 }
 
 static void test_stories_weights(void **state) {
-    char path[512];
     size_t bin_n;
-    shared_path(path, sizeof path, "stories260K.bin");
-    uint8_t *bin = read_all(path, &bin_n);
-    assert_non_null(bin);
+    uint8_t *bin = read_shared("stories260K.bin", &bin_n);
     l2c h;
     const float *w = l2c_weights(bin, bin_n, &h);
-    shared_path(path, sizeof path, "stories260K.gguf");
-    hs_gguf *g = NULL;
-    HS_CHECK(hs_gguf_open(path, &g));
+    hs_gguf *g = open_stories();
     /* llama2.c's order: token embedding (vocab, dim), then per kind of weight all layers: rms_att (L, dim),
      * wq (L, dim, dim), wk/wv (L, kv_dim, dim), wo (L, dim, dim), rms_ffn (L, dim), w1 (L, hidden, dim),
      * w2 (L, dim, hidden), w3 (L, hidden, dim), rms_final (dim), freq_cis (seq_len * head_size), and a
@@ -224,14 +232,9 @@ static void test_stories_weights(void **state) {
 }
 
 static void test_stories_vocab(void **state) {
-    char path[512];
     size_t n;
-    shared_path(path, sizeof path, "tok512.bin");
-    uint8_t *tb = read_all(path, &n);
-    assert_non_null(tb);
-    shared_path(path, sizeof path, "stories260K.gguf");
-    hs_gguf *g = NULL;
-    HS_CHECK(hs_gguf_open(path, &g));
+    uint8_t *tb = read_shared("tok512.bin", &n);
+    hs_gguf *g = open_stories();
     const hs_gguf_value *tok, *scores;
     HS_CHECK(hs_gguf_get_arr(g, "tokenizer.ggml.tokens", HS_GGUF_TYPE_STRING, &tok));
     HS_CHECK(hs_gguf_get_arr(g, "tokenizer.ggml.scores", HS_GGUF_TYPE_FLOAT32, &scores));
@@ -914,11 +917,8 @@ static int run_info(char **argv, int argc, char **out) {
 /* Total parameters of stories260K as the GGUF stores them, from the .bin header alone: every weight of the
  * llama2.c layout (see test_stories_weights) plus the GGUF's copy of the shared classifier. */
 static uint64_t stories_params(void) {
-    char path[512];
     size_t n;
-    shared_path(path, sizeof path, "stories260K.bin");
-    uint8_t *bin = read_all(path, &n);
-    assert_non_null(bin);
+    uint8_t *bin = read_shared("stories260K.bin", &n);
     l2c h;
     l2c_weights(bin, n, &h);
     free(bin);

@@ -175,9 +175,7 @@ static void test_argmax_sizes(void **state) {
     hs_rng_seed(&rng, 11);
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         uint32_t vocab = vocabs[v], n = vocab >= 49152 ? 2 : 5;
-        float *x = malloc((size_t)n * vocab * sizeof *x);
-        assert_non_null(x);
-        hs_rng_fill(&rng, x, (size_t)n * vocab, -10.0f, 10.0f);
+        float *x = hs_test_rand_array(&rng, (size_t)n * vocab, -10.0f, 10.0f);
         uint32_t *got = run_argmax(env, x, n, vocab, 0);
         check_argmax(got, x, n, vocab, "random");
         free(got);
@@ -192,9 +190,7 @@ static void test_argmax_ties(void **state) {
     /* vec4 path (1000) and scalar path (1001) */
     for (uint32_t vocab = 1000; vocab <= 1001; vocab++) {
         const uint32_t n = 7;
-        float *x = malloc((size_t)n * vocab * sizeof *x);
-        assert_non_null(x);
-        hs_rng_fill(&rng, x, (size_t)n * vocab, -5.0f, 5.0f);
+        float *x = hs_test_rand_array(&rng, (size_t)n * vocab, -5.0f, 5.0f);
         float *row;
         row = x; /* constant row: index 0 */
         for (uint32_t i = 0; i < vocab; i++)
@@ -234,9 +230,7 @@ static void test_argmax_batch_offsets(void **state) {
     hs_rng rng;
     hs_rng_seed(&rng, 13);
     const uint32_t n = 300, vocab = 36;
-    float *x = malloc((size_t)n * vocab * sizeof *x);
-    assert_non_null(x);
-    hs_rng_fill(&rng, x, (size_t)n * vocab, -3.0f, 3.0f);
+    float *x = hs_test_rand_array(&rng, (size_t)n * vocab, -3.0f, 3.0f);
     for (uint32_t pad = 0; pad < 6; pad++) {
         uint32_t *got = run_argmax(env, x, n, vocab, pad);
         check_argmax(got, x, n, vocab, "offset");
@@ -390,9 +384,7 @@ static void test_topk_peaked(void **state) {
     hs_rng rng;
     hs_rng_seed(&rng, 24);
     const uint32_t vocab = 5000, n = 3;
-    float *x = malloc((size_t)n * vocab * sizeof *x);
-    assert_non_null(x);
-    hs_rng_fill(&rng, x, (size_t)n * vocab, -2.0f, 2.0f);
+    float *x = hs_test_rand_array(&rng, (size_t)n * vocab, -2.0f, 2.0f);
     x[1234] = 30.0f;       /* one dominant id */
     x[vocab + 17] = 25.0f; /* two dominant ids */
     x[vocab + 4000] = 24.0f;

@@ -394,6 +394,22 @@ static void test_stories_random_roundtrip(void **state) {
 
 /* ---- malformed vocabularies ---- */
 
+/* An SPM ("llama") vocabulary of n tokens with every special id and flag left
+ * to the tokenizer's defaults. */
+static hs_tok_vocab spm_vocab(const char *const *toks, const int32_t *types, uint32_t n) {
+    return (hs_tok_vocab){.model = "llama",
+                          .n_tokens = n,
+                          .tokens = toks,
+                          .types = types,
+                          .bos = HS_TOK_NONE,
+                          .eos = HS_TOK_NONE,
+                          .unk = HS_TOK_NONE,
+                          .pad = HS_TOK_NONE,
+                          .add_bos = HS_TOK_DEFAULT,
+                          .add_eos = HS_TOK_DEFAULT,
+                          .add_space_prefix = HS_TOK_DEFAULT};
+}
+
 static void expect_create_fails(const hs_tok_vocab *v, hs_status want, const char *needle) {
     hs_tok *tok = (hs_tok *)&tok;
     hs_error_clear();
@@ -408,17 +424,7 @@ static void test_malformed_vocab(void **state) {
     const char *toks[] = {"<unk>", "<s>", "</s>", "a", "b", "ab", "<0xZZ>"};
     const int32_t types[] = {2, 3, 3, 1, 1, 1, 6};
     const char *merges[] = {"a b"}, *bad_merges[] = {"ab"};
-    hs_tok_vocab v = {.model = "llama",
-                      .n_tokens = 6,
-                      .tokens = toks,
-                      .types = types,
-                      .bos = HS_TOK_NONE,
-                      .eos = HS_TOK_NONE,
-                      .unk = HS_TOK_NONE,
-                      .pad = HS_TOK_NONE,
-                      .add_bos = HS_TOK_DEFAULT,
-                      .add_eos = HS_TOK_DEFAULT,
-                      .add_space_prefix = HS_TOK_DEFAULT};
+    hs_tok_vocab v = spm_vocab(toks, types, 6);
     hs_tok *tok;
     HS_CHECK(hs_tok_create(&v, &tok)); /* the well-formed base case */
     hs_tok_destroy(tok);
@@ -468,17 +474,7 @@ static void test_spm_unknown(void **state) {
     (void)state;
     const char *toks[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "a"};
     const int32_t types[] = {2, 3, 3, 1, 1};
-    hs_tok_vocab v = {.model = "llama",
-                      .n_tokens = 5,
-                      .tokens = toks,
-                      .types = types,
-                      .bos = HS_TOK_NONE,
-                      .eos = HS_TOK_NONE,
-                      .unk = HS_TOK_NONE,
-                      .pad = HS_TOK_NONE,
-                      .add_bos = HS_TOK_DEFAULT,
-                      .add_eos = HS_TOK_DEFAULT,
-                      .add_space_prefix = HS_TOK_DEFAULT};
+    hs_tok_vocab v = spm_vocab(toks, types, 5);
     hs_tok *tok;
     HS_CHECK(hs_tok_create(&v, &tok));
     int32_t *ids;
