@@ -154,25 +154,22 @@ static uint32_t clamp_wg(const hs_vk_caps *c, uint32_t wg) {
     return wg ? wg : 1;
 }
 
-/* Row ops (rmsnorm.comp, softmax.comp) walk the row `passes` times, per_trip
- * elements per invocation and trip. The budget keeps each invocation far
- * below llvmpipe's loop-trip cap (hs_widen_for_trips). */
+/* Row ops (rmsnorm.comp, softmax.comp) walk the row twice, four elements per
+ * invocation and trip. The budget keeps each invocation far below llvmpipe's
+ * loop-trip cap (hs_widen_for_trips). */
 #define HS_ROW_TRIP_BUDGET 16384u
 
-typedef struct row_trips {
-    uint64_t dim;
-    uint32_t passes, per_trip;
-} row_trips;
-
 static uint64_t row_trip_count(uint32_t wg, const void *ctx) {
-    const row_trips *r = ctx;
-    const uint64_t step = (uint64_t)wg * r->per_trip;
-    return r->passes * ((r->dim + step - 1) / step);
+    const uint64_t dim = *(const uint64_t *)ctx, step = (uint64_t)wg * 4;
+    return 2 * ((dim + step - 1) / step);
 }
 
-static uint32_t row_wg(const hs_vk_caps *c, uint32_t wg, uint64_t dim, uint32_t passes, uint32_t per_trip) {
-    const row_trips r = {dim, passes, per_trip};
-    return hs_widen_for_trips(wg, clamp_wg(c, UINT32_MAX), HS_ROW_TRIP_BUDGET, row_trip_count, &r);
+/* Workgroup of a row op over rows of dim elements: the tuning's, widened for
+ * long rows. */
+static uint32_t row_wg(hs_ops *ops, uint64_t dim) {
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    return hs_widen_for_trips(clamp_wg(c, hs_ops_tuning(ops)->reduce_wg_size), clamp_wg(c, UINT32_MAX),
+                              HS_ROW_TRIP_BUDGET, row_trip_count, &dim);
 }
 
 static hs_status get_pipeline(hs_ops *ops, const char *name, const uint32_t *code, size_t code_size,
@@ -206,8 +203,7 @@ hs_status hs_op_rmsnorm(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *x, con
     if (st != HS_OK || n == 0) return st;
 
     bool sg = hs_ops_subgroup(ops) > 1;
-    /* Two passes over the row, four elements per trip (rmsnorm.comp). */
-    uint32_t wg = row_wg(c, clamp_wg(c, hs_ops_tuning(ops)->reduce_wg_size), dim, 2, 4);
+    uint32_t wg = row_wg(ops, dim);
     hs_vk_pipeline *p;
     st = get_pipeline(ops, sg ? "rmsnorm_sg" : "rmsnorm", sg ? hs_spv_rmsnorm_sg : hs_spv_rmsnorm,
                       sg ? hs_spv_rmsnorm_sg_size : hs_spv_rmsnorm_size, 3, 1u << 2, sizeof(hs_rmsnorm_push),
@@ -250,8 +246,7 @@ hs_status hs_op_softmax(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *x, con
     if (st != HS_OK || n == 0) return st;
 
     bool sg = hs_ops_subgroup(ops) > 1;
-    /* Two passes over the row, four elements per trip (softmax.comp). */
-    uint32_t wg = row_wg(c, clamp_wg(c, hs_ops_tuning(ops)->reduce_wg_size), dim, 2, 4);
+    uint32_t wg = row_wg(ops, dim);
     hs_vk_pipeline *p;
     st = get_pipeline(ops, sg ? "softmax_sg" : "softmax", sg ? hs_spv_softmax_sg : hs_spv_softmax,
                       sg ? hs_spv_softmax_sg_size : hs_spv_softmax_size, 2, 1u << 1, sizeof(hs_softmax_push),
