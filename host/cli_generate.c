@@ -84,28 +84,6 @@ static int parse(int argc, char **argv, gen_args *a) {
     return 0;
 }
 
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        HS_FAIL(HS_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (size_t r; buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += r;
-        if (cap - n - 1 == 0) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) free(buf);
-            buf = nb;
-        }
-    }
-    fclose(f);
-    if (buf) buf[n] = '\0';
-    else HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory reading %s", path);
-    return buf;
-}
-
 /* Ends generation: the tokenizer's EOS or any control token (e.g. <|im_end|>). */
 static bool is_end(const hs_tok *tok, int32_t id) {
     return id == hs_tok_eos(tok) || hs_tok_token_type(tok, id) == HS_TOK_TYPE_CONTROL;
@@ -140,7 +118,7 @@ int hs_cli_generate(int argc, char **argv) {
     if (hs_tok_from_gguf(g, &tok) != HS_OK) goto fail;
     if (hs_sampler_params_validate(&a.sp) != HS_OK) goto fail;
     if (a.prompt_file) {
-        if (!(text = read_file(a.prompt_file))) goto fail;
+        if (hs_cli_read_text(a.prompt_file, &text) != HS_OK) goto fail;
     } else {
         text = strdup(a.prompt ? a.prompt : "");
     }

@@ -108,31 +108,6 @@ static int parse(int argc, char **argv, logits_args *a) {
     return 0;
 }
 
-static hs_status read_text(const char *path, char **out) {
-    hs_status st = HS_OK;
-    char *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return HS_FAIL(HS_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    if (!(buf = malloc(cap))) HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory reading %s", path));
-    for (size_t r; (r = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += r;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory reading %s", path));
-            buf = nb;
-        }
-    }
-    if (ferror(f)) HS_TRY(HS_FAIL(HS_ERR_IO, "reading %s: %s", path, strerror(errno)));
-    buf[n] = '\0';
-    *out = buf;
-    buf = NULL;
-fail:
-    free(buf);
-    fclose(f);
-    return st;
-}
-
 /* "1,403,407" -> ids, each in [0, n_vocab). */
 static hs_status parse_token_list(const char *s, uint32_t n_vocab, int32_t **ids, size_t *n) {
     size_t cap = 1;
@@ -169,7 +144,7 @@ static hs_status prompt_ids(const logits_args *a, const hs_gguf *g, uint32_t n_v
     if (a->token_list) return parse_token_list(a->token_list, n_vocab, ids, n);
     HS_TRY(hs_tok_from_gguf(g, &tok));
     if (a->prompt_file)
-        HS_TRY(read_text(a->prompt_file, &text));
+        HS_TRY(hs_cli_read_text(a->prompt_file, &text));
     else if (!(text = strdup(a->prompt)))
         HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory"));
     const char *prompt = text;

@@ -12,6 +12,8 @@
 
 /* buf = given, or the default model in the cache folder when given is NULL. */
 hs_status hs_cli_model_path(const char *given, char *buf, size_t n);
+/* The whole file at path as a NUL-terminated string (*out, malloc'ed). */
+hs_status hs_cli_read_text(const char *path, char **out);
 
 int hs_cli_devices(int argc, char **argv);
 int hs_cli_generate(int argc, char **argv);
