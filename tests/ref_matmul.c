@@ -90,3 +90,8 @@ double ref_nmse(const float *a, const double *ref, uint64_t n) {
     if (isnan(num)) return INFINITY;
     return den > 0 ? num / den : num;
 }
+
+const hs_type ref_weight_types[REF_N_WEIGHT_TYPES] = {HS_TYPE_F32,  HS_TYPE_F16,  HS_TYPE_Q8_0, HS_TYPE_Q4_0,
+                                                      HS_TYPE_Q4_1, HS_TYPE_Q4_K, HS_TYPE_Q6_K};
+
+bool ref_is_k_quant(hs_type t) { return t == HS_TYPE_Q4_K || t == HS_TYPE_Q6_K; }

@@ -26,6 +26,12 @@ void *ref_random_weight(hs_rng *r, hs_type t, uint32_t rows, uint32_t cols);
 /* W [rows][cols] as floats (malloc'ed), via hs_dequantize_row. */
 float *ref_dequantize(hs_type t, const void *data, uint32_t rows, uint32_t cols);
 
+/* Every weight type the products and the row gather support, for tests that
+ * sweep them; k-quants (q4_K, q6_K) need cols to be a multiple of 256. */
+#define REF_N_WEIGHT_TYPES 7
+extern const hs_type ref_weight_types[REF_N_WEIGHT_TYPES];
+bool ref_is_k_quant(hs_type t);
+
 /* Normalised mean squared error of a against a double reference. */
 double ref_nmse(const float *a, const double *ref, uint64_t n);
 

@@ -17,12 +17,6 @@ static int teardown(void **state) { return hs_test_teardown(state); }
 
 static int setup_small_range(void **state) { return hs_test_setup_range(state, 65536); }
 
-static const hs_type k_types[] = {HS_TYPE_F32, HS_TYPE_F16, HS_TYPE_Q8_0, HS_TYPE_Q4_0,
-                                  HS_TYPE_Q4_1, HS_TYPE_Q4_K, HS_TYPE_Q6_K};
-#define N_TYPES (sizeof k_types / sizeof k_types[0])
-
-static bool is_k(hs_type t) { return t == HS_TYPE_Q4_K || t == HS_TYPE_Q6_K; }
-
 /* Gathers n rows (ids from the rng, every third one invalid) with the output
  * at byte offset out_off, replays the sequence with other ids, and checks
  * both results bitwise. Returns the number of chunks of the table. */
@@ -87,11 +81,12 @@ static void test_get_rows_types(void **state) {
     hs_rng_seed(&r, 21);
     const uint32_t rows[] = {1, 7, 33, 257};
     const uint32_t cols[] = {32, 96, 256, 768, 2816}, kcols[] = {256, 512, 768};
-    for (size_t t = 0; t < N_TYPES; t++) {
-        const uint32_t *cl = is_k(k_types[t]) ? kcols : cols;
-        const size_t ncl = is_k(k_types[t]) ? 3 : 5;
+    for (size_t t = 0; t < REF_N_WEIGHT_TYPES; t++) {
+        const uint32_t *cl = ref_is_k_quant(ref_weight_types[t]) ? kcols : cols;
+        const size_t ncl = ref_is_k_quant(ref_weight_types[t]) ? 3 : 5;
         for (size_t ri = 0; ri < 4; ri++)
-            for (size_t ci = 0; ci < ncl; ci++) check_gather(env, &r, k_types[t], rows[ri], cl[ci], 1 + (ri * 5 + ci) % 9, 0);
+            for (size_t ci = 0; ci < ncl; ci++)
+                check_gather(env, &r, ref_weight_types[t], rows[ri], cl[ci], 1 + (ri * 5 + ci) % 9, 0);
     }
 }
 

@@ -24,12 +24,6 @@ static int teardown(void **state) { return hs_test_teardown(state); }
 
 static int setup_small_range(void **state) { return hs_test_setup_range(state, 65536); }
 
-static const hs_type k_types[] = {HS_TYPE_F32, HS_TYPE_F16, HS_TYPE_Q8_0, HS_TYPE_Q4_0,
-                                  HS_TYPE_Q4_1, HS_TYPE_Q4_K, HS_TYPE_Q6_K};
-#define N_TYPES (sizeof k_types / sizeof k_types[0])
-
-static bool is_k(hs_type t) { return t == HS_TYPE_Q4_K || t == HS_TYPE_Q6_K; }
-
 /* ---- f16 and dequantization of hand-written blocks ---- */
 
 static void test_f16(void **state) {
@@ -266,12 +260,12 @@ static void test_matmul_shapes(void **state) {
     const uint32_t rows[] = {1, 7, 33, 257};
     const uint32_t cols[] = {32, 96, 256, 768, 2816}, kcols[] = {256, 512, 768};
     const uint32_t ns[] = {1, 3, 17};
-    for (size_t t = 0; t < N_TYPES; t++) {
-        const uint32_t *cl = is_k(k_types[t]) ? kcols : cols;
-        const size_t ncl = is_k(k_types[t]) ? 3 : 5;
+    for (size_t t = 0; t < REF_N_WEIGHT_TYPES; t++) {
+        const uint32_t *cl = ref_is_k_quant(ref_weight_types[t]) ? kcols : cols;
+        const size_t ncl = ref_is_k_quant(ref_weight_types[t]) ? 3 : 5;
         for (size_t ri = 0; ri < 4; ri++)
             for (size_t ci = 0; ci < ncl; ci++) {
-                tw w = tw_make(env, &r, k_types[t], rows[ri], cl[ci]);
+                tw w = tw_make(env, &r, ref_weight_types[t], rows[ri], cl[ci]);
                 check_products(env, &r, &w, ns, 3, HS_MATMUL_PLAIN, false, false);
                 tw_free(&w);
             }
@@ -301,10 +295,11 @@ static void test_matmul_prologues(void **state) {
     hs_rng r;
     hs_rng_seed(&r, 13);
     const uint32_t ns[] = {1, 4, 9};
-    for (size_t t = 0; t < N_TYPES; t++) {
-        const uint32_t shapes[2][2] = {{33, is_k(k_types[t]) ? 512u : 768u}, {257, is_k(k_types[t]) ? 256u : 96u}};
+    for (size_t t = 0; t < REF_N_WEIGHT_TYPES; t++) {
+        const uint32_t shapes[2][2] = {{33, ref_is_k_quant(ref_weight_types[t]) ? 512u : 768u},
+                                       {257, ref_is_k_quant(ref_weight_types[t]) ? 256u : 96u}};
         for (int si = 0; si < 2; si++) {
-            tw w = tw_make(env, &r, k_types[t], shapes[si][0], shapes[si][1]);
+            tw w = tw_make(env, &r, ref_weight_types[t], shapes[si][0], shapes[si][1]);
             for (int pro = 0; pro < 3; pro++) {
                 check_products(env, &r, &w, ns, 3, (hs_matmul_prologue)pro, false, false);
                 check_products(env, &r, &w, ns, 3, (hs_matmul_prologue)pro, true, false);
@@ -321,9 +316,9 @@ static void test_matmul_offsets(void **state) {
     hs_test_env *env = *state;
     hs_rng r;
     hs_rng_seed(&r, 14);
-    for (size_t t = 0; t < N_TYPES; t++) {
-        const uint32_t rows = 19, cols = is_k(k_types[t]) ? 256 : 64, n = 3;
-        tw w = tw_make(env, &r, k_types[t], rows, cols);
+    for (size_t t = 0; t < REF_N_WEIGHT_TYPES; t++) {
+        const uint32_t rows = 19, cols = ref_is_k_quant(ref_weight_types[t]) ? 256 : 64, n = 3;
+        tw w = tw_make(env, &r, ref_weight_types[t], rows, cols);
         for (int pro = 0; pro < 3; pro++) {
             const uint32_t stride = pro == HS_MATMUL_SWIGLU ? 2 * cols : cols;
             float *x = hs_test_rand_array(&r, (size_t)n * stride + 1, -1, 1), *g = hs_test_rand_array(&r, cols + 3, 0.5f, 1.5f);
@@ -367,12 +362,13 @@ static void test_matmul_stacked(void **state) {
     hs_rng r;
     hs_rng_seed(&r, 15);
     const uint32_t parts[3] = {5, 40, 9}, cols = 256, n = 3;
-    for (size_t t = 0; t < N_TYPES; t++) {
+    for (size_t t = 0; t < REF_N_WEIGHT_TYPES; t++) {
         tw w[3];
-        for (int i = 0; i < 3; i++) w[i] = tw_make(env, &r, k_types[t], parts[i], cols);
+        for (int i = 0; i < 3; i++)
+            w[i] = tw_make(env, &r, ref_weight_types[t], parts[i], cols);
         const void *data[3] = {w[0].gguf, w[1].gguf, w[2].gguf};
         hs_weight *st = NULL;
-        HS_CHECK(hs_weight_create_stacked(env->ops, k_types[t], cols, 3, parts, data, &st));
+        HS_CHECK(hs_weight_create_stacked(env->ops, ref_weight_types[t], cols, 3, parts, data, &st));
         assert_int_equal(hs_weight_rows(st), 54);
         float *x = hs_test_rand_array(&r, (size_t)n * cols, -1, 1);
         hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)n * cols * 4), *ys = hs_test_buffer(env, NULL, n * 54 * 4);
@@ -453,8 +449,8 @@ static void test_batch_invariance(void **state) {
     hs_test_env *env = *state;
     hs_rng r;
     hs_rng_seed(&r, 16);
-    for (size_t t = 0; t < N_TYPES; t++) {
-        tw w = tw_make(env, &r, k_types[t], 37, is_k(k_types[t]) ? 512 : 160);
+    for (size_t t = 0; t < REF_N_WEIGHT_TYPES; t++) {
+        tw w = tw_make(env, &r, ref_weight_types[t], 37, ref_is_k_quant(ref_weight_types[t]) ? 512 : 160);
         check_invariance(env, &r, &w, HS_MATMUL_PLAIN, false);
         check_invariance(env, &r, &w, HS_MATMUL_RMSNORM, false);
         check_invariance(env, &r, &w, HS_MATMUL_SWIGLU, false);
@@ -611,9 +607,9 @@ static void test_matmul_strided(void **state) {
     hs_rng r;
     hs_rng_seed(&r, 16);
     const uint32_t rows = 19, n = 3, ys = 26, off = 5, total = off + n * ys;
-    for (size_t t = 0; t < N_TYPES; t++) {
-        const uint32_t cols = is_k(k_types[t]) ? 256 : 64;
-        tw w = tw_make(env, &r, k_types[t], rows, cols);
+    for (size_t t = 0; t < REF_N_WEIGHT_TYPES; t++) {
+        const uint32_t cols = ref_is_k_quant(ref_weight_types[t]) ? 256 : 64;
+        tw w = tw_make(env, &r, ref_weight_types[t], rows, cols);
         float *x = hs_test_rand_array(&r, (size_t)n * cols, -1, 1), *g = hs_test_rand_array(&r, cols, 0.5f, 1.5f);
         float *init = hs_test_rand_array(&r, total, -1, 1), res[3 * 19];
         for (uint32_t j = 0; j < n; j++) memcpy(res + j * rows, init + off + j * ys, rows * 4);
@@ -660,7 +656,7 @@ static void test_tuning_independent(void **state) {
     static const uint32_t ns[] = {1, 3, 9};
     const uint32_t rows = 75, nmax = 9;
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-        const uint32_t cols = is_k(types[t]) ? 512 : 96;
+        const uint32_t cols = ref_is_k_quant(types[t]) ? 512 : 96;
         tw w = tw_make(env, &r, types[t], rows, cols);
         float *x = hs_test_rand_array(&r, (size_t)nmax * cols, -1, 1), *g = hs_test_rand_array(&r, cols, 0.5f, 1.5f);
         hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)nmax * cols * 4), *bg = hs_test_buffer(env, g, cols * 4);
