@@ -223,9 +223,22 @@ static void test_masked_and_min_keep(void **state) {
 
 /* ---- penalties ---- */
 
+/* The sampler's probabilities for logits l are softmax(pen): the logits after
+ * the penalties the caller worked out by hand (within 1e-6). */
+static void expect_probs(hs_sampler *s, const float *l, const double *pen) {
+    double want[5], z = 0;
+    for (int i = 0; i < 5; i++)
+        z += want[i] = exp(pen[i]);
+    float got[5];
+    HS_CHECK(hs_sampler_probs(s, l, 5, got));
+    for (int i = 0; i < 5; i++)
+        assert_true(fabs(got[i] - want[i] / z) < 1e-6);
+}
+
 static void test_penalties(void **state) {
     (void)state;
     const float l[5] = {2.0f, -1.0f, 0.5f, 3.0f, 0.0f};
+    const double plain[5] = {2.0, -1.0, 0.5, 3.0, 0.0};
     hs_sampler_params p = params(1.0f, 0, 1.0f, 0.0f);
     p.repeat_penalty = 2.0f;
     p.frequency_penalty = 0.1f;
@@ -238,16 +251,7 @@ static void test_penalties(void **state) {
         HS_CHECK(hs_sampler_accept(s, hist[i]));
     /* By the rule (llama.cpp): token 0 seen twice, 2 > 0: 2/2 - 2*0.1 - 0.2 = 0.6; token 1 once, -1 <= 0:
      * -1*2 - 0.1 - 0.2 = -2.3; token 4 once, 0 <= 0: 0*2 - 0.3 = -0.3; tokens 2, 3 unchanged. */
-    const double pen[5] = {0.6, -2.3, 0.5, 3.0, -0.3};
-    double want[5], z = 0;
-    for (int i = 0; i < 5; i++)
-        z += want[i] = exp(pen[i]);
-    for (int i = 0; i < 5; i++)
-        want[i] /= z;
-    float got[5];
-    HS_CHECK(hs_sampler_probs(s, l, 5, got));
-    for (int i = 0; i < 5; i++)
-        assert_true(fabs(got[i] - want[i]) < 1e-6);
+    expect_probs(s, l, (const double[5]){0.6, -2.3, 0.5, 3.0, -0.3});
     hs_sampler_destroy(s);
 
     /* Window of 2: after 0, 1, 0, 2 only {0, 2} count, once each: token 0: 2/2 - 0.3 = 0.7; token 2:
@@ -257,25 +261,10 @@ static void test_penalties(void **state) {
     const int32_t hist2[] = {0, 1, 0, 2};
     for (int i = 0; i < 4; i++)
         HS_CHECK(hs_sampler_accept(s, hist2[i]));
-    const double pen2[5] = {0.7, -1.0, -0.05, 3.0, 0.0};
-    z = 0;
-    for (int i = 0; i < 5; i++)
-        z += want[i] = exp(pen2[i]);
-    for (int i = 0; i < 5; i++)
-        want[i] /= z;
-    HS_CHECK(hs_sampler_probs(s, l, 5, got));
-    for (int i = 0; i < 5; i++)
-        assert_true(fabs(got[i] - want[i]) < 1e-6);
+    expect_probs(s, l, (const double[5]){0.7, -1.0, -0.05, 3.0, 0.0});
     /* Reset forgets the history: plain softmax. */
     hs_sampler_reset(s);
-    z = 0;
-    for (int i = 0; i < 5; i++)
-        z += want[i] = exp(l[i]);
-    for (int i = 0; i < 5; i++)
-        want[i] /= z;
-    HS_CHECK(hs_sampler_probs(s, l, 5, got));
-    for (int i = 0; i < 5; i++)
-        assert_true(fabs(got[i] - want[i]) < 1e-6);
+    expect_probs(s, l, plain);
     hs_sampler_destroy(s);
 
     /* repeat_last_n 0 switches the penalties off however large they are. */
@@ -283,9 +272,7 @@ static void test_penalties(void **state) {
     p.repeat_penalty = 100.0f;
     HS_CHECK(hs_sampler_create(&p, 5, &s));
     HS_CHECK(hs_sampler_accept(s, 3));
-    HS_CHECK(hs_sampler_probs(s, l, 5, got));
-    for (int i = 0; i < 5; i++)
-        assert_true(fabs(got[i] - want[i]) < 1e-6);
+    expect_probs(s, l, plain);
     hs_sampler_destroy(s);
 }
 
