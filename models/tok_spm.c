@@ -5,7 +5,8 @@
  * keyed by the piece's score (ties: leftmost first). The best pair is merged and
  * its new neighbours are queued, until no pair is left. Each final symbol is a
  * piece, or a single character with no piece, which falls back to its byte
- * tokens <0xXX> (or to the unknown token when the vocabulary has no byte tokens).
+ * tokens, written "<0x" + two hex digits + ">" (e.g. <0x41>), or to the
+ * unknown token when the vocabulary has no byte tokens.
  */
 #include "tok_internal.h"
 

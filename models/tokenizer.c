@@ -147,12 +147,14 @@ static hs_status copy_tokens(hs_tok *tok, const hs_tok_vocab *v) {
         tok->scores[i] = v->scores ? v->scores[i] : 0.0f;
         int32_t type = v->types ? v->types[i] : HS_TOK_TYPE_NORMAL;
         /* Without types, SPM byte pieces would decode as their literal text; llama.cpp's
-         * converters always write types, so we infer BYTE from the <0xXX> form instead. */
+         * converters always write types, so we infer BYTE from the text, "<0x" + two hex digits + ">". */
         if (!v->types && tok->kind == HS_TOK_SPM && is_byte_text(t)) type = HS_TOK_TYPE_BYTE;
         tok->types[i] = (uint8_t)(type >= 0 && type <= HS_TOK_TYPE_BYTE ? type : HS_TOK_TYPE_UNDEFINED);
         tok->attrs[i] = attr_of_type(type);
         if (tok->attrs[i] == HS_TOK_ATTR_BYTE && !is_byte_text(t))
-            return HS_FAIL(HS_ERR_FORMAT, "tokenizer: byte token %u has text '%.32s', expected <0xXX>", i, t);
+            return HS_FAIL(
+                HS_ERR_FORMAT,
+                "tokenizer: byte token %u has text '%.32s', expected \"<0x\" + two hex digits + \">\"", i, t);
     }
     /* Keys point into the texts arena. A repeated text maps to its last id, as in llama.cpp. */
     for (uint32_t i = 0; i < n; i++)
@@ -232,7 +234,8 @@ static hs_status collect_specials(hs_tok *tok) {
     return HS_OK;
 }
 
-/* SPM byte fallback: <0xXX>, else the byte itself as a one-byte token (llama.cpp's byte_to_token). */
+/* SPM byte fallback: the byte token "<0x" + two hex digits + ">" (e.g. <0x41>), else the byte itself as a
+ * one-byte token (llama.cpp's byte_to_token). */
 static void find_byte_tokens(hs_tok *tok) {
     char name[8], *scratch = NULL;
     for (int b = 0; b < 256; b++) {

@@ -2,8 +2,9 @@
  *
  *   "llama" (SentencePiece-style, SPM): Llama, Gemma, stories260K. Spaces become
  *     U+2581, a space is prefixed to the text, adjacent pieces are merged by
- *     vocabulary score, and characters with no piece fall back to byte tokens
- *     <0xXX> (or to the unknown token when the vocabulary has none).
+ *     vocabulary score, and characters with no piece fall back to byte tokens,
+ *     written "<0x" + two hex digits + ">" (e.g. <0x41>), or to the unknown
+ *     token when the vocabulary has none.
  *   "gpt2" (GPT-2 byte-level BPE): SmolLM2, Qwen2, Llama 3. The text is split by
  *     the pre-tokenizer regexes of its `tokenizer.ggml.pre` (PCRE2, UTF + UCP),
  *     every byte is mapped to a printable code point, and merges are applied in
@@ -83,7 +84,8 @@ typedef struct hs_tok_vocab {
     uint32_t n_tokens;          /* tokenizer.ggml.tokens */
     const char *const *tokens;  /* (n_tokens) UTF-8 texts, NUL-terminated */
     const float *scores;        /* (n_tokens) SPM merge scores; NULL = all 0 */
-    const int32_t *types;       /* (n_tokens) hs_tok_type values; NULL = all normal (SPM: <0xXX> as byte) */
+    const int32_t *types;       /* (n_tokens) hs_tok_type values; NULL = all normal
+                                 * (SPM: texts like <0x41> are bytes) */
     uint32_t n_merges;          /* tokenizer.ggml.merges (BPE only) */
     const char *const *merges;  /* (n_merges) "left right", rank = index */
     int32_t bos, eos, unk, pad; /* ids or HS_TOK_NONE; SPM: HS_TOK_NONE bos/eos/unk take 1/2/0 */
