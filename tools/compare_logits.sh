@@ -3,7 +3,8 @@
 # prompts: for the first N prompts of every set in DATA/*/question.jsonl (the first entry of "turns"),
 # optionally wrapped in the model's chat template, the prompt is tokenized ONCE by heterospec and the same
 # token ids go to both tools (so tokenizer differences cannot mix in):
-#   heterospec logits --tokens IDS -o hs.hslg        (Vulkan, one batch, all-token logits)
+#   heterospec logits -f TEXT --print-tokens -o hs.hslg   (Vulkan, one batch, all-token logits;
+#                                                    with --max-tokens: tokenize, cut, then --tokens IDS)
 #   hs-oracle --tokens IDS -o ref.hslg MODEL         (llama.cpp CPU backend, f32 KV, no flash attention;
 #                                                    --ref vulkan: --vulkan --ubatch 1)
 #   hslg_compare --tsv ref.hslg hs.hslg              (tools/oracle/hslg_compare.c)
@@ -108,16 +109,19 @@ chat_flag=()
 run_prompt() {
   local set="$1" idx="$2" text="$3"
   local base="$work/$set.$idx"
-  "$hs" logits -m "$model" -f "$text" "${chat_flag[@]}" --print-tokens >"$base.ids"
-  local ids
-  ids="$(cat "$base.ids")"
-  if ((max_tokens)); then
-    ids="$(tr ',' '\n' <<<"$ids" | head -n "$max_tokens" | paste -sd, -)"
-    echo "$ids" >"$base.ids"
-  fi
-  local t0 t1 t2
+  local ids t0 t1 t2
   t0=$(date +%s.%N)
-  "$hs" logits -m "$model" --tokens "$ids" -o "$base.hs.hslg"
+  if ((max_tokens)); then
+    # Tokenize, cut, then evaluate the cut ids.
+    ids="$("$hs" logits -m "$model" -f "$text" "${chat_flag[@]}" --print-tokens)"
+    ids="$(tr ',' '\n' <<<"$ids" | head -n "$max_tokens" | paste -sd, -)"
+    t0=$(date +%s.%N)
+    "$hs" logits -m "$model" --tokens "$ids" -o "$base.hs.hslg"
+  else
+    # One run tokenizes, prints the ids and evaluates them.
+    ids="$("$hs" logits -m "$model" -f "$text" "${chat_flag[@]}" --print-tokens -o "$base.hs.hslg")"
+  fi
+  echo "$ids" >"$base.ids"
   t1=$(date +%s.%N)
   "$oracle" "${oracle_flags[@]}" --tokens "$ids" -o "$base.ref.hslg" "$ref_model" >/dev/null 2>"$base.ref.log" ||
     { cat "$base.ref.log" >&2; exit 1; }
