@@ -17,6 +17,7 @@ hs_status hs_vk_buffer_create(hs_vk_ctx *ctx, uint64_t size, hs_mem mem, hs_vk_b
     hs_vk_buffer *b = calloc(1, sizeof *b);
     if (!b) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_buffer_create: out of memory");
     b->ctx = ctx;
+    hs_vk_obj_link(ctx, &b->obj, HS_VK_OBJ_BUFFER);
     b->size = size;
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                               .size = size,
@@ -77,6 +78,7 @@ void hs_vk_buffer_destroy(hs_vk_buffer *b) {
     if (b->mapped) vkUnmapMemory(d, b->memory);
     if (b->buffer) vkDestroyBuffer(d, b->buffer, NULL);
     if (b->memory) vkFreeMemory(d, b->memory, NULL);
+    hs_vk_obj_unlink(b->ctx, &b->obj);
     free(b);
 }
 

@@ -1,8 +1,11 @@
 /* vk_device: instance, device choice, capability record, context lifetime,
  * VkResult mapping, the on-disk pipeline cache and the cache folder. */
+#define _GNU_SOURCE /* dl_iterate_phdr, RTLD_NODELETE */
 #include "vk_internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -256,6 +259,27 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
     free(exts);
 }
 
+static int pin_one(struct dl_phdr_info *info, size_t size, void *user) {
+    (void)size;
+    (void)user;
+    /* RTLD_NOLOAD: only an object that is already loaded; RTLD_NODELETE: never
+     * unmap it. The handle is not closed on purpose. */
+    if (info->dlpi_name && info->dlpi_name[0]) dlopen(info->dlpi_name, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    return 0;
+}
+
+/* Keeps every shared object loaded so far -- the Vulkan drivers and layers the
+ * loader has just opened, and what they pulled in -- for the life of the
+ * process. The loader unloads them when the last instance is destroyed, and
+ * drivers keep one-time allocations in their globals (Mesa's CPU topology
+ * table, util_cpu_caps.L3_affinity_mask, 128 bytes from realloc in
+ * libvulkan_lvp.so): once the library is unmapped, the only pointer to such a
+ * block is gone and LeakSanitizer reports it as a leak "in <unknown module>",
+ * which no suppression can name. Kept loaded, the block stays reachable. A
+ * process that creates several contexts also stops reloading the driver (and
+ * lavapipe's LLVM) each time. */
+static void pin_loaded_libraries(void) { dl_iterate_phdr(pin_one, NULL); }
+
 static VkInstance create_instance(bool want_validation, bool *validation_on, uint32_t *api) {
     *api = VK_API_VERSION_1_1;
     PFN_vkEnumerateInstanceVersion eiv =
@@ -296,6 +320,7 @@ static VkInstance create_instance(bool want_validation, bool *validation_on, uin
                                .ppEnabledExtensionNames = exts};
     VkInstance inst = VK_NULL_HANDLE;
     if (vkCreateInstance(&ci, NULL, &inst) != VK_SUCCESS) return VK_NULL_HANDLE;
+    pin_loaded_libraries();
     return inst;
 }
 
@@ -487,6 +512,8 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
     *out = NULL;
     hs_vk_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_ctx_create: out of memory");
+    ctx->live.prev = ctx->live.next = &ctx->live;
+    ctx->next_serial = 1;
 
     int val = opt ? opt->validation : -1;
     bool want_val = val < 0 ? env_flag("HS_VK_VALIDATION") : val > 0;
@@ -665,6 +692,63 @@ void hs_vk_ctx_destroy(hs_vk_ctx *ctx) {
 const hs_vk_caps *hs_vk_ctx_caps(const hs_vk_ctx *ctx) { return &ctx->caps; }
 VkDevice hs_vk_ctx_device(const hs_vk_ctx *ctx) { return ctx->device; }
 uint32_t hs_vk_validation_count(const hs_vk_ctx *ctx) { return ctx->validation_count; }
+
+void hs_vk_obj_link(hs_vk_ctx *ctx, hs_vk_obj *o, hs_vk_obj_kind kind) {
+    o->kind = kind;
+    o->serial = ctx->next_serial++;
+    o->prev = ctx->live.prev;
+    o->next = &ctx->live;
+    ctx->live.prev->next = o;
+    ctx->live.prev = o;
+}
+
+void hs_vk_obj_unlink(hs_vk_ctx *ctx, hs_vk_obj *o) {
+    (void)ctx;
+    if (!o->next) return;
+    o->prev->next = o->next;
+    o->next->prev = o->prev;
+    o->prev = o->next = NULL;
+}
+
+uint64_t hs_vk_live_mark(const hs_vk_ctx *ctx) { return ctx->next_serial; }
+
+static void count_obj(hs_vk_live_counts *c, hs_vk_obj_kind kind) {
+    switch (kind) {
+    case HS_VK_OBJ_BUFFER: c->buffers++; break;
+    case HS_VK_OBJ_PIPELINE: c->pipelines++; break;
+    case HS_VK_OBJ_SEQ: c->seqs++; break;
+    }
+}
+
+hs_vk_live_counts hs_vk_live_since(const hs_vk_ctx *ctx, uint64_t mark) {
+    hs_vk_live_counts c = {0};
+    for (const hs_vk_obj *o = ctx->live.next; o != &ctx->live; o = o->next)
+        if (o->serial >= mark) count_obj(&c, o->kind);
+    return c;
+}
+
+hs_vk_live_counts hs_vk_release_since(hs_vk_ctx *ctx, uint64_t mark, bool pipelines) {
+    hs_vk_live_counts c = {0};
+    vkDeviceWaitIdle(ctx->device);
+    /* Sequences first (they refer to pipelines and buffers), then pipelines,
+     * then buffers; newest first within a kind. */
+    static const hs_vk_obj_kind order[3] = {HS_VK_OBJ_SEQ, HS_VK_OBJ_PIPELINE, HS_VK_OBJ_BUFFER};
+    for (int k = 0; k < 3; k++) {
+        if (order[k] == HS_VK_OBJ_PIPELINE && !pipelines) continue;
+        hs_vk_obj *o = ctx->live.prev;
+        while (o != &ctx->live && o->serial >= mark) {
+            hs_vk_obj *prev = o->prev;
+            if (o->kind == order[k]) {
+                count_obj(&c, o->kind);
+                if (o->kind == HS_VK_OBJ_SEQ) hs_vk_seq_destroy((hs_vk_seq *)o);
+                else if (o->kind == HS_VK_OBJ_PIPELINE) hs_vk_pipeline_destroy((hs_vk_pipeline *)o);
+                else hs_vk_buffer_destroy((hs_vk_buffer *)o);
+            }
+            o = prev;
+        }
+    }
+    return c;
+}
 
 hs_status hs_vk_oneshot(hs_vk_ctx *ctx, void (*rec)(VkCommandBuffer, void *), void *user) {
     hs_status st = HS_OK;

@@ -17,6 +17,19 @@ const char *hs_vk_result_string(VkResult r);
         }                                                                                          \
     } while (0)
 
+/* Every buffer, pipeline and sequence begins with this link: a context keeps
+ * its live objects in one circular list in creation order, so that what a
+ * failed caller left behind can be counted and released (hs_vk_live_since,
+ * hs_vk_release_since). */
+typedef enum hs_vk_obj_kind { HS_VK_OBJ_BUFFER, HS_VK_OBJ_PIPELINE, HS_VK_OBJ_SEQ } hs_vk_obj_kind;
+typedef struct hs_vk_obj {
+    struct hs_vk_obj *prev, *next; /* NULL while not linked */
+    uint64_t serial;               /* creation order, from 1 */
+    hs_vk_obj_kind kind;
+} hs_vk_obj;
+void hs_vk_obj_link(hs_vk_ctx *ctx, hs_vk_obj *o, hs_vk_obj_kind kind);
+void hs_vk_obj_unlink(hs_vk_ctx *ctx, hs_vk_obj *o);
+
 typedef struct hs_vk_profile_entry {
     char *key; /* op name */
     double total_ns;
@@ -42,12 +55,16 @@ struct hs_vk_ctx {
     VkCommandBuffer xfer_cmd;
     VkFence xfer_fence;
 
+    hs_vk_obj live;       /* sentinel of the live-object list */
+    uint64_t next_serial; /* serial of the next object */
+
     uint32_t validation_count;
     bool profiling;
     hs_vk_profile_entry *profile; /* stb_ds string hash map */
 };
 
 struct hs_vk_buffer {
+    hs_vk_obj obj; /* first: the context's live list */
     hs_vk_ctx *ctx;
     VkBuffer buffer;
     VkDeviceMemory memory;
@@ -57,6 +74,7 @@ struct hs_vk_buffer {
 };
 
 struct hs_vk_pipeline {
+    hs_vk_obj obj; /* first: the context's live list */
     hs_vk_ctx *ctx;
     char name[64];
     VkShaderModule module;

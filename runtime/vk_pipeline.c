@@ -25,6 +25,7 @@ hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs
     hs_vk_pipeline *p = calloc(1, sizeof *p);
     if (!p) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_pipeline_create: out of memory");
     p->ctx = ctx;
+    hs_vk_obj_link(ctx, &p->obj, HS_VK_OBJ_PIPELINE);
     snprintf(p->name, sizeof p->name, "%s", d->name ? d->name : "?");
     p->n_bindings = d->n_bindings;
     p->write_mask = d->write_mask;
@@ -103,6 +104,7 @@ void hs_vk_pipeline_destroy(hs_vk_pipeline *p) {
     if (p->layout) vkDestroyPipelineLayout(d, p->layout, NULL);
     if (p->set_layout) vkDestroyDescriptorSetLayout(d, p->set_layout, NULL);
     if (p->module) vkDestroyShaderModule(d, p->module, NULL);
+    hs_vk_obj_unlink(p->ctx, &p->obj);
     free(p);
 }
 

@@ -17,6 +17,7 @@
 #define HS_SEQ_QUERIES_PER_POOL 512
 
 struct hs_vk_seq {
+    hs_vk_obj obj; /* first: the context's live list */
     hs_vk_ctx *ctx;
     VkCommandBuffer cmd;
     VkFence fence;
@@ -37,6 +38,7 @@ hs_status hs_vk_seq_create(hs_vk_ctx *ctx, hs_vk_seq **out) {
     hs_vk_seq *s = calloc(1, sizeof *s);
     if (!s) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_seq_create: out of memory");
     s->ctx = ctx;
+    hs_vk_obj_link(ctx, &s->obj, HS_VK_OBJ_SEQ);
     VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                        .commandPool = ctx->cmd_pool,
                                        .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
@@ -63,6 +65,7 @@ void hs_vk_seq_destroy(hs_vk_seq *s) {
     stbds_arrfree(s->written);
     stbds_arrfree(s->read);
     stbds_arrfree(s->names);
+    hs_vk_obj_unlink(s->ctx, &s->obj);
     free(s);
 }
 

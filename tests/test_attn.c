@@ -760,5 +760,5 @@ int main(void) {
         cmocka_unit_test(test_attention_replay), cmocka_unit_test(test_attention_bad_args),
         cmocka_unit_test(test_kv_gather),        cmocka_unit_test(test_round),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return hs_test_run_group("attn", tests, setup, teardown);
 }

@@ -515,5 +515,5 @@ int main(void) {
         cmocka_unit_test(test_unknown_template),
         cmocka_unit_test(test_bad_messages),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return hs_test_run_group("chat", tests, NULL, NULL);
 }

@@ -497,7 +497,7 @@ int main(void) {
         cmocka_unit_test(test_bad_args),
     };
     const struct CMUnitTest split_tests[] = {cmocka_unit_test(test_split_ranges)};
-    int fails = cmocka_run_group_tests_name("elem", tests, setup, teardown);
-    fails += cmocka_run_group_tests_name("elem_small_range", split_tests, setup_small_range, teardown);
+    int fails = hs_test_run_group("elem", tests, setup, teardown);
+    fails += hs_test_run_group("elem_small_range", split_tests, setup_small_range, teardown);
     return fails;
 }

@@ -146,7 +146,7 @@ int main(void) {
     const struct CMUnitTest split[] = {
         cmocka_unit_test(test_get_rows_split),
     };
-    int fails = cmocka_run_group_tests_name("get_rows", tests, setup, teardown);
-    fails += cmocka_run_group_tests_name("get_rows_split", split, setup_small_range, teardown);
+    int fails = hs_test_run_group("get_rows", tests, setup, teardown);
+    fails += hs_test_run_group("get_rows_split", split, setup_small_range, teardown);
     return fails;
 }

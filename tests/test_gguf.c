@@ -1059,5 +1059,5 @@ int main(void) {
         cmocka_unit_test(test_cli_info_json),
         cmocka_unit_test(test_cli_info_errors),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return hs_test_run_group("gguf", tests, NULL, NULL);
 }

@@ -313,5 +313,5 @@ int main(void) {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_mixed_types),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return hs_test_run_group("llama", tests, setup, teardown);
 }

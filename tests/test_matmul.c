@@ -720,9 +720,9 @@ int main(void) {
     const struct CMUnitTest portable[] = {
         cmocka_unit_test(test_portable_matches),
     };
-    int fails = cmocka_run_group_tests_name("quant", host, NULL, NULL);
-    fails += cmocka_run_group_tests_name("matmul", device, setup, teardown);
-    fails += cmocka_run_group_tests_name("matmul_split", split, setup_small_range, teardown);
-    fails += cmocka_run_group_tests_name("matmul_portable", portable, setup_portable, teardown);
+    int fails = hs_test_run_group("quant", host, NULL, NULL);
+    fails += hs_test_run_group("matmul", device, setup, teardown);
+    fails += hs_test_run_group("matmul_split", split, setup_small_range, teardown);
+    fails += hs_test_run_group("matmul_portable", portable, setup_portable, teardown);
     return fails;
 }

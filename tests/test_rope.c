@@ -409,7 +409,7 @@ int main(void) {
         cmocka_unit_test(test_rope_kv_matches_rope),
         cmocka_unit_test(test_rope_bad_args),
     };
-    int fails = cmocka_run_group_tests_name("rope", tests, setup, teardown);
+    int fails = hs_test_run_group("rope", tests, setup, teardown);
     printf("rope: max abs diff to the C reference, with frequency table: %.3g (positions < 8192), %.3g "
            "(positions up to 131071); f computed on the device: %.3g, %.3g\n",
            g_max_diff[1][0], g_max_diff[1][1], g_max_diff[0][0], g_max_diff[0][1]);

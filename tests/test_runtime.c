@@ -331,5 +331,5 @@ int main(void) {
         cmocka_unit_test(test_status_messages),
         cmocka_unit_test(test_tuning_env),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return hs_test_run_group("runtime", tests, setup, teardown);
 }

@@ -647,5 +647,5 @@ int main(void) {
         cmocka_unit_test(test_invalid_params),
         cmocka_unit_test(test_invalid_inputs),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return hs_test_run_group("sampler", tests, NULL, NULL);
 }

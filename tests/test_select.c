@@ -646,7 +646,7 @@ int main(void) {
     const struct CMUnitTest split_tests[] = {
         cmocka_unit_test(test_split_dispatches),
     };
-    int failed = cmocka_run_group_tests_name("select", tests, setup, teardown);
-    failed += cmocka_run_group_tests_name("select_split", split_tests, setup_split, teardown);
+    int failed = hs_test_run_group("select", tests, setup, teardown);
+    failed += hs_test_run_group("select_split", split_tests, setup_split, teardown);
     return failed;
 }

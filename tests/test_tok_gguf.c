@@ -433,5 +433,5 @@ int main(void) {
         cmocka_unit_test(test_synth_errors), cmocka_unit_test(test_smol_strings),
         cmocka_unit_test(test_smol_chatml),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return hs_test_run_group("tok_gguf", tests, NULL, NULL);
 }

@@ -712,5 +712,5 @@ int main(void) {
         cmocka_unit_test(test_vocab_gemma4),
         cmocka_unit_test(test_bpe_special_and_random),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return hs_test_run_group("tokenizer", tests, setup, teardown);
 }

@@ -4,6 +4,66 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The context of the running group (one at a time), what it had said and
+ * held when the current test started, and whether the group teardown failed. */
+static hs_vk_ctx *g_vk;
+static uint32_t g_msgs_at_start;
+static bool g_group_teardown_failed;
+
+static int per_test_setup(void **state) {
+    (void)state;
+    if (g_vk) g_msgs_at_start = hs_vk_validation_count(g_vk);
+    return 0;
+}
+
+static int per_test_teardown(void **state) {
+    (void)state;
+    if (!g_vk) return 0;
+    int r = 0;
+    uint32_t msgs = hs_vk_validation_count(g_vk) - g_msgs_at_start;
+    if (msgs) {
+        fprintf(stderr, "[  ERROR   ] the validation layer reported %u message(s) during this test\n", msgs);
+        r = -1;
+    }
+    return r;
+}
+
+int hs_test_run_group_(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                       CMFixtureFunction teardown) {
+    struct CMUnitTest *wrapped = calloc(n, sizeof *wrapped);
+    if (!wrapped) return 1;
+    for (size_t i = 0; i < n; i++) {
+        wrapped[i] = tests[i];
+        if (tests[i].setup_func || tests[i].teardown_func) {
+            fprintf(stderr, "hs_test_run_group: %s has its own fixtures, which the runner does not chain\n",
+                    tests[i].name);
+            free(wrapped);
+            return 1;
+        }
+        wrapped[i].setup_func = per_test_setup;
+        wrapped[i].teardown_func = per_test_teardown;
+    }
+    g_group_teardown_failed = false;
+    g_vk = NULL;
+    int fails = _cmocka_run_group_tests(name, wrapped, n, setup, teardown);
+    free(wrapped);
+    if (g_group_teardown_failed) {
+        fprintf(stderr, "[  FAILED  ] %s: group teardown (counted as a failure)\n", name);
+        fails++;
+    }
+    g_vk = NULL;
+    return fails;
+}
+
+void hs_test_skip(const char *file, int line) {
+    const char *ci = getenv("CI");
+    if (ci && !strcmp(ci, "true")) {
+        print_error("skip() at %s:%d: a skipped test is a failure under CI=true\n", file, line);
+        _fail(file, line);
+    }
+    _skip(file, line);
+}
+
 int hs_test_setup(void **state) {
     hs_test_env *env = calloc(1, sizeof *env);
     if (!env) return -1;
@@ -20,6 +80,7 @@ int hs_test_setup(void **state) {
         return -1;
     }
     *state = env;
+    g_vk = env->vk;
     return 0;
 }
 
@@ -37,13 +98,24 @@ int hs_test_teardown(void **state) {
     if (!env) return 0;
     hs_ops_destroy(env->ops);
     uint32_t msgs = hs_vk_validation_count(env->vk);
+    /* Whatever a test left (a leak, or a test that failed half-way) is
+     * released before vkDestroyDevice, and fails the group. */
+    hs_vk_live_counts left = hs_vk_release_since(env->vk, 0, true);
     hs_vk_ctx_destroy(env->vk);
     free(env);
-    if (msgs) {
-        fprintf(stderr, "validation layer reported %u message(s)\n", msgs);
-        return -1;
+    g_vk = NULL;
+    int r = 0;
+    if (left.buffers || left.pipelines || left.seqs) {
+        fprintf(stderr, "group teardown: %u buffer(s), %u pipeline(s), %u sequence(s) were still alive (released)\n",
+                left.buffers, left.pipelines, left.seqs);
+        r = -1;
     }
-    return 0;
+    if (msgs) {
+        fprintf(stderr, "group teardown: the validation layer reported %u message(s) in this group\n", msgs);
+        r = -1;
+    }
+    if (r) g_group_teardown_failed = true;
+    return r;
 }
 
 void hs_rng_seed(hs_rng *r, uint64_t seed) { r->s = seed * 0x9E3779B97F4A7C15ull + 1; }

@@ -1,12 +1,29 @@
 /* testutil — shared helpers of the cmocka tests: one Vulkan context per test
- * executable (validation on through HS_VK_VALIDATION=1, set by CTest), a
- * seeded random generator, error measures, and upload/download shortcuts.
+ * group (validation on through HS_VK_VALIDATION=1, set by CTest), the group
+ * runner, a seeded random generator, error measures, and upload/download
+ * shortcuts.
  *
  * Usage in a test file:
  *   static int setup(void **state) { return hs_test_setup(state); }
  *   static int teardown(void **state) { return hs_test_teardown(state); }
  *   ... hs_test_env *env = *state; env->vk, env->ops ...
- * hs_test_teardown fails the group if the validation layer said anything.
+ *   int main(void) { ...; return hs_test_run_group("name", tests, setup, teardown); }
+ *
+ * What makes a test fail besides its own assertions (hs_test_run_group wraps
+ * every test of the group in a per-test setup and teardown; cmocka 1.1.5
+ * counts a failing per-test teardown as a failed test, but prints
+ * "[ FAILED ] GROUP TEARDOWN" and still exits 0 for a failing group teardown,
+ * so the runner adds that failure to its return value itself):
+ *   - a validation-layer message while the test ran (the test that caused it
+ *     fails, naming the count);
+ *   - in the group teardown: a validation message, or buffers, pipelines or
+ *     sequences still alive once hs_ops is destroyed (a leak, or what a test
+ *     that failed half-way left; per test they cannot be judged, as models
+ *     and hs_ops cache graphs and pipelines across tests); they are released
+ *     before vkDestroyDevice, so the failure does not cascade into
+ *     validation errors;
+ *   - skip() when the environment has CI=true: coverage must not vanish
+ *     silently on CI (testutil.h redefines cmocka's skip()).
  */
 #ifndef HS_TESTUTIL_H
 #define HS_TESTUTIL_H
@@ -24,6 +41,19 @@ typedef struct hs_test_env {
     hs_vk_ctx *vk;
     hs_ops *ops;
 } hs_test_env;
+
+/* Runs one group like cmocka_run_group_tests_name, with the checks above.
+ * Returns the number of failed tests, plus one for a failed group setup or
+ * teardown: non-zero means the executable must fail. */
+#define hs_test_run_group(name, tests, setup, teardown)                                            \
+    hs_test_run_group_((name), (tests), sizeof(tests) / sizeof((tests)[0]), (setup), (teardown))
+int hs_test_run_group_(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
+                       CMFixtureFunction teardown);
+
+/* cmocka's skip(), failing instead when CI=true. */
+void hs_test_skip(const char *file, int line);
+#undef skip
+#define skip() hs_test_skip(__FILE__, __LINE__)
 
 int hs_test_setup(void **state);
 /* hs_test_setup with maxStorageBufferRange forced down to `bytes`
