@@ -15,7 +15,9 @@ int hs_cli_devices(int argc, char **argv) {
                    "virtual > cpu) unless HS_DEVICE=<index|name> chooses one. HS_VK_DISABLE_*\n"
                    "switches show as disabled features. The second line of a device is its\n"
                    "kernel tuning (rows per invocation of the products, columns per workgroup,\n"
-                   "reduction workgroup size); HS_TUNING=\"rows=N,cols=N,reduce=N\" overrides it.\n");
+                   "reduction workgroup size); HS_TUNING=\"rows=N,cols=N,reduce=N\" overrides it.\n"
+                   "The next lines say which optional features the kernels use on the device\n"
+                   "(and what runs without them), and which ones no kernel uses yet.\n");
             return 0;
         }
         fprintf(stderr, "heterospec devices: unknown option '%s'\n", argv[i]);
@@ -39,6 +41,20 @@ int hs_cli_devices(int argc, char **argv) {
         const hs_tuning t = hs_tuning_for(&caps[i]);
         printf("heterospec:     tuning: %s (rows %u, cols %u, reduce %u)%s\n", t.name, t.matvec_rows_per_wg,
                t.matmul_cols_per_wg, t.reduce_wg_size, getenv("HS_TUNING") ? ", overridden by HS_TUNING" : "");
+        hs_feature_use f[HS_FEATURE_COUNT];
+        hs_feature_uses(&caps[i], f);
+        char unused[256] = "";
+        for (uint32_t j = 0; j < HS_FEATURE_COUNT; j++) {
+            if (f[j].used_by) {
+                printf("heterospec:     %s: %s by %s | without it (or %s=1): %s\n", f[j].name,
+                       f[j].available ? "used" : "off; would be used", f[j].used_by, f[j].env, f[j].fallback);
+            } else {
+                size_t len = strlen(unused);
+                snprintf(unused + len, sizeof unused - len, "%s%s (%s)", len ? ", " : "", f[j].name,
+                         f[j].available ? "available" : "not available");
+            }
+        }
+        if (unused[0]) printf("heterospec:     not used by any kernel yet: %s\n", unused);
     }
     free(caps);
     return 0;

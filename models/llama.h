@@ -2,7 +2,10 @@
  *
  * Usage:
  *   hs_llama *m;  hs_llama_load(ops, gguf, &opt, &m);      // uploads weights, allocates the KV cache
- *   hs_llama_eval(m, tokens, n, NULL, logits_last_only, &out);  // prompt chunk or decode step
+ *   const float *logits;
+ *   hs_llama_eval(m, tokens, n, NULL, true, true, &logits, NULL);
+ *       // a prompt chunk or decoding step: causal (no parents), last row's
+ *       // logits only, committed to the cache (n_past += n), no argmax
  *   hs_llama_destroy(m);
  *
  * One layer is six dispatches (DESIGN.md section 9: the dispatch count is the

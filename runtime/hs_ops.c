@@ -106,6 +106,22 @@ hs_tuning hs_tuning_for(const hs_vk_caps *c) {
     return k_tuning[sizeof k_tuning / sizeof k_tuning[0] - 1].t;
 }
 
+void hs_feature_uses(const hs_vk_caps *c, hs_feature_use out[HS_FEATURE_COUNT]) {
+    const hs_feature_use t[HS_FEATURE_COUNT] = {
+        {"subgroup operations", "HS_VK_DISABLE_SUBGROUP_OPS", c->subgroup_ops,
+         "products, RMSNorm, softmax, argmax, Top-K", "portable shared-memory twins, bitwise the same results"},
+        {"subgroup size control", "HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL", c->subgroup_size_control,
+         "argmax and Top-K, which pin the subgroup size", "the driver's default subgroup size"},
+        {"16-bit storage", "HS_VK_DISABLE_16BIT_STORAGE", c->storage16,
+         "the RoPE + KV write into an f16 cache; the llama graph keeps f32 caches", "halves packed into uints"},
+        {"fp16 arithmetic", "HS_VK_DISABLE_F16", c->fp16, NULL, NULL},
+        {"8-bit storage", "HS_VK_DISABLE_8BIT_STORAGE", c->storage8, NULL, NULL},
+        {"int8 dot product", "HS_VK_DISABLE_INT8_DOT", c->int8_dot, NULL, NULL},
+        {"cooperative matrix", "HS_VK_DISABLE_COOPMAT", c->coopmat, NULL, NULL},
+    };
+    memcpy(out, t, sizeof t);
+}
+
 /* Why t does not fit this device, in why; false when it fits. */
 static bool tuning_invalid(const hs_ops *ops, const hs_tuning *t, char *why, size_t size) {
     const hs_vk_caps *c = hs_vk_ctx_caps(ops->vk);

@@ -56,6 +56,24 @@ typedef struct hs_tuning {
 /* The table's entry for a device, before any override. */
 hs_tuning hs_tuning_for(const hs_vk_caps *caps);
 
+/* The optional device features of DESIGN.md section 6: each with its
+ * HS_VK_DISABLE_* switch, whether the device offers it (after the switches),
+ * and which kernels use it. A feature that no kernel of this build uses has
+ * used_by == NULL: its switch only changes what is enabled on the device, so a
+ * test pass with it off runs the same code as the default. The table is in
+ * runtime/hs_ops.c; tests/test_runtime.c checks that each switch of a used
+ * feature changes the kernel variant it claims to change. */
+typedef struct hs_feature_use {
+    const char *name;     /* "subgroup operations" */
+    const char *env;      /* "HS_VK_DISABLE_SUBGROUP_OPS" */
+    bool available;       /* the device has it, after the switches */
+    const char *used_by;  /* the kernels that use it when available; NULL: none yet */
+    const char *fallback; /* what those kernels do without it */
+} hs_feature_use;
+#define HS_FEATURE_COUNT 7u
+/* Fills out[HS_FEATURE_COUNT] for a device. */
+void hs_feature_uses(const hs_vk_caps *caps, hs_feature_use out[HS_FEATURE_COUNT]);
+
 typedef struct hs_ops hs_ops;
 
 hs_status hs_ops_create(hs_vk_ctx *vk, hs_ops **out);

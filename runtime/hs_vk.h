@@ -4,7 +4,7 @@
  * Usage:
  *   hs_vk_ctx *vk; hs_vk_ctx_create(NULL, &vk);          // picks a device (HS_DEVICE)
  *   hs_vk_buffer *b; hs_vk_buffer_create(vk, bytes, HS_MEM_DEVICE, &b);
- *   hs_vk_buffer_upload(vk, b, 0, host_ptr, bytes);
+ *   hs_vk_buffer_upload(b, 0, host_ptr, bytes);
  *   hs_vk_pipeline *p; hs_vk_pipeline_create(vk, &desc, &p);
  *   hs_vk_seq *s; hs_vk_seq_create(vk, &s);
  *   hs_vk_seq_begin(s); hs_vk_seq_dispatch(s, p, binds, n, &push, gx, gy, gz); hs_vk_seq_end(s);
@@ -20,10 +20,13 @@
  * Environment:
  *   HS_DEVICE=<index|name substring>   choose the device
  *   HS_VK_VALIDATION=1                 enable VK_LAYER_KHRONOS_validation; messages are counted
- *   HS_VK_DISABLE_F16, HS_VK_DISABLE_16BIT_STORAGE, HS_VK_DISABLE_8BIT_STORAGE,
- *   HS_VK_DISABLE_SUBGROUP_OPS,
- *   HS_VK_DISABLE_INT8_DOT, HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL, HS_VK_DISABLE_COOPMAT
- *                                      force the portable path of an optional feature
+ *   HS_VK_DISABLE_SUBGROUP_OPS, HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL,
+ *   HS_VK_DISABLE_16BIT_STORAGE, HS_VK_DISABLE_F16, HS_VK_DISABLE_8BIT_STORAGE,
+ *   HS_VK_DISABLE_INT8_DOT, HS_VK_DISABLE_COOPMAT
+ *                                      turn an optional feature off (not probed, not
+ *                                      enabled); which kernels use which feature, and so
+ *                                      which switch selects a portable path, is
+ *                                      hs_feature_uses() in hs_ops.h
  *   HS_VK_MAX_BUFFER_RANGE=<bytes>     pretend maxStorageBufferRange is this small
  *   HS_PROFILE=1                       time every dispatch; hs_vk_profile_print() totals per op
  *   HS_HOME=<dir>                      cache folder (default ~/.cache/heterospec)
@@ -57,6 +60,7 @@ typedef struct hs_vk_caps {
     uint32_t vendor_id, device_id, driver_version, api_version;
     VkPhysicalDeviceType type;
     uint8_t device_uuid[VK_UUID_SIZE];
+    uint8_t pipeline_cache_uuid[VK_UUID_SIZE]; /* what a VkPipelineCache's data must carry */
     uint32_t index; /* in vkEnumeratePhysicalDevices order */
 
     uint32_t subgroup_size;          /* default subgroup size */
@@ -102,6 +106,12 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out);
 void hs_vk_ctx_destroy(hs_vk_ctx *ctx);
 const hs_vk_caps *hs_vk_ctx_caps(const hs_vk_ctx *ctx);
 VkDevice hs_vk_ctx_device(const hs_vk_ctx *ctx);
+/* The on-disk VkPipelineCache of the context: its file
+ * ($HS_HOME/pipelines-<device UUID>-<driver version>.vkcache; "" when
+ * no_pipeline_cache) and how many bytes of it were given to the driver at
+ * creation. 0 bytes with a non-empty *why: the file was there but refused
+ * (unreadable, or its header names another vendor, device or cache UUID). */
+uint64_t hs_vk_pipeline_cache_loaded(const hs_vk_ctx *ctx, const char **path, const char **why);
 /* Number of validation-layer messages (warnings and errors) seen so far. */
 uint32_t hs_vk_validation_count(const hs_vk_ctx *ctx);
 /* Objects of a context not yet destroyed. A mark taken before some work and
@@ -156,6 +166,8 @@ typedef struct hs_vk_pipeline_desc {
 hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs_vk_pipeline **out);
 void hs_vk_pipeline_destroy(hs_vk_pipeline *p);
 const char *hs_vk_pipeline_name(const hs_vk_pipeline *p);
+/* The subgroup size the pipeline was created with (0: the driver's choice). */
+uint32_t hs_vk_pipeline_required_subgroup(const hs_vk_pipeline *p);
 
 /* ---- recorded sequences ---- */
 typedef struct hs_vk_binding {
@@ -182,6 +194,9 @@ hs_status hs_vk_seq_end(hs_vk_seq *seq);
 hs_status hs_vk_seq_submit(hs_vk_seq *seq);
 uint32_t hs_vk_seq_dispatch_count(const hs_vk_seq *seq);
 uint32_t hs_vk_seq_barrier_count(const hs_vk_seq *seq);
+/* Pipeline of the i-th recorded dispatch (NULL past the end): which kernel
+ * variant an op chose, for reports and tests. */
+const hs_vk_pipeline *hs_vk_seq_dispatch_pipeline(const hs_vk_seq *seq, uint32_t i);
 
 /* ---- profile (HS_PROFILE=1) ---- */
 bool hs_vk_profiling(const hs_vk_ctx *ctx);

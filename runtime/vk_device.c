@@ -168,6 +168,7 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
     c->api_version = api;
     c->type = p->deviceType;
     memcpy(c->device_uuid, idp.deviceUUID, VK_UUID_SIZE);
+    memcpy(c->pipeline_cache_uuid, p->pipelineCacheUUID, VK_UUID_SIZE);
 
     c->subgroup_size = sgp.subgroupSize;
     c->subgroup_min = c->subgroup_max = sgp.subgroupSize;
@@ -424,6 +425,20 @@ hs_status hs_home_dir(char *buf, size_t n) {
     return HS_OK;
 }
 
+/* Why cache data (VkPipelineCacheHeaderVersionOne: header size, version,
+ * vendor, device, pipelineCacheUUID) cannot be this device's, or NULL. */
+static const char *pipeline_cache_header_mismatch(const hs_vk_caps *c, const void *data, size_t size) {
+    uint32_t h[4];
+    if (!data || size < 16 + VK_UUID_SIZE) return "shorter than a pipeline cache header";
+    memcpy(h, data, sizeof h);
+    if (h[0] < 16 + VK_UUID_SIZE || h[0] > size || h[1] != VK_PIPELINE_CACHE_HEADER_VERSION_ONE)
+        return "not a version-one pipeline cache header";
+    if (h[2] != c->vendor_id || h[3] != c->device_id) return "made for another vendor or device";
+    if (memcmp((const uint8_t *)data + 16, c->pipeline_cache_uuid, VK_UUID_SIZE) != 0)
+        return "made by another driver build (pipeline cache UUID)";
+    return NULL;
+}
+
 static void load_pipeline_cache(hs_vk_ctx *ctx, bool use_disk) {
     void *data = NULL;
     size_t size = 0;
@@ -444,10 +459,16 @@ static void load_pipeline_cache(hs_vk_ctx *ctx, bool use_disk) {
                 }
             }
             fclose(f);
+            const char *why = pipeline_cache_header_mismatch(&ctx->caps, data, size);
+            if (why) {
+                snprintf(ctx->pipeline_cache_refused, sizeof ctx->pipeline_cache_refused, "%s", why);
+                size = 0;
+            }
         }
     }
-    /* The driver checks the header (vendor, device, cache UUID) and ignores data
-     * that does not match, so a stale file costs nothing but a recompile. */
+    /* The file name is keyed by device UUID and driver version, and the header
+     * was checked above; drivers check it again and ignore data that does not
+     * match, so a stale file costs nothing but a recompile. */
     VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
                                     .initialDataSize = size,
                                     .pInitialData = size ? data : NULL};
@@ -456,8 +477,17 @@ static void load_pipeline_cache(hs_vk_ctx *ctx, bool use_disk) {
         ci.pInitialData = NULL;
         if (vkCreatePipelineCache(ctx->device, &ci, NULL, &ctx->pipeline_cache) != VK_SUCCESS)
             ctx->pipeline_cache = VK_NULL_HANDLE;
+        if (size) snprintf(ctx->pipeline_cache_refused, sizeof ctx->pipeline_cache_refused, "refused by the driver");
+        size = 0;
     }
+    ctx->pipeline_cache_loaded = ctx->pipeline_cache ? size : 0;
     free(data);
+}
+
+uint64_t hs_vk_pipeline_cache_loaded(const hs_vk_ctx *ctx, const char **path, const char **why) {
+    if (path) *path = ctx->pipeline_cache_path;
+    if (why) *why = ctx->pipeline_cache_refused;
+    return ctx->pipeline_cache_loaded;
 }
 
 static void save_pipeline_cache(hs_vk_ctx *ctx) {

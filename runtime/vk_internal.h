@@ -49,6 +49,8 @@ struct hs_vk_ctx {
     VkPipelineCache pipeline_cache;
     char pipeline_cache_path[1024];
     bool save_pipeline_cache;
+    uint64_t pipeline_cache_loaded; /* bytes of the file given to the driver */
+    char pipeline_cache_refused[128]; /* why the file was not used; "" if it was or was absent */
 
     /* One-shot transfers (uploads, downloads, fills). */
     VkCommandPool cmd_pool;
@@ -85,6 +87,7 @@ struct hs_vk_pipeline {
     uint32_t write_mask;
     uint32_t push_size;
     uint32_t wg_size[3];
+    uint32_t required_subgroup_size; /* 0: the driver's choice */
 };
 
 /* Runs rec(cmd, user) in the one-shot command buffer and waits. */

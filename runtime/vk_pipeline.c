@@ -30,6 +30,7 @@ hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs
     p->n_bindings = d->n_bindings;
     p->write_mask = d->write_mask;
     p->push_size = d->push_size;
+    p->required_subgroup_size = d->required_subgroup_size;
     memcpy(p->wg_size, wg, sizeof wg);
 
     VkShaderModuleCreateInfo smci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
@@ -109,3 +110,4 @@ void hs_vk_pipeline_destroy(hs_vk_pipeline *p) {
 }
 
 const char *hs_vk_pipeline_name(const hs_vk_pipeline *p) { return p->name; }
+uint32_t hs_vk_pipeline_required_subgroup(const hs_vk_pipeline *p) { return p->required_subgroup_size; }

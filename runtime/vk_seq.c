@@ -29,7 +29,7 @@ struct hs_vk_seq {
     /* Profiling: one timestamp before the first dispatch and after each one. */
     VkQueryPool *qpools;
     uint32_t n_queries;
-    const char **names; /* op name per dispatch (pipeline-owned strings) */
+    const hs_vk_pipeline **pipes; /* pipeline of each dispatch (names for the profile, variants for tests) */
 };
 
 hs_status hs_vk_seq_create(hs_vk_ctx *ctx, hs_vk_seq **out) {
@@ -64,7 +64,7 @@ void hs_vk_seq_destroy(hs_vk_seq *s) {
     stbds_arrfree(s->qpools);
     stbds_arrfree(s->written);
     stbds_arrfree(s->read);
-    stbds_arrfree(s->names);
+    stbds_arrfree(s->pipes);
     hs_vk_obj_unlink(s->ctx, &s->obj);
     free(s);
 }
@@ -72,6 +72,9 @@ void hs_vk_seq_destroy(hs_vk_seq *s) {
 hs_vk_ctx *hs_vk_seq_ctx(const hs_vk_seq *s) { return s->ctx; }
 uint32_t hs_vk_seq_dispatch_count(const hs_vk_seq *s) { return s->n_dispatch; }
 uint32_t hs_vk_seq_barrier_count(const hs_vk_seq *s) { return s->n_barrier; }
+const hs_vk_pipeline *hs_vk_seq_dispatch_pipeline(const hs_vk_seq *s, uint32_t i) {
+    return i < (uint32_t)stbds_arrlen(s->pipes) ? s->pipes[i] : NULL;
+}
 
 hs_status hs_vk_seq_begin(hs_vk_seq *s) {
     hs_status st = HS_OK;
@@ -80,7 +83,7 @@ hs_status hs_vk_seq_begin(hs_vk_seq *s) {
         HS_VK_CALL(vkResetDescriptorPool(d, s->pools[i], 0), NULL);
     HS_ARR_CLEAR(s->written);
     HS_ARR_CLEAR(s->read);
-    HS_ARR_CLEAR(s->names);
+    HS_ARR_CLEAR(s->pipes);
     s->n_dispatch = s->n_barrier = 0;
     s->n_queries = 0;
     s->ready = false;
@@ -234,10 +237,8 @@ hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_
     }
     vkCmdDispatch(s->cmd, gx, gy, gz);
     s->n_dispatch++;
-    if (s->ctx->profiling) {
-        stbds_arrput(s->names, p->name);
-        HS_TRY(timestamp(s));
-    }
+    stbds_arrput(s->pipes, p);
+    if (s->ctx->profiling) HS_TRY(timestamp(s));
 fail:
     return st;
 }
@@ -303,7 +304,7 @@ hs_status hs_vk_seq_submit(hs_vk_seq *s) {
             }
         }
         for (uint32_t i = 0; i + 1 < s->n_queries; i++)
-            hs_vk_profile_add(s->ctx, s->names[i], (double)(ts[i + 1] - ts[i]) * s->ctx->caps.timestamp_period_ns);
+            hs_vk_profile_add(s->ctx, s->pipes[i]->name, (double)(ts[i + 1] - ts[i]) * s->ctx->caps.timestamp_period_ns);
         free(ts);
     }
 fail:

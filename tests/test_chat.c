@@ -404,19 +404,13 @@ static void test_llamacpp_template_files(void **state) {
     assert_true(seen > 0);
 }
 
-/* With the real model in $HS_HOME/models (or ~/.cache/heterospec/models), its tokenizer.chat_template
- * must be the copy above. */
+/* The real model's tokenizer.chat_template (tools/fetch_model.sh; see
+ * hs_test_model_path) must be the copy above. */
 static void test_smollm2_gguf(void **state) {
     (void)state;
-    static const char rel[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-    char path[4096] = "";
-    struct stat sb;
-    const char *home = getenv("HS_HOME"), *user = getenv("HOME");
-    if (home) snprintf(path, sizeof path, "%s/%s", home, rel);
-    if ((!home || stat(path, &sb) != 0) && user)
-        snprintf(path, sizeof path, "%s/.cache/heterospec/%s", user, rel);
-    if (stat(path, &sb) != 0) {
-        print_message("%s not found; skipping\n", rel);
+    char path[4096];
+    if (!hs_test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path)) {
+        print_message("SmolLM2-135M-Instruct.Q4_1.gguf not found (tools/fetch_model.sh); skipping\n");
         skip();
     }
     hs_gguf *g = NULL;

@@ -135,31 +135,35 @@ static void test_greedy_once_upon_a_time(void **state) { greedy(*state, 3); }
  * as one batch gives its last logits bitwise as processed token by token. */
 static void test_tree_equals_plain(void **state) {
     model_env *e = *state;
-    const uint32_t V = 512;
-    int32_t bos = 1, path[3] = {403, 407, 261};
-    float plain[3][512];
+    enum { V = 512, N = 5 };
+    /* Two root-level nodes (0 and 1), a chain below 0 (2, 3) and a second
+     * child of 0 (4). */
+    const int32_t bos = 1, tokens[N] = {403, 99, 407, 261, 300}, parents[N] = {-1, -1, 0, 2, 0};
     const float *logits;
     hs_llama_reset(e->m);
     HS_CHECK(hs_llama_eval(e->m, &bos, 1, NULL, true, true, &logits, NULL));
-    for (int i = 0; i < 3; i++) {
-        HS_CHECK(hs_llama_eval(e->m, &path[i], 1, NULL, true, true, &logits, NULL));
-        memcpy(plain[i], logits, sizeof plain[i]);
+    HS_CHECK(hs_llama_eval(e->m, tokens, N, parents, false, false, &logits, NULL));
+    static float tree[N][V];
+    memcpy(tree, logits, sizeof tree);
+    /* Every node gives bitwise the logits of decoding its path one token at a
+     * time after the prompt. */
+    for (int i = 0; i < N; i++) {
+        int32_t path[N];
+        int depth = 0;
+        for (int32_t j = i; j >= 0; j = parents[j]) path[depth++] = tokens[j];
+        hs_llama_reset(e->m);
+        HS_CHECK(hs_llama_eval(e->m, &bos, 1, NULL, true, true, &logits, NULL));
+        for (int d = depth - 1; d >= 0; d--) HS_CHECK(hs_llama_eval(e->m, &path[d], 1, NULL, true, true, &logits, NULL));
+        if (memcmp(logits, tree[i], sizeof tree[i]) != 0) fail_msg("tree node %d differs from its plain decode", i);
     }
-    hs_llama_reset(e->m);
-    HS_CHECK(hs_llama_eval(e->m, &bos, 1, NULL, true, true, &logits, NULL));
-    int32_t tokens[5] = {403, 99, 407, 261, 300};
-    int32_t parents[5] = {-1, -1, 0, 2, 0};
-    HS_CHECK(hs_llama_eval(e->m, tokens, 5, parents, false, false, &logits, NULL));
-    assert_memory_equal(logits + 0 * V, plain[0], V * 4);
-    assert_memory_equal(logits + 2 * V, plain[1], V * 4);
-    assert_memory_equal(logits + 3 * V, plain[2], V * 4);
-    /* The side branches see different contexts: their logits differ. */
-    assert_true(memcmp(logits + 1 * V, plain[0], V * 4) != 0);
-
-    int32_t prompt[4] = {1, 403, 407, 261};
+    /* Siblings see different contexts: their logits differ. */
+    assert_true(memcmp(tree[2], tree[4], sizeof tree[2]) != 0);
+    assert_true(memcmp(tree[0], tree[1], sizeof tree[0]) != 0);
+    /* A prompt batch gives the last node of the chain too. */
+    const int32_t prompt[4] = {1, 403, 407, 261};
     hs_llama_reset(e->m);
     HS_CHECK(hs_llama_eval(e->m, prompt, 4, NULL, true, true, &logits, NULL));
-    assert_memory_equal(logits, plain[2], V * 4);
+    assert_memory_equal(logits, tree[3], sizeof tree[3]);
 }
 
 static void test_bad_input(void **state) {

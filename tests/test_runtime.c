@@ -3,8 +3,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "hs_shaders.h"
+#include "op_elem.h"
+#include "op_select.h"
 #include "testutil.h"
 
 static int setup(void **state) { return hs_test_setup(state); }
@@ -21,10 +24,142 @@ static void test_caps(void **state) {
     char line[768];
     hs_vk_caps_line(c, line, sizeof line);
     assert_non_null(strstr(line, c->device_name));
-    /* The forced fallbacks must show in the caps. */
-    if (getenv("HS_VK_DISABLE_SUBGROUP_OPS")) assert_false(c->subgroup_ops);
-    if (getenv("HS_VK_DISABLE_F16")) assert_false(c->fp16);
-    if (getenv("HS_VK_DISABLE_16BIT_STORAGE")) assert_false(c->storage16);
+}
+
+/* What the kernels chose on one context: the argmax variant and the subgroup
+ * size it pinned, and the RoPE + KV-write variant for an f16 cache. */
+typedef struct variants {
+    hs_vk_caps caps;
+    char argmax[64], rope_f16[64];
+    uint32_t argmax_sg;
+    uint32_t validation;
+} variants;
+
+/* Creates a context with var=value set (var NULL: none), records one argmax
+ * and one RoPE + KV write into an f16 cache, and notes the pipelines chosen. */
+static void probe_variants(const char *var, const char *value, variants *out) {
+    memset(out, 0, sizeof *out);
+    if (var) setenv(var, value, 1);
+    hs_vk_ctx *vk = NULL;
+    hs_vk_ctx_options opt = {.device_index = -1, .validation = -1};
+    hs_status st = hs_vk_ctx_create(&opt, &vk);
+    if (var) unsetenv(var);
+    HS_CHECK(st);
+    hs_ops *ops = NULL;
+    HS_CHECK(hs_ops_create(vk, &ops));
+    out->caps = *hs_vk_ctx_caps(vk);
+    hs_vk_buffer *logits = NULL, *idx = NULL, *qkv = NULL, *q = NULL, *k = NULL, *v = NULL;
+    HS_CHECK(hs_vk_buffer_create(vk, 256 * 4, HS_MEM_DEVICE, &logits));
+    HS_CHECK(hs_vk_buffer_create(vk, 16, HS_MEM_DEVICE, &idx));
+    HS_CHECK(hs_vk_buffer_create(vk, 4 * 8 * 4, HS_MEM_DEVICE, &qkv)); /* 2 q heads + k + v, head_dim 8 */
+    HS_CHECK(hs_vk_buffer_create(vk, 2 * 8 * 4, HS_MEM_DEVICE, &q));
+    HS_CHECK(hs_vk_buffer_create(vk, 4 * 8 * 2, HS_MEM_DEVICE, &k)); /* 4 rows of f16 */
+    HS_CHECK(hs_vk_buffer_create(vk, 4 * 8 * 2, HS_MEM_DEVICE, &v));
+    hs_vk_seq *seq = NULL;
+    HS_CHECK(hs_vk_seq_create(vk, &seq));
+    HS_CHECK(hs_vk_seq_begin(seq));
+    hs_vk_binding L = {logits, 0, 0}, I = {idx, 0, 4}, X = {qkv, 0, 0}, P = {idx, 0, 4}, R = {idx, 4, 4},
+                  Q = {q, 0, 0};
+    HS_CHECK(hs_op_argmax(ops, seq, &L, 1, 256, &I));
+    const uint32_t n_argmax = hs_vk_seq_dispatch_count(seq);
+    hs_kv_layer kv = {.k = {k, 0, 0}, .v = {v, 0, 0}, .type = HS_TYPE_F16, .n_ctx = 4, .n_kv_head = 1, .head_dim = 8};
+    hs_rope_params rp = {.n_rot = 8, .mode = HS_ROPE_NORMAL, .freq_base = 10000.0f, .freq_scale = 1.0f};
+    HS_CHECK(hs_op_rope_kv(ops, seq, &X, &P, &R, &Q, &kv, 1, 2, &rp));
+    HS_CHECK(hs_vk_seq_end(seq));
+    const hs_vk_pipeline *pa = hs_vk_seq_dispatch_pipeline(seq, n_argmax - 1);
+    const hs_vk_pipeline *pr = hs_vk_seq_dispatch_pipeline(seq, hs_vk_seq_dispatch_count(seq) - 1);
+    assert_non_null(pa);
+    assert_non_null(pr);
+    assert_null(hs_vk_seq_dispatch_pipeline(seq, hs_vk_seq_dispatch_count(seq)));
+    snprintf(out->argmax, sizeof out->argmax, "%s", hs_vk_pipeline_name(pa));
+    snprintf(out->rope_f16, sizeof out->rope_f16, "%s", hs_vk_pipeline_name(pr));
+    out->argmax_sg = hs_vk_pipeline_required_subgroup(pa);
+    hs_vk_seq_destroy(seq);
+    hs_vk_buffer *bufs[] = {logits, idx, qkv, q, k, v};
+    for (size_t i = 0; i < 6; i++) hs_vk_buffer_destroy(bufs[i]);
+    hs_ops_destroy(ops);
+    out->validation = hs_vk_validation_count(vk);
+    hs_vk_ctx_destroy(vk);
+}
+
+/* Every HS_VK_DISABLE_* switch turns its feature off, and the switch of each
+ * feature a kernel uses (hs_feature_uses) selects that kernel's other variant;
+ * the features no kernel uses are reported as such, and their switches change
+ * no kernel, so no test pass presents them as a tested fallback. Done on
+ * contexts of its own, so it holds in every pass of the suite. */
+static void test_feature_switches(void **state) {
+    (void)state;
+    variants base, off;
+    probe_variants(NULL, NULL, &base);
+    assert_int_equal(base.validation, 0);
+    hs_feature_use uses[HS_FEATURE_COUNT];
+    hs_feature_uses(&base.caps, uses);
+    /* Where the process itself runs with switches (a pass of tools/test.sh),
+     * "base" already has them off; only what the device offers here can be
+     * shown to change. */
+    if (base.caps.subgroup_ops) {
+        assert_string_equal(base.argmax, "argmax_sg");
+        probe_variants("HS_VK_DISABLE_SUBGROUP_OPS", "1", &off);
+        assert_false(off.caps.subgroup_ops);
+        assert_false(off.caps.subgroup_size_control);
+        assert_string_equal(off.argmax, "argmax_nosg");
+        assert_int_equal(off.argmax_sg, 0);
+        assert_int_equal(off.validation, 0);
+    } else {
+        assert_string_equal(base.argmax, "argmax_nosg");
+    }
+    if (base.caps.subgroup_size_control) {
+        assert_int_equal(base.argmax_sg, base.caps.subgroup_size);
+        probe_variants("HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL", "1", &off);
+        assert_false(off.caps.subgroup_size_control);
+        assert_string_equal(off.argmax, base.argmax);
+        assert_int_equal(off.argmax_sg, 0);
+        assert_int_equal(off.validation, 0);
+    } else {
+        assert_int_equal(base.argmax_sg, 0);
+    }
+    if (base.caps.storage16) {
+        assert_string_equal(base.rope_f16, "rope_kv_f16");
+        probe_variants("HS_VK_DISABLE_16BIT_STORAGE", "1", &off);
+        assert_false(off.caps.storage16);
+        assert_string_equal(off.rope_f16, "rope_kv_f16p");
+        assert_int_equal(off.validation, 0);
+    } else {
+        assert_string_equal(base.rope_f16, "rope_kv_f16p");
+    }
+    /* Features no kernel uses: the switch clears the cap, nothing else moves. */
+    static const struct {
+        const char *env;
+        size_t cap;
+    } unused[] = {{"HS_VK_DISABLE_F16", offsetof(hs_vk_caps, fp16)},
+                  {"HS_VK_DISABLE_8BIT_STORAGE", offsetof(hs_vk_caps, storage8)},
+                  {"HS_VK_DISABLE_INT8_DOT", offsetof(hs_vk_caps, int8_dot)},
+                  {"HS_VK_DISABLE_COOPMAT", offsetof(hs_vk_caps, coopmat)}};
+    for (size_t i = 0; i < sizeof unused / sizeof unused[0]; i++) {
+        bool found = false;
+        for (uint32_t j = 0; j < HS_FEATURE_COUNT; j++)
+            if (!strcmp(uses[j].env, unused[i].env)) {
+                found = true;
+                assert_null(uses[j].used_by);
+            }
+        assert_true(found);
+        probe_variants(unused[i].env, "1", &off);
+        assert_false(*(const bool *)((const char *)&off.caps + unused[i].cap));
+        assert_string_equal(off.argmax, base.argmax);
+        assert_string_equal(off.rope_f16, base.rope_f16);
+        assert_int_equal(off.argmax_sg, base.argmax_sg);
+        assert_int_equal(off.validation, 0);
+    }
+    /* Three features have kernels today; a kernel using another must update
+     * hs_feature_uses and this test. */
+    uint32_t with_kernels = 0;
+    for (uint32_t j = 0; j < HS_FEATURE_COUNT; j++) with_kernels += uses[j].used_by != NULL;
+    assert_int_equal(with_kernels, 3);
+    /* HS_VK_MAX_BUFFER_RANGE: rounded down to 256 bytes, never raised. */
+    probe_variants("HS_VK_MAX_BUFFER_RANGE", "70000", &off);
+    assert_int_equal(off.caps.max_storage_buffer_range, 70000 & ~255u);
+    probe_variants("HS_VK_MAX_BUFFER_RANGE", "99999999999999", &off);
+    assert_int_equal(off.caps.max_storage_buffer_range, base.caps.max_storage_buffer_range);
 }
 
 static void test_buffer_roundtrip(void **state) {
@@ -203,28 +338,84 @@ static void test_copy_fill_in_seq(void **state) {
     hs_vk_buffer_destroy(b);
 }
 
-/* A second context on the same device loads the cache the first one saved. */
-static void test_pipeline_cache_file(void **state) {
-    (void)state;
-    char dir[1024];
-    HS_CHECK(hs_home_dir(dir, sizeof dir));
+/* Creates a context, compiles one pipeline, destroys both: the context saves
+ * its pipeline cache. Returns the bytes it had loaded and the refusal reason. */
+static uint64_t cache_round(char *path, size_t path_size, char *why, size_t why_size) {
     hs_vk_ctx *vk = NULL;
     hs_vk_ctx_options opt = {.device_index = -1, .validation = -1};
     HS_CHECK(hs_vk_ctx_create(&opt, &vk));
+    const char *p = NULL, *w = NULL;
+    uint64_t loaded = hs_vk_pipeline_cache_loaded(vk, &p, &w);
+    snprintf(path, path_size, "%s", p);
+    snprintf(why, why_size, "%s", w);
     hs_vk_pipeline_desc d = {.name = "noop", .code = hs_spv_noop, .code_size = hs_spv_noop_size, .n_bindings = 1};
-    hs_vk_pipeline *p = NULL;
-    HS_CHECK(hs_vk_pipeline_create(vk, &d, &p));
-    hs_vk_pipeline_destroy(p);
-    const hs_vk_caps *c = hs_vk_ctx_caps(vk);
-    char path[1400], uuid[33];
-    for (int i = 0; i < 16; i++) sprintf(uuid + 2 * i, "%02x", c->device_uuid[i]);
-    snprintf(path, sizeof path, "%s/pipelines-%s-%08x.vkcache", dir, uuid, c->driver_version);
+    hs_vk_pipeline *pl = NULL;
+    HS_CHECK(hs_vk_pipeline_create(vk, &d, &pl));
+    hs_vk_pipeline_destroy(pl);
     uint32_t msgs = hs_vk_validation_count(vk);
     hs_vk_ctx_destroy(vk);
     assert_int_equal(msgs, 0);
+    return loaded;
+}
+
+static long file_size(const char *path) {
     struct stat sb;
-    assert_int_equal(stat(path, &sb), 0);
-    assert_true(sb.st_size > 0);
+    return stat(path, &sb) == 0 ? (long)sb.st_size : -1;
+}
+
+/* The pipeline cache file is keyed by device UUID and driver version; a second
+ * context loads what the first saved; a file made for another device or driver
+ * build is refused (and replaced on save), never handed to the driver. */
+static void test_pipeline_cache_file(void **state) {
+    (void)state;
+    char dir[1024], path[1100], why[160];
+    HS_CHECK(hs_home_dir(dir, sizeof dir));
+    cache_round(path, sizeof path, why, sizeof why);
+    hs_vk_ctx *vk = NULL;
+    HS_CHECK(hs_vk_ctx_create(&(hs_vk_ctx_options){.device_index = -1, .validation = -1, .no_pipeline_cache = true},
+                              &vk));
+    const hs_vk_caps *c = hs_vk_ctx_caps(vk);
+    char expect[1400], uuid[33];
+    for (int i = 0; i < 16; i++) sprintf(uuid + 2 * i, "%02x", c->device_uuid[i]);
+    snprintf(expect, sizeof expect, "%s/pipelines-%s-%08x.vkcache", dir, uuid, c->driver_version);
+    const char *none = NULL;
+    assert_int_equal(hs_vk_pipeline_cache_loaded(vk, &none, NULL), 0);
+    assert_string_equal(none, "");
+    hs_vk_ctx_destroy(vk);
+    assert_string_equal(path, expect);
+    long size = file_size(path);
+    assert_true(size > 0);
+
+    /* A second context loads all of it. */
+    assert_int_equal(cache_round(path, sizeof path, why, sizeof why), (uint64_t)size);
+    assert_string_equal(why, "");
+
+    /* Another driver build (pipeline cache UUID byte flipped), then another
+     * device id, then a truncated file: refused with the reason, and the next
+     * save writes a good file again. */
+    static const struct {
+        long at; /* byte to flip; -1: truncate to 10 bytes */
+        const char *why;
+    } bad[] = {{16, "pipeline cache UUID"}, {12, "another vendor or device"}, {-1, "shorter than"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        FILE *f = fopen(path, "r+b");
+        assert_non_null(f);
+        if (bad[i].at >= 0) {
+            assert_int_equal(fseek(f, bad[i].at, SEEK_SET), 0);
+            int b = fgetc(f);
+            assert_int_equal(fseek(f, bad[i].at, SEEK_SET), 0);
+            fputc(b ^ 0x5A, f);
+            fclose(f);
+        } else {
+            fclose(f);
+            assert_int_equal(truncate(path, 10), 0);
+        }
+        assert_int_equal(cache_round(path, sizeof path, why, sizeof why), 0);
+        if (!strstr(why, bad[i].why)) fail_msg("case %zu: refusal '%s', expected '%s'", i, why, bad[i].why);
+        long again = file_size(path);
+        assert_true(again > 10);
+        assert_int_equal(cache_round(path, sizeof path, why, sizeof why), (uint64_t)again);
+    }
 }
 
 /* HS_PROFILE's machinery: timestamps around each dispatch, totals per op name. */
@@ -320,6 +511,7 @@ static void test_status_messages(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_feature_switches),
         cmocka_unit_test(test_buffer_roundtrip),
         cmocka_unit_test(test_huge_alloc_fails_cleanly),
         cmocka_unit_test(test_seq_replay_and_barriers),

@@ -319,29 +319,17 @@ static const int32_t k_smol_chat[] = {1,    9690,  198,  2683,  359, 253,   5356
                                       2765, 7022,  288,  14126, 28,  10775, 2642,  2647, 284,   1251, 29,
                                       4009, 21627, 30,   2,     198, 1,     520,   9531, 198};
 
-static bool file_exists(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
-}
-
 /* Opens the SmolLM2 GGUF, or skips the test. */
 static hs_gguf *smol_or_skip(void) {
-    static const char name[] = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
     char path[4200];
-    const char *roots[2] = {getenv("HS_HOME"), getenv("HOME")};
-    for (int i = 0; i < 2; i++) {
-        if (!roots[i]) continue;
-        snprintf(path, sizeof path, i == 0 ? "%s/%s" : "%s/.cache/heterospec/%s", roots[i], name);
-        if (file_exists(path)) {
-            hs_gguf *g;
-            HS_CHECK(hs_gguf_open(path, &g));
-            return g;
-        }
+    if (!hs_test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path)) {
+        print_message("SmolLM2-135M-Instruct.Q4_1.gguf not in $HS_TEST_MODELS, $HS_HOME/models or "
+                      "~/.cache/heterospec/models (tools/fetch_model.sh): skipping\n");
+        skip();
     }
-    print_message("SmolLM2-135M-Instruct.Q4_1.gguf not in $HS_HOME/models or ~/.cache/heterospec/models "
-                  "(tools/fetch_model.sh): skipping\n");
-    skip();
-    return NULL;
+    hs_gguf *g;
+    HS_CHECK(hs_gguf_open(path, &g));
+    return g;
 }
 
 static void test_smol_strings(void **state) {

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The context of the running group (one at a time), what it had said and
  * held when the current test started, and whether the group teardown failed. */
@@ -176,6 +177,20 @@ void *hs_test_download(hs_vk_buffer *b, size_t n) {
 const char *hs_test_shared_dir(void) {
     const char *e = getenv("HS_SHARED_DIR");
     return e && *e ? e : HS_SHARED_DIR;
+}
+
+bool hs_test_model_path(const char *file, char *path, size_t size) {
+    const char *models = getenv("HS_TEST_MODELS"), *home = getenv("HS_HOME"), *user = getenv("HOME");
+    for (int i = 0; i < 3; i++) {
+        const char *root = i == 0 ? models : i == 1 ? home : user;
+        if (!root || !*root) continue;
+        static const char *const fmt[3] = {"%s/%s", "%s/models/%s", "%s/.cache/heterospec/models/%s"};
+        snprintf(path, size, fmt[i], root, file);
+        struct stat sb;
+        if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) return true;
+    }
+    if (size) path[0] = '\0';
+    return false;
 }
 
 uint16_t hs_test_f32_to_f16(float f) {

@@ -98,6 +98,12 @@ float *hs_test_rand_array(hs_rng *r, size_t n, float lo, float hi);
 
 /* Shared data folder (../shared beside the source tree by default). */
 const char *hs_test_shared_dir(void);
+/* Path of a downloaded model file (tools/fetch_model.sh), looked up in
+ * $HS_TEST_MODELS (set by tools/test.sh to where it fetched the models, since
+ * CTest points HS_HOME at the build tree), then $HS_HOME/models, then
+ * ~/.cache/heterospec/models. Returns false, leaving path empty, when none
+ * holds it: the caller skips, which CI=true turns into a failure. */
+bool hs_test_model_path(const char *file, char *path, size_t size);
 
 /* f16 conversion on the host (IEEE binary16, round to nearest even). */
 uint16_t hs_test_f32_to_f16(float f);
