@@ -775,6 +775,13 @@ hs_status hs_vk_oneshot(hs_vk_ctx *ctx, void (*rec)(VkCommandBuffer, void *), vo
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     HS_VK_CALL(vkBeginCommandBuffer(ctx->xfer_cmd, &bi), NULL);
     rec(ctx->xfer_cmd, user);
+    /* Make the transfer's writes (a download's copy into staging, a fill) visible
+     * to the host once the fence signals; the fence alone covers device access only. */
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(ctx->xfer_cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                         0, NULL, 0, NULL);
     HS_VK_CALL(vkEndCommandBuffer(ctx->xfer_cmd), NULL);
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                        .commandBufferCount = 1,
