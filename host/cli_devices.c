@@ -13,7 +13,10 @@ int hs_cli_devices(int argc, char **argv) {
                    "Lists every Vulkan device with the capabilities heterospec uses. The device\n"
                    "used by the other commands is the best by type (discrete > integrated >\n"
                    "virtual > cpu) unless HS_DEVICE=<index|name> chooses one. HS_VK_DISABLE_*\n"
-                   "switches show as disabled features. The second line of a device is its\n"
+                   "switches show as disabled features. \"coherent: 0\" means host-visible memory\n"
+                   "needs explicit flushes and invalidates, in ranges aligned to the atom\n"
+                   "(nonCoherentAtomSize); HS_VK_FORCE_NONCOHERENT=1 emulates such memory (atom\n"
+                   "raised to 256) on any device, for tests. The second line of a device is its\n"
                    "kernel tuning (rows per invocation of the products, columns per workgroup,\n"
                    "reduction workgroup size); HS_TUNING=\"rows=N,cols=N,reduce=N\" overrides it.\n");
             return 0;

@@ -3,7 +3,8 @@
 #   1. -Wall -Wextra -Werror build, every test with the Khronos validation layer on;
 #   2. the same suite again with each optional feature forced off
 #      (subgroup operations, fp16 + 16/8-bit storage + int dot + subgroup size
-#      control, and a 64 KiB maxStorageBufferRange to force tensor splitting);
+#      control, and a 64 KiB maxStorageBufferRange to force tensor splitting),
+#      and with non-coherent host-visible memory emulated;
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build running the suite.
 # Idempotent; exits non-zero on the first failing pass.
 set -euo pipefail
@@ -26,6 +27,7 @@ run_suite "$here/build" "no fp16, 16/8-bit storage, int dot, subgroup size contr
   HS_VK_DISABLE_F16=1 HS_VK_DISABLE_16BIT_STORAGE=1 HS_VK_DISABLE_8BIT_STORAGE=1 \
   HS_VK_DISABLE_INT8_DOT=1 HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL=1 HS_VK_DISABLE_COOPMAT=1
 run_suite "$here/build" "4 MiB max buffer range (tensor splitting; op tests also force 4-64 KiB)" HS_VK_MAX_BUFFER_RANGE=4194304
+run_suite "$here/build" "emulated non-coherent host-visible memory" HS_VK_FORCE_NONCOHERENT=1
 
 echo "== build: AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$here" -B "$here/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHS_WERROR=ON -DHS_SANITIZE=ON >/dev/null
