@@ -336,10 +336,7 @@ static void test_record_reference(void **state) {
 }
 
 static int setup_noncoherent(void **state) {
-    setenv("HS_VK_FORCE_NONCOHERENT", "1", 1);
-    int r = setup(state);
-    unsetenv("HS_VK_FORCE_NONCOHERENT");
-    return r;
+    return hs_test_setup_with_env(state, "HS_VK_FORCE_NONCOHERENT", "1", setup);
 }
 
 static void test_noncoherent_bitwise(void **state) {

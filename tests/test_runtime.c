@@ -339,10 +339,7 @@ static void test_status_messages(void **state) {
  * the memory the device uses, whole atoms (256 bytes) at a time. */
 
 static int setup_noncoherent(void **state) {
-    setenv("HS_VK_FORCE_NONCOHERENT", "1", 1);
-    int r = hs_test_setup(state);
-    unsetenv("HS_VK_FORCE_NONCOHERENT");
-    return r;
+    return hs_test_setup_with_env(state, "HS_VK_FORCE_NONCOHERENT", "1", hs_test_setup);
 }
 
 /* Bytes 0..n-1 of b as the device sees them: copied on the device into a
