@@ -247,9 +247,10 @@ hs_status hs_vk_buffer_upload(hs_vk_buffer *b, uint64_t off, const void *src, ui
             /* The flush below writes back whole atoms: first take in what the
              * device wrote to the bytes around the range that share its first
              * and last atom, so that their write-back does not undo it. */
-            const uint64_t a = b->ctx->atom;
-            if (off % a) HS_TRY(hs_vk_buffer_invalidate(b, off, 1));
-            if ((off + n) % a && (off + n) / a != off / a) HS_TRY(hs_vk_buffer_invalidate(b, off + n - 1, 1));
+            const uint64_t a = b->ctx->atom, last = off + n - 1;
+            const bool head = off % a != 0, tail = (off + n) % a != 0;
+            if (head) HS_TRY(hs_vk_buffer_invalidate(b, off, 1));
+            if (tail && !(head && last / a == off / a)) HS_TRY(hs_vk_buffer_invalidate(b, last, 1));
         }
         memcpy((char *)hs_vk_buffer_map(b) + off, src, n);
         /* The bytes just written -> visible to later submits. */

@@ -499,14 +499,29 @@ static void test_nc_device_write_needs_invalidate(void **state) {
 static void test_nc_upload_keeps_neighbours(void **state) {
     hs_test_env *env = *state;
     const size_t n = 1024;
+    /* Across an atom boundary, at an atom's start, inside one atom, one whole
+     * atom, and over several atoms with partial ones at both ends. */
+    static const struct {
+        uint64_t off, len;
+    } r[] = {{250, 10}, {0, 10}, {300, 10}, {256, 256}, {500, 600 - 500 + 400}};
+    uint8_t src[1024];
+    for (size_t k = 0; k < sizeof src; k++) src[k] = (uint8_t)(k % 251 + 1);
     hs_vk_buffer *b = NULL;
     HS_CHECK(hs_vk_buffer_create(env->vk, n, HS_MEM_HOST, &b));
-    HS_CHECK(hs_vk_buffer_fill(b, 0, n, 0x55555555u));
-    const uint8_t src[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-    HS_CHECK(hs_vk_buffer_upload(b, 250, src, sizeof src)); /* across the first atom boundary */
-    uint8_t *got = hs_test_download(b, n);
-    for (size_t k = 0; k < n; k++) assert_int_equal(got[k], k >= 250 && k < 260 ? src[k - 250] : 0x55);
-    free(got);
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        HS_CHECK(hs_vk_buffer_fill(b, 0, n, 0x55555555u));
+        HS_CHECK(hs_vk_buffer_upload(b, r[i].off, src, r[i].len));
+        uint8_t *got = device_view(env, b, n);
+        for (uint64_t k = 0; k < n; k++) {
+            const bool inside = k >= r[i].off && k < r[i].off + r[i].len;
+            const uint8_t want = inside ? src[k - r[i].off] : 0x55;
+            if (got[k] != want)
+                fail_msg("upload of [%llu, +%llu): device byte %llu is 0x%02x, expected 0x%02x",
+                         (unsigned long long)r[i].off, (unsigned long long)r[i].len, (unsigned long long)k,
+                         got[k], want);
+        }
+        free(got);
+    }
     hs_vk_buffer_destroy(b);
 }
 
