@@ -67,7 +67,10 @@ struct hs_llama {
     hs_vk_buffer *mask;   /* (max_batch, mask words) */
     hs_vk_buffer *depth;  /* (max_batch) */
     /* Host-visible step data written before each submit, at `slot`-aligned
-     * offsets: tokens, pos, rows, parents (max_batch each), info, argmax. */
+     * offsets: tokens, pos, rows, parents (max_batch each), info, argmax.
+     * The host writes everything before argmax and the device writes argmax;
+     * a slot is a multiple of 256, the largest nonCoherentAtomSize, so the
+     * two never share an atom of flush or invalidate. */
     hs_vk_buffer *step;
     uint64_t off_tokens, off_pos, off_rows, off_parents, off_info, off_argmax;
 
@@ -460,13 +463,24 @@ hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const in
     }
     info[HS_ATTN_INFO_N_PREFIX] = m->n_past;
     info[HS_ATTN_INFO_N_USED] = n;
+    /* Tokens, positions, rows, parents and info just written -> visible to
+     * the graph's dispatches (one range: they lie back to back before argmax). */
+    HS_TRY(hs_vk_buffer_flush(m->step, 0, m->off_info + HS_ATTN_INFO_WORDS * 4));
     llama_graph *gr;
     HS_TRY(get_graph(m, n, last_only, &gr));
     HS_TRY(hs_vk_seq_submit(gr->seq));
     m->last_dispatches = hs_vk_seq_dispatch_count(gr->seq);
     if (commit) m->n_past += n;
-    if (logits) *logits = hs_vk_buffer_map(m->logits);
-    if (argmax) *argmax = (const uint32_t *)(step + m->off_argmax);
+    /* The output head's logits and argmax rows -> visible to the caller's reads. */
+    const uint64_t n_out = last_only ? 1 : n;
+    if (logits) {
+        HS_TRY(hs_vk_buffer_invalidate(m->logits, 0, n_out * c->n_vocab * 4));
+        *logits = hs_vk_buffer_map(m->logits);
+    }
+    if (argmax) {
+        HS_TRY(hs_vk_buffer_invalidate(m->step, m->off_argmax, n_out * 4));
+        *argmax = (const uint32_t *)(step + m->off_argmax);
+    }
 fail:
     return st;
 }

@@ -84,7 +84,8 @@ uint64_t hs_llama_weight_bytes(const hs_llama *m);
  * causal chain, else int32 [n] with parents[i] in [-1, i). With last_only the
  * logits of the last token are computed ([1][n_vocab]), else of all n tokens
  * ([n][n_vocab]). *logits points into model-owned memory (NULL-able
- * argument). Advances n_past by n when commit is true (prompt, decoding); a
+ * argument), already made visible to the host (invalidated where memory is
+ * not coherent) and valid until the next call. Advances n_past by n when commit is true (prompt, decoding); a
  * tree verification passes false. *argmax (may be NULL) receives the argmax of
  * each logits row, computed on the device. */
 hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents, bool last_only,

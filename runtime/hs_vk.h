@@ -5,10 +5,13 @@
  *   hs_vk_ctx *vk; hs_vk_ctx_create(NULL, &vk);          // picks a device (HS_DEVICE)
  *   hs_vk_buffer *b; hs_vk_buffer_create(vk, bytes, HS_MEM_DEVICE, &b);
  *   hs_vk_buffer_upload(b, 0, host_ptr, bytes);
+ *   hs_vk_buffer *io; hs_vk_buffer_create(vk, 512, HS_MEM_HOST, &io); // small per-step data
+ *   int32_t *w = hs_vk_buffer_map(io); w[0] = 7; hs_vk_buffer_flush(io, 0, 4);
  *   hs_vk_pipeline *p; hs_vk_pipeline_create(vk, &desc, &p);
  *   hs_vk_seq *s; hs_vk_seq_create(vk, &s);
  *   hs_vk_seq_begin(s); hs_vk_seq_dispatch(s, p, binds, n, &push, gx, gy, gz); hs_vk_seq_end(s);
  *   hs_vk_seq_submit(s);                                  // replay as often as wanted
+ *   hs_vk_buffer_invalidate(io, 256, 4); read w[64];      // what the sequence wrote
  *
  * Sequences are recorded once and replayed: buffers, push constants and
  * dispatch sizes are fixed at record time; what changes between runs (token
@@ -28,6 +31,9 @@
  *                                      which switch selects a portable path, is
  *                                      hs_feature_uses() in hs_ops.h
  *   HS_VK_MAX_BUFFER_RANGE=<bytes>     pretend maxStorageBufferRange is this small
+ *   HS_VK_FORCE_NONCOHERENT=1          emulate non-coherent host-visible memory (see
+ *                                      hs_vk_buffer_flush): a missing flush or invalidate
+ *                                      gives wrong data; for tests
  *   HS_PROFILE=1                       time every dispatch; hs_vk_profile_print() totals per op
  *   HS_HOME=<dir>                      cache folder (default ~/.cache/heterospec)
  *
@@ -78,6 +84,9 @@ typedef struct hs_vk_caps {
     uint64_t device_local_bytes;     /* largest device-local heap */
     uint64_t host_visible_device_local_bytes;
     bool unified_memory;             /* a device-local heap is host visible (integrated, CPU) */
+    bool coherent;                   /* every host-visible memory type is HOST_COHERENT: flush and
+                                        invalidate are no-ops (false under HS_VK_FORCE_NONCOHERENT) */
+    uint64_t non_coherent_atom_size; /* granule of flush/invalidate ranges (>= 256 under the switch) */
 
     uint64_t max_storage_buffer_range;
     uint64_t max_alloc;
@@ -139,8 +148,36 @@ typedef enum hs_mem {
 hs_status hs_vk_buffer_create(hs_vk_ctx *ctx, uint64_t size, hs_mem mem, hs_vk_buffer **out);
 void hs_vk_buffer_destroy(hs_vk_buffer *buf);
 uint64_t hs_vk_buffer_size(const hs_vk_buffer *buf);
-/* Persistently mapped pointer, or NULL if the memory is not host visible. */
+/* Persistently mapped pointer, or NULL if the memory is not host visible.
+ * The memory may be host-cached but not host-coherent (many mobile GPUs):
+ * whoever writes or reads through this pointer calls
+ *   hs_vk_buffer_flush      after writing through it and before the submit
+ *                           that reads what was written (host -> device);
+ *   hs_vk_buffer_invalidate after the fence wait of the submit that wrote
+ *                           (hs_vk_seq_submit returning) and before reading
+ *                           through it (device -> host).
+ * Ranges are in bytes from the start of the buffer; they are widened to
+ * nonCoherentAtomSize internally, so a flush may also write back, and an
+ * invalidate may also discard, up to atom-1 bytes on either side: keep data
+ * the host writes and data the device writes in different atoms (256-byte
+ * aligned slots always suffice). Both are no-ops on coherent memory (after a
+ * range check). hs_vk_buffer_upload and _download do this themselves.
+ *
+ * HS_VK_FORCE_NONCOHERENT=1 (for tests) makes this visible on any device:
+ * hs_vk_buffer_map returns a host shadow copy instead of the mapping, flush
+ * copies the shadow's widened range into the memory, invalidate copies it
+ * back, and the atom is raised to at least 256 (the largest the Vulkan spec
+ * allows; a multiple of the real one, as both are powers of two). Buffers
+ * of HS_MEM_DEVICE are then not mapped at all, so uploads and downloads take
+ * the staging path, as on a discrete GPU. */
 void *hs_vk_buffer_map(const hs_vk_buffer *buf);
+/* Makes host writes through hs_vk_buffer_map in [offset, offset + n) visible
+ * to the device. HS_ERR_OUT_OF_RANGE outside the buffer, HS_ERR_INVALID_ARG if
+ * the buffer is not mapped. */
+hs_status hs_vk_buffer_flush(hs_vk_buffer *buf, uint64_t offset, uint64_t n);
+/* Makes device writes in [offset, offset + n) visible to the host through
+ * hs_vk_buffer_map. Same errors as hs_vk_buffer_flush. */
+hs_status hs_vk_buffer_invalidate(hs_vk_buffer *buf, uint64_t offset, uint64_t n);
 /* Copies through a staging buffer when the buffer is not host visible. Waits. */
 hs_status hs_vk_buffer_upload(hs_vk_buffer *buf, uint64_t offset, const void *src, uint64_t n);
 hs_status hs_vk_buffer_download(hs_vk_buffer *buf, uint64_t offset, void *dst, uint64_t n);

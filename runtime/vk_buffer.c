@@ -1,8 +1,26 @@
 /* vk_buffer: storage buffers, device-local with staging where memory is not
- * host visible, persistently mapped where it is (unified memory, lavapipe). */
+ * host visible, persistently mapped where it is (unified memory, lavapipe);
+ * flush and invalidate of mapped ranges for memory that is not host-coherent,
+ * and the emulation of such memory behind HS_VK_FORCE_NONCOHERENT. */
 #include "vk_internal.h"
 
 #include <string.h>
+
+/* Under HS_VK_FORCE_NONCOHERENT: a host-visible type without HOST_COHERENT
+ * (cached if possible), so that the emulation runs on really non-coherent
+ * memory where the device has some; -1 if it has none. */
+static int find_noncoherent(const hs_vk_ctx *ctx, uint32_t type_bits) {
+    int any = -1;
+    for (uint32_t i = 0; i < ctx->mem_props.memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = ctx->mem_props.memoryTypes[i].propertyFlags;
+        if (!(type_bits & (1u << i)) || !(f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) ||
+            (f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT))
+            continue;
+        if (f & VK_MEMORY_PROPERTY_HOST_CACHED_BIT) return (int)i;
+        if (any < 0) any = (int)i;
+    }
+    return any;
+}
 
 hs_status hs_vk_buffer_create(hs_vk_ctx *ctx, uint64_t size, hs_mem mem, hs_vk_buffer **out) {
     hs_status st = HS_OK;
@@ -47,8 +65,11 @@ hs_status hs_vk_buffer_create(hs_vk_ctx *ctx, uint64_t size, hs_mem mem, hs_vk_b
         }
         if (type < 0) type = hs_vk_find_memory(ctx, req.memoryTypeBits, 0, 0);
     } else {
-        type = hs_vk_find_memory(ctx, req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
-                                 VK_MEMORY_PROPERTY_HOST_CACHED_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
+        type = ctx->emulate_noncoherent ? find_noncoherent(ctx, req.memoryTypeBits) : -1;
+        if (type < 0)
+            type = hs_vk_find_memory(ctx, req.memoryTypeBits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+                                     VK_MEMORY_PROPERTY_HOST_CACHED_BIT |
+                                         VK_MEMORY_PROPERTY_HOST_COHERENT_BIT);
     }
     if (type < 0) {
         st = HS_FAIL(HS_ERR_VK_UNSUPPORTED, "no suitable memory type for a %s buffer",
@@ -59,11 +80,29 @@ hs_status hs_vk_buffer_create(hs_vk_ctx *ctx, uint64_t size, hs_mem mem, hs_vk_b
                                 .allocationSize = req.size,
                                 .memoryTypeIndex = (uint32_t)type};
     HS_VK_CALL(vkAllocateMemory(ctx->device, &mai, NULL, &b->memory), detail);
+    b->alloc_size = req.size;
     HS_VK_CALL(vkBindBufferMemory(ctx->device, b->buffer, b->memory, 0), NULL);
     VkMemoryPropertyFlags f = ctx->mem_props.memoryTypes[type].propertyFlags;
-    if (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
+    /* Under the switch device buffers stay unmapped, as on a discrete GPU, so
+     * that uploads and downloads run the staging path and its flushes. */
+    bool map = (f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
+               !(ctx->emulate_noncoherent && mem == HS_MEM_DEVICE);
+    if (map) {
         HS_VK_CALL(vkMapMemory(ctx->device, b->memory, 0, VK_WHOLE_SIZE, 0, &b->mapped), detail);
         b->coherent = f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+        if (ctx->emulate_noncoherent) {
+            b->coherent = false;
+            b->shadow = malloc(b->alloc_size);
+            if (!b->shadow) {
+                st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY,
+                             "hs_vk_buffer_create: no memory for the shadow copy of HS_VK_FORCE_NONCOHERENT (%s)",
+                             detail);
+                goto fail;
+            }
+            /* What the host sees before its first invalidate: a pattern that
+             * no test data has, rather than the device's contents. */
+            memset(b->shadow, 0xA5, b->alloc_size);
+        }
     }
     *out = b;
     return HS_OK;
@@ -78,18 +117,80 @@ void hs_vk_buffer_destroy(hs_vk_buffer *b) {
     if (b->mapped) vkUnmapMemory(d, b->memory);
     if (b->buffer) vkDestroyBuffer(d, b->buffer, NULL);
     if (b->memory) vkFreeMemory(d, b->memory, NULL);
+    free(b->shadow);
     hs_vk_obj_unlink(b->ctx, &b->obj);
     free(b);
 }
 
 uint64_t hs_vk_buffer_size(const hs_vk_buffer *b) { return b->size; }
-void *hs_vk_buffer_map(const hs_vk_buffer *b) { return b->mapped; }
+void *hs_vk_buffer_map(const hs_vk_buffer *b) { return b->shadow ? b->shadow : b->mapped; }
 
 static hs_status check_range(const hs_vk_buffer *b, uint64_t off, uint64_t n, const char *what) {
     if (off > b->size || n > b->size - off)
         return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: range [%llu, +%llu) outside buffer of %llu bytes", what,
                        (unsigned long long)off, (unsigned long long)n, (unsigned long long)b->size);
     return HS_OK;
+}
+
+static hs_status check_mapped(const hs_vk_buffer *b, uint64_t off, uint64_t n, const char *what) {
+    hs_status st = check_range(b, off, n, what);
+    if (st != HS_OK) return st;
+    if (!b->mapped)
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "%s: buffer of %llu bytes is not mapped (memory not host visible%s); "
+                       "use hs_vk_buffer_upload/_download",
+                       what, (unsigned long long)b->size,
+                       b->ctx->emulate_noncoherent ? ", or a device buffer under HS_VK_FORCE_NONCOHERENT" : "");
+    return HS_OK;
+}
+
+/* [off, off + n) widened to whole atoms (offset down, end up), as
+ * VkMappedMemoryRange wants it: a size that is a multiple of the atom, or
+ * VK_WHOLE_SIZE when the end reaches the allocation's end (the allocation
+ * may be larger than the buffer, and need not be a multiple of the atom).
+ * *end is where the widened range stops. */
+static VkMappedMemoryRange atom_range(const hs_vk_buffer *b, uint64_t off, uint64_t n, uint64_t *end) {
+    const uint64_t a = b->ctx->atom;
+    VkMappedMemoryRange r = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE, .memory = b->memory};
+    r.offset = off / a * a;
+    uint64_t hi = (off + n + a - 1) / a * a;
+    if (hi >= b->alloc_size) {
+        hi = b->alloc_size;
+        r.size = VK_WHOLE_SIZE;
+    } else {
+        r.size = hi - r.offset;
+    }
+    *end = hi;
+    return r;
+}
+
+hs_status hs_vk_buffer_flush(hs_vk_buffer *b, uint64_t off, uint64_t n) {
+    hs_status st = check_mapped(b, off, n, "hs_vk_buffer_flush");
+    if (st != HS_OK || n == 0 || b->coherent) return st;
+    uint64_t end;
+    VkMappedMemoryRange r = atom_range(b, off, n, &end);
+    /* Emulation: the host's writes leave its "cache" (the shadow) for the
+     * memory the device reads, whole atoms at a time. */
+    if (b->shadow) memcpy((char *)b->mapped + r.offset, (char *)b->shadow + r.offset, end - r.offset);
+    /* Host writes in the range -> visible to the device's next submit. */
+    HS_VK_CALL(vkFlushMappedMemoryRanges(b->ctx->device, 1, &r), NULL);
+fail:
+    return st;
+}
+
+hs_status hs_vk_buffer_invalidate(hs_vk_buffer *b, uint64_t off, uint64_t n) {
+    hs_status st = check_mapped(b, off, n, "hs_vk_buffer_invalidate");
+    if (st != HS_OK || n == 0 || b->coherent) return st;
+    uint64_t end;
+    VkMappedMemoryRange r = atom_range(b, off, n, &end);
+    /* Device writes in the range (from a submit whose fence has signalled)
+     * -> visible to host reads through the map. */
+    HS_VK_CALL(vkInvalidateMappedMemoryRanges(b->ctx->device, 1, &r), NULL);
+    /* Emulation: the host's stale copy of those atoms is replaced by what
+     * the device wrote. */
+    if (b->shadow) memcpy((char *)b->shadow + r.offset, (char *)b->mapped + r.offset, end - r.offset);
+fail:
+    return st;
 }
 
 typedef struct copy_args {
@@ -115,7 +216,9 @@ static hs_status staged(hs_vk_buffer *b, uint64_t off, void *host, uint64_t n, b
         uint64_t m = n - done < chunk ? n - done : chunk;
         copy_args a = {.region = {.size = m}};
         if (upload) {
-            memcpy(stg->mapped, (char *)host + done, m);
+            memcpy(hs_vk_buffer_map(stg), (char *)host + done, m);
+            /* The chunk just written -> visible to the copy below. */
+            HS_TRY(hs_vk_buffer_flush(stg, 0, m));
             a.src = stg->buffer;
             a.dst = b->buffer;
             a.region.dstOffset = off + done;
@@ -125,7 +228,11 @@ static hs_status staged(hs_vk_buffer *b, uint64_t off, void *host, uint64_t n, b
             a.region.srcOffset = off + done;
         }
         HS_TRY(hs_vk_oneshot(ctx, rec_copy, &a));
-        if (!upload) memcpy((char *)host + done, stg->mapped, m);
+        if (!upload) {
+            /* The copy's writes into the staging buffer -> visible to the memcpy. */
+            HS_TRY(hs_vk_buffer_invalidate(stg, 0, m));
+            memcpy((char *)host + done, hs_vk_buffer_map(stg), m);
+        }
     }
 fail:
     hs_vk_buffer_destroy(stg);
@@ -136,12 +243,18 @@ hs_status hs_vk_buffer_upload(hs_vk_buffer *b, uint64_t off, const void *src, ui
     hs_status st = check_range(b, off, n, "hs_vk_buffer_upload");
     if (st != HS_OK || n == 0) return st;
     if (b->mapped) {
-        memcpy((char *)b->mapped + off, src, n);
         if (!b->coherent) {
-            VkMappedMemoryRange r = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE,
-                                     .memory = b->memory, .offset = 0, .size = VK_WHOLE_SIZE};
-            HS_VK_CALL(vkFlushMappedMemoryRanges(b->ctx->device, 1, &r), NULL);
+            /* The flush below writes back whole atoms: first take in what the
+             * device wrote to the bytes around the range that share its first
+             * and last atom, so that their write-back does not undo it. */
+            const uint64_t a = b->ctx->atom, last = off + n - 1;
+            const bool head = off % a != 0, tail = (off + n) % a != 0;
+            if (head) HS_TRY(hs_vk_buffer_invalidate(b, off, 1));
+            if (tail && !(head && last / a == off / a)) HS_TRY(hs_vk_buffer_invalidate(b, last, 1));
         }
+        memcpy((char *)hs_vk_buffer_map(b) + off, src, n);
+        /* The bytes just written -> visible to later submits. */
+        HS_TRY(hs_vk_buffer_flush(b, off, n));
         return HS_OK;
     }
     return staged(b, off, (void *)src, n, true);
@@ -153,12 +266,9 @@ hs_status hs_vk_buffer_download(hs_vk_buffer *b, uint64_t off, void *dst, uint64
     hs_status st = check_range(b, off, n, "hs_vk_buffer_download");
     if (st != HS_OK || n == 0) return st;
     if (b->mapped) {
-        if (!b->coherent) {
-            VkMappedMemoryRange r = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE,
-                                     .memory = b->memory, .offset = 0, .size = VK_WHOLE_SIZE};
-            HS_VK_CALL(vkInvalidateMappedMemoryRanges(b->ctx->device, 1, &r), NULL);
-        }
-        memcpy(dst, (char *)b->mapped + off, n);
+        /* What earlier submits wrote to the range -> visible to the memcpy. */
+        HS_TRY(hs_vk_buffer_invalidate(b, off, n));
+        memcpy(dst, (char *)hs_vk_buffer_map(b) + off, n);
         return HS_OK;
     }
     return staged(b, off, dst, n, false);

@@ -220,6 +220,13 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
     }
     c->unified_memory = c->host_visible_device_local_bytes > 0 &&
                         c->host_visible_device_local_bytes >= c->device_local_bytes;
+    c->coherent = true;
+    for (uint32_t t = 0; t < mp.memoryTypeCount; t++) {
+        VkMemoryPropertyFlags f = mp.memoryTypes[t].propertyFlags;
+        if ((f & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) && !(f & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT))
+            c->coherent = false;
+    }
+    c->non_coherent_atom_size = l->nonCoherentAtomSize ? l->nonCoherentAtomSize : 1;
 
     uint32_t nq = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, NULL);
@@ -256,6 +263,15 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
     if (mbr && *mbr) {
         unsigned long long v = strtoull(mbr, NULL, 0);
         if (v >= 256 && v < c->max_storage_buffer_range) c->max_storage_buffer_range = v & ~255ull;
+    }
+    if (env_flag("HS_VK_FORCE_NONCOHERENT")) {
+        /* Emulated non-coherent memory (vk_buffer.c), with an atom of at least
+         * 256 bytes so that the widening of ranges is exercised beyond
+         * lavapipe's 64. Atoms are powers of two, so doubling keeps the
+         * emulated one a multiple of the real one: every range widened to it
+         * is also valid for the real device. */
+        c->coherent = false;
+        while (c->non_coherent_atom_size < 256) c->non_coherent_atom_size *= 2;
     }
     free(exts);
 }
@@ -379,14 +395,15 @@ void hs_vk_caps_line(const hs_vk_caps *c, char *buf, size_t n) {
     snprintf(buf, n,
              "%u = %s (%s) | %s | %s | vulkan %u.%u.%u | uma: %d | fp16: %d | storage16: %d | "
              "subgroup: %u (%u-%u)%s | shared memory: %u | int dot: %d | coopmat: %d | "
-             "max buffer range: %llu MiB | device memory: %llu MiB",
+             "max buffer range: %llu MiB | device memory: %llu MiB | coherent: %d (atom %llu)",
              c->index, c->device_name, c->driver_name[0] ? c->driver_name : "?",
              hs_vk_vendor_name(c->vendor_id), type_name(c->type), VK_API_VERSION_MAJOR(c->api_version),
              VK_API_VERSION_MINOR(c->api_version), VK_API_VERSION_PATCH(c->api_version),
              c->unified_memory, c->fp16, c->storage16, c->subgroup_size, c->subgroup_min,
              c->subgroup_max, c->subgroup_ops ? "" : " (ops off)", c->max_shared_memory, c->int8_dot,
              c->coopmat, (unsigned long long)(c->max_storage_buffer_range >> 20),
-             (unsigned long long)(c->device_local_bytes >> 20));
+             (unsigned long long)(c->device_local_bytes >> 20), c->coherent,
+             (unsigned long long)c->non_coherent_atom_size);
 }
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
@@ -604,6 +621,8 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
     ctx->caps = all[pick];
     ctx->queue_family = qfs[pick];
     vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->mem_props);
+    ctx->emulate_noncoherent = env_flag("HS_VK_FORCE_NONCOHERENT");
+    ctx->atom = ctx->caps.non_coherent_atom_size;
 
     /* Enable only what the caps (after overrides) say we use. */
     feature_chain *fc = &fcs[pick];
@@ -786,6 +805,13 @@ hs_status hs_vk_oneshot(hs_vk_ctx *ctx, void (*rec)(VkCommandBuffer, void *), vo
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     HS_VK_CALL(vkBeginCommandBuffer(ctx->xfer_cmd, &bi), NULL);
     rec(ctx->xfer_cmd, user);
+    /* Make the transfer's writes (a download's copy into staging, a fill) visible
+     * to the host once the fence signals; the fence alone covers device access only. */
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                          .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
+    vkCmdPipelineBarrier(ctx->xfer_cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb,
+                         0, NULL, 0, NULL);
     HS_VK_CALL(vkEndCommandBuffer(ctx->xfer_cmd), NULL);
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
                        .commandBufferCount = 1,

@@ -62,6 +62,12 @@ struct hs_vk_ctx {
 
     uint32_t validation_count;
     bool profiling;
+    /* HS_VK_FORCE_NONCOHERENT: every mapped buffer gets a host shadow (see
+     * struct hs_vk_buffer) and device buffers are left unmapped. */
+    bool emulate_noncoherent;
+    /* Granule of flush and invalidate ranges: nonCoherentAtomSize, raised to
+     * 256 under the switch (caps.non_coherent_atom_size). */
+    uint64_t atom;
     hs_vk_profile_entry *profile; /* stb_ds string hash map */
 };
 
@@ -70,9 +76,17 @@ struct hs_vk_buffer {
     hs_vk_ctx *ctx;
     VkBuffer buffer;
     VkDeviceMemory memory;
-    uint64_t size;
-    void *mapped;
-    bool coherent;
+    uint64_t size;       /* bytes asked for */
+    uint64_t alloc_size; /* bytes of the allocation (memory requirement), >= size */
+    void *mapped;        /* the real mapping (whole allocation), NULL if not mapped */
+    /* HS_VK_FORCE_NONCOHERENT only: the host's view of the memory, alloc_size
+     * bytes, handed out by hs_vk_buffer_map instead of `mapped`. Flush copies
+     * its aligned range into `mapped` (host writes reach the device),
+     * invalidate copies `mapped` into it (device writes reach the host), as
+     * the caches of non-coherent memory would; a missing or misaligned call
+     * then gives wrong data on a device whose memory is coherent. */
+    void *shadow;
+    bool coherent; /* no flush or invalidate needed */
 };
 
 struct hs_vk_pipeline {

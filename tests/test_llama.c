@@ -306,6 +306,59 @@ static void test_mixed_types(void **state) {
     }
 }
 
+/* ---- non-coherent memory, emulated ----
+ * The default group records stories260K's logits for a 6-token prompt (all
+ * rows) and 40 greedy tokens; the second group, whose context has
+ * HS_VK_FORCE_NONCOHERENT on (the step buffer and the logits are then read
+ * and written through host shadows that only flush and invalidate
+ * reconcile), must give them bitwise. */
+#define NC_PROMPT 6
+#define NC_GREEDY 40
+static const int32_t nc_prompt[NC_PROMPT] = {1, 403, 407, 261, 378, 300};
+static float g_ref_logits[NC_PROMPT * 512];
+static int32_t g_ref_greedy[NC_GREEDY];
+static bool g_have_ref;
+
+static void run_reference_prompt(model_env *e, float *logits_out, int32_t *greedy_out) {
+    const float *logits;
+    const uint32_t *amax;
+    hs_llama_reset(e->m);
+    HS_CHECK(hs_llama_eval(e->m, nc_prompt, NC_PROMPT, NULL, false, true, &logits, &amax));
+    memcpy(logits_out, logits, sizeof g_ref_logits);
+    /* Greedy from the prompt's last row, one token per step. */
+    int32_t next = (int32_t)amax[NC_PROMPT - 1];
+    for (int i = 0; i < NC_GREEDY; i++) {
+        greedy_out[i] = next;
+        HS_CHECK(hs_llama_eval(e->m, &next, 1, NULL, true, true, NULL, &amax));
+        next = (int32_t)amax[0];
+    }
+}
+
+static void test_record_reference(void **state) {
+    run_reference_prompt(*state, g_ref_logits, g_ref_greedy);
+    g_have_ref = true;
+}
+
+static int setup_noncoherent(void **state) {
+    return hs_test_setup_with_env(state, "HS_VK_FORCE_NONCOHERENT", "1", setup);
+}
+
+static void test_noncoherent_bitwise(void **state) {
+    model_env *e = *state;
+    assert_false(hs_vk_ctx_caps(e->base.vk)->coherent);
+    if (!g_have_ref) fail_msg("the reference group did not run");
+    static float logits[NC_PROMPT * 512];
+    int32_t greedy[NC_GREEDY];
+    run_reference_prompt(e, logits, greedy);
+    for (int i = 0; i < NC_PROMPT * 512; i++)
+        if (memcmp(&logits[i], &g_ref_logits[i], 4) != 0)
+            fail_msg("logit %d (row %d): %.9g, without the switch %.9g", i, i / 512, logits[i],
+                     g_ref_logits[i]);
+    for (int i = 0; i < NC_GREEDY; i++)
+        if (greedy[i] != g_ref_greedy[i])
+            fail_msg("greedy token %d: %d, without the switch %d", i, greedy[i], g_ref_greedy[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),
@@ -316,6 +369,15 @@ int main(void) {
         cmocka_unit_test(test_tree_equals_plain),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_mixed_types),
+        cmocka_unit_test(test_record_reference),
     };
-    return hs_test_run_group("llama", tests, setup, teardown);
+    const struct CMUnitTest noncoherent[] = {
+        cmocka_unit_test(test_noncoherent_bitwise),
+        cmocka_unit_test(test_logits_once_upon_a_time),
+        cmocka_unit_test(test_greedy_once_upon_a_time),
+        cmocka_unit_test(test_tree_equals_plain),
+    };
+    int fails = hs_test_run_group("llama", tests, setup, teardown);
+    fails += hs_test_run_group("llama_noncoherent", noncoherent, setup_noncoherent, teardown);
+    return fails;
 }

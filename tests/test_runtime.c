@@ -24,6 +24,14 @@ static void test_caps(void **state) {
     char line[768];
     hs_vk_caps_line(c, line, sizeof line);
     assert_non_null(strstr(line, c->device_name));
+    /* nonCoherentAtomSize is a power of two of at most 256 (Vulkan limits). */
+    const uint64_t atom = c->non_coherent_atom_size;
+    assert_true(atom >= 1 && atom <= 256 && (atom & (atom - 1)) == 0);
+    if (getenv("HS_VK_FORCE_NONCOHERENT")) {
+        assert_false(c->coherent);
+        assert_int_equal(atom, 256);
+    }
+    assert_non_null(strstr(line, c->coherent ? "coherent: 1" : "coherent: 0"));
 }
 
 /* What the kernels chose on one context: the argmax variant and the subgroup
@@ -182,6 +190,14 @@ static void test_buffer_roundtrip(void **state) {
         /* Out-of-range access is an error with a message, not a crash. */
         assert_int_equal(hs_vk_buffer_upload(b, n - 4, src, 8), HS_ERR_OUT_OF_RANGE);
         assert_non_null(strstr(hs_last_error(), "outside buffer"));
+        /* Flush and invalidate check their range on coherent memory too, where
+         * they do nothing else: a bad range fails on every device. */
+        if (hs_vk_buffer_map(b)) {
+            assert_int_equal(hs_vk_buffer_flush(b, n - 4, 8), HS_ERR_OUT_OF_RANGE);
+            assert_non_null(strstr(hs_last_error(), "hs_vk_buffer_flush: range [400008, +8) outside buffer"));
+            assert_int_equal(hs_vk_buffer_invalidate(b, n + 1, 0), HS_ERR_OUT_OF_RANGE);
+            HS_CHECK(hs_vk_buffer_flush(b, n, 0));
+        }
         free(src);
         free(dst);
         hs_vk_buffer_destroy(b);
@@ -508,6 +524,220 @@ static void test_status_messages(void **state) {
     assert_non_null(strstr(hs_last_error(), "vkQueueSubmit: VK_ERROR_DEVICE_LOST at tests/test_runtime.c:"));
 }
 
+/* ---- non-coherent memory, emulated (HS_VK_FORCE_NONCOHERENT) ----
+ * The group's context is created with the switch on: hs_vk_buffer_map hands
+ * out a host shadow, and only flush and invalidate move data between it and
+ * the memory the device uses, whole atoms (256 bytes) at a time. */
+
+static int setup_noncoherent(void **state) {
+    return hs_test_setup_with_env(state, "HS_VK_FORCE_NONCOHERENT", "1", hs_test_setup);
+}
+
+/* Bytes 0..n-1 of b as the device sees them: copied on the device into a
+ * device buffer and downloaded from there (b's host view is not touched). */
+static uint8_t *device_view(hs_test_env *env, hs_vk_buffer *b, size_t n) {
+    hs_vk_buffer *c = hs_test_buffer(env, NULL, n);
+    hs_vk_seq *s = hs_test_seq_begin(env);
+    HS_CHECK(hs_vk_seq_copy(s, b, 0, c, 0, n));
+    hs_test_seq_run(s);
+    uint8_t *v = hs_test_download(c, n);
+    hs_vk_buffer_destroy(c);
+    return v;
+}
+
+static void test_nc_caps(void **state) {
+    hs_test_env *env = *state;
+    const hs_vk_caps *c = hs_vk_ctx_caps(env->vk);
+    assert_false(c->coherent);
+    assert_int_equal(c->non_coherent_atom_size, 256);
+    /* Device buffers are not mapped: they take the staging path. */
+    hs_vk_buffer *d = hs_test_buffer(env, NULL, 64);
+    assert_null(hs_vk_buffer_map(d));
+    hs_vk_buffer_destroy(d);
+}
+
+/* Host writes at unaligned offsets and sizes reach the device after a flush
+ * of just their range, and the device's bytes reach the host after an
+ * invalidate of just the range read. */
+static void test_nc_map_roundtrip(void **state) {
+    hs_test_env *env = *state;
+    const size_t n = 3000; /* not a multiple of the atom: the last range ends at the allocation */
+    static const struct {
+        uint64_t off, len;
+    } r[] = {{0, 1}, {1, 1}, {255, 2}, {37, 301}, {256, 256}, {513, 700}, {2900, 100}, {2999, 1}, {0, 3000}};
+    hs_vk_buffer *b = NULL;
+    HS_CHECK(hs_vk_buffer_create(env->vk, n, HS_MEM_HOST, &b));
+    uint8_t *host = hs_vk_buffer_map(b);
+    assert_non_null(host);
+    HS_CHECK(hs_vk_buffer_fill(b, 0, n / 4 * 4, 0));
+    HS_CHECK(hs_vk_buffer_invalidate(b, 0, n));
+    uint8_t expect[3000];
+    memset(expect, 0, sizeof expect);
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        for (uint64_t k = 0; k < r[i].len; k++)
+            host[r[i].off + k] = expect[r[i].off + k] = (uint8_t)(i * 31 + k + 1);
+        HS_CHECK(hs_vk_buffer_flush(b, r[i].off, r[i].len));
+        uint8_t *dev = device_view(env, b, n);
+        for (size_t k = 0; k < n; k++)
+            if (dev[k] != expect[k])
+                fail_msg("after flush of [%llu, +%llu): device byte %zu is %u, expected %u",
+                         (unsigned long long)r[i].off, (unsigned long long)r[i].len, k, dev[k], expect[k]);
+        free(dev);
+    }
+    /* Device -> host: a dispatch-free copy from another buffer writes b, and
+     * each invalidated range shows the new bytes. */
+    uint8_t src[3000];
+    for (size_t k = 0; k < n; k++) src[k] = (uint8_t)(k * 7 + 3);
+    hs_vk_buffer *a = hs_test_buffer(env, src, n);
+    hs_vk_seq *s = hs_test_seq_begin(env);
+    HS_CHECK(hs_vk_seq_copy(s, a, 0, b, 0, n));
+    hs_test_seq_run(s);
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        HS_CHECK(hs_vk_buffer_invalidate(b, r[i].off, r[i].len));
+        if (memcmp(host + r[i].off, src + r[i].off, r[i].len) != 0)
+            fail_msg("after invalidate of [%llu, +%llu): host bytes differ from the device's",
+                     (unsigned long long)r[i].off, (unsigned long long)r[i].len);
+    }
+    hs_vk_buffer_destroy(a);
+    hs_vk_buffer_destroy(b);
+}
+
+/* A flush writes back exactly the atoms that hold its range: device writes in
+ * the atoms around it survive (the layout rule of hs_vk_buffer_map, which
+ * llama's step buffer relies on: host data and argmax in different atoms). */
+static void test_nc_flush_leaves_other_atoms(void **state) {
+    hs_test_env *env = *state;
+    const uint64_t atom = hs_vk_ctx_caps(env->vk)->non_coherent_atom_size;
+    const size_t n = 4096;
+    static const struct {
+        uint64_t off, len;
+    } r[] = {{300, 100}, {256, 256}, {255, 2}, {4000, 96}, {0, 1}};
+    hs_vk_buffer *b = NULL;
+    HS_CHECK(hs_vk_buffer_create(env->vk, n, HS_MEM_HOST, &b));
+    uint8_t *host = hs_vk_buffer_map(b);
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        const uint64_t lo = r[i].off / atom * atom, hi = (r[i].off + r[i].len + atom - 1) / atom * atom;
+        /* Device writes 0x11 everywhere; the host takes it in, writes its
+         * range and flushes; then the device writes 0x22 outside the range's
+         * atoms, and the host writes its range again and flushes again. */
+        HS_CHECK(hs_vk_buffer_fill(b, 0, n, 0x11111111u));
+        HS_CHECK(hs_vk_buffer_invalidate(b, 0, n));
+        memset(host + r[i].off, 0x33, r[i].len);
+        HS_CHECK(hs_vk_buffer_flush(b, r[i].off, r[i].len));
+        if (lo > 0) HS_CHECK(hs_vk_buffer_fill(b, 0, lo, 0x22222222u));
+        if (hi < n) HS_CHECK(hs_vk_buffer_fill(b, hi, n - hi, 0x22222222u));
+        memset(host + r[i].off, 0x44, r[i].len);
+        HS_CHECK(hs_vk_buffer_flush(b, r[i].off, r[i].len));
+        uint8_t *dev = device_view(env, b, n);
+        for (uint64_t k = 0; k < n; k++) {
+            const bool inside = k >= r[i].off && k < r[i].off + r[i].len;
+            const uint8_t want = inside ? 0x44 : (k >= lo && k < hi) ? 0x11 : 0x22;
+            if (dev[k] != want)
+                fail_msg("flush of [%llu, +%llu): device byte %llu is 0x%02x, expected 0x%02x",
+                         (unsigned long long)r[i].off, (unsigned long long)r[i].len, (unsigned long long)k,
+                         dev[k], want);
+        }
+        free(dev);
+    }
+    hs_vk_buffer_destroy(b);
+}
+
+/* What the device writes (a transfer fill, a dispatch) is seen by the host
+ * only after an invalidate, and only in the invalidated atoms. */
+static void test_nc_device_write_needs_invalidate(void **state) {
+    hs_test_env *env = *state;
+    const uint64_t atom = hs_vk_ctx_caps(env->vk)->non_coherent_atom_size;
+    const size_t n = 1024;
+    hs_vk_buffer *b = NULL;
+    HS_CHECK(hs_vk_buffer_create(env->vk, n, HS_MEM_HOST, &b));
+    uint32_t *host = hs_vk_buffer_map(b);
+    for (size_t i = 0; i < n / 4; i++) host[i] = 7;
+    HS_CHECK(hs_vk_buffer_flush(b, 0, n));
+    HS_CHECK(hs_vk_buffer_fill(b, 0, n, 9));
+    assert_int_equal(host[0], 7); /* not yet: the host still sees its own copy */
+    HS_CHECK(hs_vk_buffer_invalidate(b, 100, 8)); /* the first atom */
+    for (size_t i = 0; i < n / 4; i++) assert_int_equal(host[i], i * 4 < atom ? 9u : 7u);
+    HS_CHECK(hs_vk_buffer_invalidate(b, 0, n));
+    for (size_t i = 0; i < n / 4; i++) assert_int_equal(host[i], 9u);
+
+    /* A dispatch reads host-written input and writes an output the host reads:
+     * out[t] = XOR of the four words of in's vec4 t. */
+    const uint32_t wg = 8, threads = 64;
+    hs_vk_pipeline *p = read_pipeline(env, wg);
+    hs_vk_buffer *out = NULL;
+    HS_CHECK(hs_vk_buffer_create(env->vk, threads * 4, HS_MEM_HOST, &out));
+    uint32_t *in = host, *res = hs_vk_buffer_map(out);
+    hs_rng rng;
+    hs_rng_seed(&rng, 11);
+    for (uint32_t i = 0; i < threads * 4; i++) in[i] = hs_rng_u32(&rng);
+    HS_CHECK(hs_vk_buffer_flush(b, 0, threads * 16));
+    hs_vk_seq *s = hs_test_seq_begin(env);
+    read_push pc = {threads, threads};
+    hs_vk_binding binds[2] = {{b, 0, 0}, {out, 0, 0}};
+    HS_CHECK(hs_vk_seq_dispatch(s, p, binds, 2, &pc, threads / wg, 1, 1));
+    hs_test_seq_run(s);
+    uint32_t first = in[0] ^ in[1] ^ in[2] ^ in[3];
+    assert_true(res[0] != first); /* the shadow's initial pattern, not the result */
+    HS_CHECK(hs_vk_buffer_invalidate(out, 0, threads * 4));
+    for (uint32_t t = 0; t < threads; t++)
+        assert_int_equal(res[t], in[4 * t] ^ in[4 * t + 1] ^ in[4 * t + 2] ^ in[4 * t + 3]);
+    hs_vk_buffer_destroy(out);
+    hs_vk_buffer_destroy(b);
+}
+
+/* hs_vk_buffer_upload into part of an atom keeps what the device wrote to the
+ * rest of that atom (it invalidates the edge atoms before writing). */
+static void test_nc_upload_keeps_neighbours(void **state) {
+    hs_test_env *env = *state;
+    const size_t n = 1024;
+    /* Across an atom boundary, at an atom's start, inside one atom, one whole
+     * atom, and over several atoms with partial ones at both ends. */
+    static const struct {
+        uint64_t off, len;
+    } r[] = {{250, 10}, {0, 10}, {300, 10}, {256, 256}, {500, 600 - 500 + 400}};
+    uint8_t src[1024];
+    for (size_t k = 0; k < sizeof src; k++) src[k] = (uint8_t)(k % 251 + 1);
+    hs_vk_buffer *b = NULL;
+    HS_CHECK(hs_vk_buffer_create(env->vk, n, HS_MEM_HOST, &b));
+    for (size_t i = 0; i < sizeof r / sizeof r[0]; i++) {
+        HS_CHECK(hs_vk_buffer_fill(b, 0, n, 0x55555555u));
+        HS_CHECK(hs_vk_buffer_upload(b, r[i].off, src, r[i].len));
+        uint8_t *got = device_view(env, b, n);
+        for (uint64_t k = 0; k < n; k++) {
+            const bool inside = k >= r[i].off && k < r[i].off + r[i].len;
+            const uint8_t want = inside ? src[k - r[i].off] : 0x55;
+            if (got[k] != want)
+                fail_msg("upload of [%llu, +%llu): device byte %llu is 0x%02x, expected 0x%02x",
+                         (unsigned long long)r[i].off, (unsigned long long)r[i].len, (unsigned long long)k,
+                         got[k], want);
+        }
+        free(got);
+    }
+    hs_vk_buffer_destroy(b);
+}
+
+static void test_nc_bad_ranges(void **state) {
+    hs_test_env *env = *state;
+    hs_vk_buffer *b = NULL, *d = hs_test_buffer(env, NULL, 256);
+    HS_CHECK(hs_vk_buffer_create(env->vk, 1000, HS_MEM_HOST, &b));
+    assert_int_equal(hs_vk_buffer_flush(b, 996, 8), HS_ERR_OUT_OF_RANGE);
+    assert_non_null(
+        strstr(hs_last_error(), "hs_vk_buffer_flush: range [996, +8) outside buffer of 1000 bytes"));
+    assert_int_equal(hs_vk_buffer_invalidate(b, 1001, 0), HS_ERR_OUT_OF_RANGE);
+    assert_non_null(strstr(hs_last_error(), "hs_vk_buffer_invalidate: range [1001, +0) outside buffer"));
+    assert_int_equal(hs_vk_buffer_flush(b, 8, UINT64_MAX), HS_ERR_OUT_OF_RANGE); /* no wrap-around */
+    assert_int_equal(hs_vk_buffer_invalidate(b, UINT64_MAX, 2), HS_ERR_OUT_OF_RANGE);
+    HS_CHECK(hs_vk_buffer_flush(b, 1000, 0));
+    HS_CHECK(hs_vk_buffer_flush(b, 999, 1));
+    /* An unmapped buffer has nothing to flush: an error naming the way out. */
+    assert_int_equal(hs_vk_buffer_flush(d, 0, 4), HS_ERR_INVALID_ARG);
+    assert_non_null(strstr(hs_last_error(), "not mapped"));
+    assert_non_null(strstr(hs_last_error(), "hs_vk_buffer_upload"));
+    assert_int_equal(hs_vk_buffer_invalidate(d, 0, 4), HS_ERR_INVALID_ARG);
+    hs_vk_buffer_destroy(b);
+    hs_vk_buffer_destroy(d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_caps),
@@ -523,5 +753,19 @@ int main(void) {
         cmocka_unit_test(test_status_messages),
         cmocka_unit_test(test_tuning_env),
     };
-    return hs_test_run_group("runtime", tests, setup, teardown);
+    const struct CMUnitTest noncoherent[] = {
+        cmocka_unit_test(test_nc_caps),
+        cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_buffer_roundtrip), /* upload/download: mapped and staging paths */
+        cmocka_unit_test(test_nc_map_roundtrip),
+        cmocka_unit_test(test_nc_flush_leaves_other_atoms),
+        cmocka_unit_test(test_nc_device_write_needs_invalidate),
+        cmocka_unit_test(test_nc_upload_keeps_neighbours),
+        cmocka_unit_test(test_nc_bad_ranges),
+        cmocka_unit_test(test_seq_replay_and_barriers),
+        cmocka_unit_test(test_copy_fill_in_seq),
+    };
+    int fails = hs_test_run_group("runtime", tests, setup, teardown);
+    fails += hs_test_run_group("runtime_noncoherent", noncoherent, setup_noncoherent, teardown);
+    return fails;
 }

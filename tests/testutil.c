@@ -94,6 +94,17 @@ int hs_test_setup_range(void **state, unsigned long bytes) {
     return r;
 }
 
+int hs_test_setup_with_env(void **state, const char *name, const char *value, CMFixtureFunction setup) {
+    const char *prev = getenv(name);
+    char *saved = prev ? strdup(prev) : NULL;
+    setenv(name, value, 1);
+    int r = setup(state);
+    if (saved) setenv(name, saved, 1);
+    else unsetenv(name);
+    free(saved);
+    return r;
+}
+
 int hs_test_teardown(void **state) {
     hs_test_env *env = *state;
     if (!env) return 0;

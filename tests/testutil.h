@@ -60,6 +60,11 @@ int hs_test_setup(void **state);
  * (HS_VK_MAX_BUFFER_RANGE), so the ops must split their tensors. */
 int hs_test_setup_range(void **state, unsigned long bytes);
 int hs_test_teardown(void **state);
+/* Runs a group setup with environment variable `name` set to `value`, then
+ * puts back the previous value (or its absence), so that a switch forced on
+ * for one group neither leaks into the next nor is lost when the whole
+ * process runs with it. */
+int hs_test_setup_with_env(void **state, const char *name, const char *value, CMFixtureFunction setup);
 
 /* Fails the current test with the last error message unless st == HS_OK. */
 #define HS_CHECK(expr)                                                                             \

@@ -40,6 +40,7 @@ run_suite "$here/build" "no subgroup operations (portable reductions and product
 run_suite "$here/build" "no 16-bit storage (packed f16 KV write), no subgroup size control" \
   HS_VK_DISABLE_16BIT_STORAGE=1 HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL=1
 run_suite "$here/build" "1 MiB max buffer range (tensor and KV-cache splitting)" HS_VK_MAX_BUFFER_RANGE=1048576
+run_suite "$here/build" "emulated non-coherent host-visible memory" HS_VK_FORCE_NONCOHERENT=1
 
 echo "== build: AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$here" -B "$here/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHS_WERROR=ON -DHS_SANITIZE=ON >/dev/null
