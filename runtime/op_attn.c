@@ -250,7 +250,10 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
 
     /* Queries per dispatch: the grid's y limit and the q/out binding range. */
     uint64_t per = c->max_wg_count[1];
-    uint64_t by_range = (c->max_storage_buffer_range - c->min_storage_offset_align) / q_row;
+    const uint64_t q_slack = hs_ops_max_slack(c, q->offset, q_row);
+    const uint64_t o_slack = hs_ops_max_slack(c, out->offset, q_row);
+    const uint64_t slack = q_slack > o_slack ? q_slack : o_slack, range = c->max_storage_buffer_range;
+    uint64_t by_range = range > slack ? (range - slack) / q_row : 0;
     if (by_range < per) per = by_range;
     if (per == 0)
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "attention: one query row exceeds maxStorageBufferRange");

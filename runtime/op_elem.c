@@ -97,26 +97,27 @@ static hs_status check_operands(const char *op, const hs_operand *a, int n) {
 }
 
 /* Largest number of rows per dispatch such that every split operand's window
- * (plus alignment slack) fits maxStorageBufferRange, capped at max_rows. Whole
- * operands must fit as they are. */
+ * (plus the alignment slack it can have) fits maxStorageBufferRange, capped at
+ * max_rows. Whole operands must fit as they are. */
 static hs_status plan_rows(const hs_vk_caps *c, const char *op, const hs_operand *a, int n, uint64_t max_rows,
                            uint64_t *rows) {
-    uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
-    uint64_t cap = c->max_storage_buffer_range > align ? c->max_storage_buffer_range - align : 0;
+    const uint64_t range = c->max_storage_buffer_range;
     uint64_t r = max_rows;
     for (int i = 0; i < n; i++) {
+        uint64_t slack = hs_ops_max_slack(c, a[i].b->offset, a[i].row_bytes);
+        uint64_t cap = range > slack ? range - slack : 0;
         if (a[i].row_bytes) {
             uint64_t fit = cap / a[i].row_bytes;
             if (fit == 0)
                 return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
-                               "%s: one row of %s (%llu bytes) exceeds maxStorageBufferRange %llu", op,
-                               a[i].name, (unsigned long long)a[i].row_bytes,
-                               (unsigned long long)c->max_storage_buffer_range);
+                               "%s: one row of %s (%llu bytes, %llu more for the offset's alignment) exceeds "
+                               "maxStorageBufferRange %llu",
+                               op, a[i].name, (unsigned long long)a[i].row_bytes, (unsigned long long)slack,
+                               (unsigned long long)range);
             if (fit < r) r = fit;
         } else if (a[i].bytes > cap) {
             return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "%s: %s (%llu bytes) exceeds maxStorageBufferRange %llu",
-                           op, a[i].name, (unsigned long long)a[i].bytes,
-                           (unsigned long long)c->max_storage_buffer_range);
+                           op, a[i].name, (unsigned long long)a[i].bytes, (unsigned long long)range);
         }
     }
     *rows = r ? r : 1;

@@ -13,7 +13,11 @@
  * boundaries); row counts past maxComputeWorkGroupCount[0] use a 2-D grid and
  * the element-wise kernels loop with a grid stride, so any count fits. A single
  * row (or one token's QKV, or a whole KV cache) must fit in
- * maxStorageBufferRange.
+ * maxStorageBufferRange together with its offset's alignment slack (a row of
+ * exactly the range at an aligned offset fits), else HS_ERR_VK_UNSUPPORTED
+ * names the sizes. Rows are not split across bindings: a split softmax or norm
+ * would need a second pass per row, and a vocabulary row (1 MiB for 262144
+ * logits) is far below the 128 MiB of the smallest common range.
  *
  * Exactness: rmsnorm and softmax reduce every row in a fixed order that does not
  * depend on n (DESIGN.md section 3): row j computed alone is bitwise equal to
