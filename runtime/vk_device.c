@@ -192,6 +192,7 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
     const VkPhysicalDeviceLimits *l = &p->limits;
     c->max_storage_buffer_range = l->maxStorageBufferRange;
     c->min_storage_offset_align = l->minStorageBufferOffsetAlignment;
+    c->max_storage_buffers = l->maxPerStageDescriptorStorageBuffers;
     c->max_shared_memory = l->maxComputeSharedMemorySize;
     c->max_push_constants = l->maxPushConstantsSize;
     c->max_wg_invocations = l->maxComputeWorkGroupInvocations;
@@ -255,6 +256,12 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
     if (mbr && *mbr) {
         unsigned long long v = strtoull(mbr, NULL, 0);
         if (v >= 256 && v < c->max_storage_buffer_range) c->max_storage_buffer_range = v & ~255ull;
+    }
+    const char *msb = getenv("HS_VK_MAX_STORAGE_BUFFERS");
+    if (msb && *msb) {
+        /* Vulkan guarantees at least 4 per stage. */
+        unsigned long long v = strtoull(msb, NULL, 0);
+        if (v >= 4 && v < c->max_storage_buffers) c->max_storage_buffers = (uint32_t)v;
     }
     free(exts);
 }
