@@ -59,6 +59,11 @@ int hs_test_setup(void **state);
 /* hs_test_setup with maxStorageBufferRange forced down to `bytes`
  * (HS_VK_MAX_BUFFER_RANGE), so the ops must split their tensors. */
 int hs_test_setup_range(void **state, unsigned long bytes);
+/* hs_test_setup with maxStorageBufferRange forced down to `range` (0: as
+ * is) and one more environment override name=value (NULL: none), e.g.
+ * HS_VK_DISABLE_16BIT_STORAGE or HS_VK_MAX_STORAGE_BUFFERS. Both are
+ * restored afterwards. */
+int hs_test_setup_env(void **state, unsigned long range, const char *name, const char *value);
 int hs_test_teardown(void **state);
 
 /* Fails the current test with the last error message unless st == HS_OK. */
