@@ -354,20 +354,20 @@ void hs_llama_reset(hs_llama *m) { m->n_past = 0; }
 uint64_t hs_llama_weight_bytes(const hs_llama *m) { return m->weight_bytes; }
 uint32_t hs_llama_last_dispatches(const hs_llama *m) { return m->last_dispatches; }
 
+static void max_chunks(uint32_t *r, const hs_weight *w) {
+    if (w && hs_weight_chunks(w) > *r) *r = hs_weight_chunks(w);
+}
+
 hs_llama_split hs_llama_split_info(const hs_llama *m) {
     hs_llama_split r = {.weight_chunks = 1, .kv_windows = m->kv_windows};
-    const hs_weight *ws[2] = {m->tok_embd, m->output};
-    for (int i = 0; i < 2; i++)
-        if (ws[i] && hs_weight_chunks(ws[i]) > r.weight_chunks) r.weight_chunks = hs_weight_chunks(ws[i]);
+    max_chunks(&r.weight_chunks, m->tok_embd);
+    max_chunks(&r.weight_chunks, m->output);
     for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
         const llama_layer *L = &m->layers[l];
-        const hs_weight *lw[2] = {L->wo, L->wdown};
-        for (int i = 0; i < 2; i++)
-            if (hs_weight_chunks(lw[i]) > r.weight_chunks) r.weight_chunks = hs_weight_chunks(lw[i]);
-        for (uint32_t p = 0; p < L->qkv.n_parts; p++)
-            if (hs_weight_chunks(L->qkv.w[p]) > r.weight_chunks) r.weight_chunks = hs_weight_chunks(L->qkv.w[p]);
-        for (uint32_t p = 0; p < L->gu.n_parts; p++)
-            if (hs_weight_chunks(L->gu.w[p]) > r.weight_chunks) r.weight_chunks = hs_weight_chunks(L->gu.w[p]);
+        max_chunks(&r.weight_chunks, L->wo);
+        max_chunks(&r.weight_chunks, L->wdown);
+        for (uint32_t p = 0; p < L->qkv.n_parts; p++) max_chunks(&r.weight_chunks, L->qkv.w[p]);
+        for (uint32_t p = 0; p < L->gu.n_parts; p++) max_chunks(&r.weight_chunks, L->gu.w[p]);
     }
     return r;
 }

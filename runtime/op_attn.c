@@ -53,8 +53,8 @@ static uint64_t binding_span(const hs_vk_binding *b) {
 
 /* Checks that tensor b holds `need` bytes starting `at` bytes in, on a
  * multiple of `unit` bytes. */
-static hs_status check_span(const char *op, const char *what, const hs_vk_binding *b, uint64_t at, uint64_t need,
-                            uint32_t unit) {
+static hs_status check_span(const char *op, const char *what, const hs_vk_binding *b, uint64_t at,
+                            uint64_t need, uint32_t unit) {
     if (!b || !b->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s has no buffer", op, what);
     uint64_t span = binding_span(b);
     if (at > span || need > span - at)
@@ -371,7 +371,8 @@ hs_status hs_op_kv_gather(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *k, c
         if (per > c->max_wg_count[1]) per = c->max_wg_count[1];
         for (uint32_t l0 = 0; l0 < n_layers; l0 += (uint32_t)per) {
             uint32_t cnt = n_layers - l0 < per ? n_layers - l0 : (uint32_t)per;
-            uint64_t at = (uint64_t)l0 * layer_stride, span = (uint64_t)(cnt - 1) * layer_stride + layer_bytes;
+            uint64_t at = (uint64_t)l0 * layer_stride;
+            uint64_t span = (uint64_t)(cnt - 1) * layer_stride + layer_bytes;
             HS_TRY(bind_range(ops, "kv_gather", "k", k, at, span, unit, &b[0], &pc.k_off));
             HS_TRY(bind_range(ops, "kv_gather", "v", v, at, span, unit, &b[1], &pc.v_off));
             HS_TRY(hs_vk_seq_dispatch(seq, p, b, 3, &pc, gx, cnt, 2));

@@ -33,7 +33,8 @@
  * _kv4 variants of the kernels that pick a row's window with constant
  * indices; attention still deals keys to lanes by ordinal and merges in lane
  * order (no per-window partial softmax), so its output is bitwise that of an
- * unsplit cache, tree or not. A layer that fits keeps today's kernels. Tensors are hs_vk_binding (buffer, byte offset, range; range 0 =
+ * unsplit cache, tree or not. A layer that fits keeps today's kernels.
+ * Tensors are hs_vk_binding (buffer, byte offset, range; range 0 =
  * to the end). Offsets: multiples of 4 bytes, except q, out and an f32 cache
  * (16 bytes) and an f16 cache (8 bytes), which are read as vec4; the ops bind
  * the aligned-down offset and pass the rest to the shader.

@@ -427,7 +427,8 @@ hs_status hs_kv_split_plan(const hs_ops *ops, const hs_kv_layer *kv, hs_kv_split
     return hs_kv_plan_rows(ops, "hs_kv_split_plan", &kv->k, &kv->v, row, kv->n_ctx, out);
 }
 
-hs_status hs_kv_check_bindings(const hs_ops *ops, const char *op, const hs_kv_split *sp, uint32_t n_bindings) {
+hs_status hs_kv_check_bindings(const hs_ops *ops, const char *op, const hs_kv_split *sp,
+                               uint32_t n_bindings) {
     const hs_vk_caps *c = hs_ops_caps(ops);
     if (n_bindings > c->max_storage_buffers)
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED,

@@ -12,12 +12,13 @@
  * than maxStorageBufferRange is processed in several dispatches (split at row
  * boundaries); row counts past maxComputeWorkGroupCount[0] use a 2-D grid and
  * the element-wise kernels loop with a grid stride, so any count fits. A single
- * row (or one token's QKV, or a whole KV cache) must fit in
+ * row (or one token's QKV) must fit in
  * maxStorageBufferRange together with its offset's alignment slack (a row of
  * exactly the range at an aligned offset fits), else HS_ERR_VK_UNSUPPORTED
  * names the sizes. Rows are not split across bindings: a split softmax or norm
  * would need a second pass per row, and a vocabulary row (1 MiB for 262144
- * logits) is far below the 128 MiB of the smallest common range.
+ * logits) is far below the 128 MiB of the smallest common range. KV caches
+ * larger than the range are bound in windows (below).
  *
  * Exactness: rmsnorm and softmax reduce every row in a fixed order that does not
  * depend on n (DESIGN.md section 3): row j computed alone is bitwise equal to
@@ -155,13 +156,14 @@ typedef struct hs_kv_split {
  * needs more than HS_KV_MAX_CHUNKS windows or one row does not fit. */
 hs_status hs_kv_split_plan(const hs_ops *ops, const hs_kv_layer *kv, hs_kv_split *out);
 
-/* For the KV kernels (op_elem.c, op_attn.c), not for callers: the plan of
- * caches k and v [n_ctx][row_bytes] given by their first row's bindings, and
- * the bindings of their windows. A split kernel with n_base bindings unsplit
+/* For the KV kernels (op_elem.c, op_attn.c), not for callers.
+ * hs_kv_plan_rows: the plan of caches k and v [n_ctx][row_bytes] given by the
+ * bindings of their first row. A split kernel with n_base bindings unsplit
  * takes window 0 of K and V at the unsplit K and V bindings (k_slot, v_slot)
  * and window c >= 1 at bindings n_base + 2 (c - 1) (K) and + 1 (V); its
- * binding count is hs_kv_bindings(n_base, split). Unused windows repeat
- * window 0. *k_off / *v_off get the slack in units of `unit` bytes. */
+ * binding count is hs_kv_bindings(n_base, split). hs_kv_bind_windows fills
+ * those bindings (unused windows repeat window 0) and gives in *k_off /
+ * *v_off the slack in units of `unit` bytes, the same for every window. */
 hs_status hs_kv_plan_rows(const hs_ops *ops, const char *op, const hs_vk_binding *k, const hs_vk_binding *v,
                           uint64_t row_bytes, uint32_t n_ctx, hs_kv_split *out);
 static inline uint32_t hs_kv_bindings(uint32_t n_base, const hs_kv_split *sp) {
@@ -172,7 +174,8 @@ static inline uint32_t hs_kv_extra_mask(uint32_t n_base, const hs_kv_split *sp) 
     return sp->chunks > 1 ? ((1u << (2 * (HS_KV_MAX_CHUNKS - 1))) - 1u) << n_base : 0;
 }
 /* HS_ERR_VK_UNSUPPORTED when the kernel's bindings exceed the device's limit. */
-hs_status hs_kv_check_bindings(const hs_ops *ops, const char *op, const hs_kv_split *sp, uint32_t n_bindings);
+hs_status hs_kv_check_bindings(const hs_ops *ops, const char *op, const hs_kv_split *sp,
+                               uint32_t n_bindings);
 void hs_kv_bind_windows(const hs_ops *ops, const hs_vk_binding *k, const hs_vk_binding *v, uint64_t row_bytes,
                         uint32_t n_ctx, const hs_kv_split *sp, uint32_t unit, uint32_t k_slot, uint32_t v_slot,
                         uint32_t n_base, hs_vk_binding *b, uint32_t *k_off, uint32_t *v_off);
