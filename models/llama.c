@@ -56,6 +56,7 @@ struct hs_llama {
 
     hs_vk_buffer *k_cache, *v_cache; /* (n_layer, n_ctx, n_kv_head, head_dim) f32 */
     uint64_t layer_bytes;
+    uint32_t kv_windows; /* bindings per layer's cache (hs_kv_split_plan); 1: unsplit */
 
     /* Activations for max_batch tokens. */
     hs_vk_buffer *h;      /* (max_batch, dim) */
@@ -289,12 +290,17 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
         HS_TRY(hs_vk_buffer_upload(m->vecs, m->slot * (2ull * c->n_layer + 1), freqs, (uint64_t)c->n_rot / 2 * 4));
     }
 
-    /* KV cache: one buffer per K and V, layers back to back. */
+    /* KV cache: one buffer per K and V, layers back to back at slot-aligned
+     * offsets. A layer past maxStorageBufferRange is bound in windows by the
+     * KV ops (op_elem.h); planned here so that a context too long for them
+     * fails at load, not at the first eval. */
     m->layer_bytes = align_up((uint64_t)m->n_ctx * kv_dim * 4, m->slot);
-    if (m->layer_bytes > caps->max_storage_buffer_range) {
-        st = HS_FAIL(HS_ERR_VK_UNSUPPORTED, "KV cache layer of %llu MiB exceeds maxStorageBufferRange; use a smaller "
-                                            "context (-c)", (unsigned long long)(m->layer_bytes >> 20));
-        goto fail;
+    {
+        hs_kv_layer kv0 = {
+            .type = HS_TYPE_F32, .n_ctx = m->n_ctx, .n_kv_head = c->n_kv_head, .head_dim = c->head_dim};
+        hs_kv_split sp;
+        HS_TRY(hs_kv_split_plan(ops, &kv0, &sp));
+        m->kv_windows = sp.chunks;
     }
     HS_TRY(alloc(m, m->layer_bytes * c->n_layer, HS_MEM_DEVICE, &m->k_cache));
     HS_TRY(alloc(m, m->layer_bytes * c->n_layer, HS_MEM_DEVICE, &m->v_cache));
@@ -350,6 +356,24 @@ uint32_t hs_llama_n_past(const hs_llama *m) { return m->n_past; }
 void hs_llama_reset(hs_llama *m) { m->n_past = 0; }
 uint64_t hs_llama_weight_bytes(const hs_llama *m) { return m->weight_bytes; }
 uint32_t hs_llama_last_dispatches(const hs_llama *m) { return m->last_dispatches; }
+
+static void max_chunks(uint32_t *r, const hs_weight *w) {
+    if (w && hs_weight_chunks(w) > *r) *r = hs_weight_chunks(w);
+}
+
+hs_llama_split hs_llama_split_info(const hs_llama *m) {
+    hs_llama_split r = {.weight_chunks = 1, .kv_windows = m->kv_windows};
+    max_chunks(&r.weight_chunks, m->tok_embd);
+    max_chunks(&r.weight_chunks, m->output);
+    for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
+        const llama_layer *L = &m->layers[l];
+        max_chunks(&r.weight_chunks, L->wo);
+        max_chunks(&r.weight_chunks, L->wdown);
+        for (uint32_t p = 0; p < L->qkv.n_parts; p++) max_chunks(&r.weight_chunks, L->qkv.w[p]);
+        for (uint32_t p = 0; p < L->gu.n_parts; p++) max_chunks(&r.weight_chunks, L->gu.w[p]);
+    }
+    return r;
+}
 
 static hs_vk_binding B(hs_vk_buffer *b, uint64_t off, uint64_t bytes) { return (hs_vk_binding){b, off, bytes}; }
 

@@ -26,6 +26,13 @@
  * replayed; what changes per call (token ids, positions, cache rows, parents,
  * prefix length) is written into a small host-visible step buffer.
  *
+ * KV cache: per layer [n_ctx][n_kv_head][head_dim] f32, layers back to back in
+ * one K and one V buffer. A layer larger than maxStorageBufferRange (long
+ * contexts) is bound as up to HS_KV_MAX_CHUNKS windows by the KV ops, with
+ * bitwise the same results (op_elem.h); a context needing more windows fails
+ * at load with HS_ERR_VK_UNSUPPORTED. Weights past the range are split into
+ * row chunks (op_matmul.h).
+ *
  * Tokens of a call occupy cache rows n_past .. n_past+n-1. Without parents they
  * form a causal chain (prompt processing, decoding); with parents (tree
  * verification, DESIGN.md section 2) token i sees the prefix and its
@@ -93,5 +100,14 @@ hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const in
 
 /* Number of dispatches of the last evaluated graph (for reports). */
 uint32_t hs_llama_last_dispatches(const hs_llama *m);
+
+/* How the model is bound on this device (for reports and tests): the most
+ * row chunks of any weight (hs_weight_chunks) and the windows of one layer's
+ * KV cache (hs_kv_split_plan); 1 each when everything fits one binding. */
+typedef struct hs_llama_split {
+    uint32_t weight_chunks;
+    uint32_t kv_windows;
+} hs_llama_split;
+hs_llama_split hs_llama_split_info(const hs_llama *m);
 
 #endif

@@ -213,6 +213,16 @@ uint32_t hs_widen_for_trips(uint32_t wg, uint32_t wg_max, uint64_t budget, hs_tr
     return wg;
 }
 
+uint64_t hs_ops_max_slack(const hs_vk_caps *c, uint64_t offset, uint64_t stride) {
+    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+    /* align is a power of two; g, the largest power of two dividing stride (at
+     * most align), is the step of (offset + i stride) mod align, which takes
+     * every value offset mod g + j g below align. */
+    uint64_t g = align;
+    while (stride && stride % g) g /= 2;
+    return align - g + offset % g;
+}
+
 hs_vk_ctx *hs_ops_vk(const hs_ops *ops) { return ops->vk; }
 const hs_vk_caps *hs_ops_caps(const hs_ops *ops) { return hs_vk_ctx_caps(ops->vk); }
 const hs_tuning *hs_ops_tuning(const hs_ops *ops) { return &ops->tuning; }

@@ -99,6 +99,15 @@ hs_status hs_ops_set_tuning(hs_ops *ops, const hs_tuning *t);
 typedef uint64_t (*hs_trips_fn)(uint32_t wg, const void *ctx);
 uint32_t hs_widen_for_trips(uint32_t wg, uint32_t wg_max, uint64_t budget, hs_trips_fn trips, const void *ctx);
 
+/* Binding offsets must be multiples of minStorageBufferOffsetAlignment, so an
+ * op binds a window of a tensor at its offset aligned down and passes the
+ * remainder (the slack) to the shader; the slack counts against
+ * maxStorageBufferRange. This is the largest slack of the windows starting at
+ * offset + i * stride for any i >= 0 (stride 0: the one window at offset):
+ * exact, so a row that fits the range with the slack it really has is never
+ * refused (a 1 MiB row at an aligned offset fits a 1 MiB range). */
+uint64_t hs_ops_max_slack(const hs_vk_caps *c, uint64_t offset, uint64_t stride);
+
 /* Returns the pipeline for desc, creating it on first use. Keyed by desc->name
  * and the specialization constants, so the name must identify the SPIR-V. */
 hs_status hs_ops_pipeline(hs_ops *ops, const hs_vk_pipeline_desc *desc, hs_vk_pipeline **out);

@@ -34,6 +34,7 @@
  *   HS_VK_FORCE_NONCOHERENT=1          emulate non-coherent host-visible memory (see
  *                                      hs_vk_buffer_flush): a missing flush or invalidate
  *                                      gives wrong data; for tests
+ *   HS_VK_MAX_STORAGE_BUFFERS=<n>      pretend maxPerStageDescriptorStorageBuffers is this small
  *   HS_PROFILE=1                       time every dispatch; hs_vk_profile_print() totals per op
  *   HS_HOME=<dir>                      cache folder (default ~/.cache/heterospec)
  *
@@ -89,6 +90,7 @@ typedef struct hs_vk_caps {
     uint64_t non_coherent_atom_size; /* granule of flush/invalidate ranges (>= 256 under the switch) */
 
     uint64_t max_storage_buffer_range;
+    uint32_t max_storage_buffers;    /* maxPerStageDescriptorStorageBuffers: bindings of one shader */
     uint64_t max_alloc;
     uint64_t min_storage_offset_align;
     uint32_t max_shared_memory;
@@ -184,7 +186,9 @@ hs_status hs_vk_buffer_download(hs_vk_buffer *buf, uint64_t offset, void *dst, u
 hs_status hs_vk_buffer_fill(hs_vk_buffer *buf, uint64_t offset, uint64_t n, uint32_t value);
 
 /* ---- pipelines ---- */
-#define HS_VK_MAX_BINDINGS 12
+/* Storage-buffer bindings of one pipeline: the split KV-cache kernels bind
+ * their cache as several chunks (op_elem.h, hs_kv_layer), up to 13. */
+#define HS_VK_MAX_BINDINGS 16
 #define HS_VK_MAX_SPEC 12
 
 typedef struct hs_vk_pipeline_desc {

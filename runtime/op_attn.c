@@ -27,7 +27,7 @@ typedef struct hs_attn_push {
     uint32_t group, mask_words, q_base;
     float scale_log2;
     uint32_t q_off, k_off, v_off, o_off;
-    uint32_t info_off, mask_off, pad0, pad1;
+    uint32_t info_off, mask_off, chunk_rows, pad1;
 } hs_attn_push;
 static_assert(sizeof(hs_attn_push) == 64 && sizeof(hs_attn_push) <= 128, "attention push constants");
 
@@ -40,7 +40,7 @@ static_assert(sizeof(hs_tree_mask_push) == 24, "tree_mask push constants");
 /* Mirrors the push block of kv_gather.comp. */
 typedef struct hs_kv_gather_push {
     uint32_t row_units, layer_units, n_ctx, cap;
-    uint32_t k_off, v_off, info_off, pad0;
+    uint32_t k_off, v_off, info_off, chunk_rows;
 } hs_kv_gather_push;
 static_assert(sizeof(hs_kv_gather_push) == 32, "kv_gather push constants");
 
@@ -51,21 +51,30 @@ static uint64_t binding_span(const hs_vk_binding *b) {
     return b->range ? (b->range < size - b->offset ? b->range : size - b->offset) : size - b->offset;
 }
 
+/* Checks that tensor b holds `need` bytes starting `at` bytes in, on a
+ * multiple of `unit` bytes. */
+static hs_status check_span(const char *op, const char *what, const hs_vk_binding *b, uint64_t at,
+                            uint64_t need, uint32_t unit) {
+    if (!b || !b->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s has no buffer", op, what);
+    uint64_t span = binding_span(b);
+    if (at > span || need > span - at)
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s needs %llu bytes at +%llu, binding has %llu", op, what,
+                       (unsigned long long)need, (unsigned long long)at, (unsigned long long)span);
+    if ((b->offset + at) % unit)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s offset %llu is not a multiple of %u bytes", op, what,
+                       (unsigned long long)(b->offset + at), unit);
+    return HS_OK;
+}
+
 /* Binds `need` bytes starting `at` bytes into tensor b: the descriptor gets the
  * offset aligned down to minStorageBufferOffsetAlignment, and *off the slack in
  * units of `unit` bytes (the shader's element size), which the shader adds. */
 static hs_status bind_range(const hs_ops *ops, const char *op, const char *what, const hs_vk_binding *b,
                             uint64_t at, uint64_t need, uint32_t unit, hs_vk_binding *out, uint32_t *off) {
     const hs_vk_caps *c = hs_ops_caps(ops);
-    if (!b || !b->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s has no buffer", op, what);
-    uint64_t span = binding_span(b);
-    if (at > span || need > span - at)
-        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s needs %llu bytes at +%llu, binding has %llu", op, what,
-                       (unsigned long long)need, (unsigned long long)at, (unsigned long long)span);
+    hs_status st = check_span(op, what, b, at, need, unit);
+    if (st != HS_OK) return st;
     uint64_t start = b->offset + at;
-    if (start % unit)
-        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s offset %llu is not a multiple of %u bytes", op, what,
-                       (unsigned long long)start, unit);
     uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
     uint64_t base = start - start % align;
     uint64_t slack = start - base; /* a multiple of unit: align and unit are powers of two */
@@ -204,12 +213,12 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
 
     const uint32_t words = hs_attn_mask_words(n);
     const uint64_t esize = kv->type == HS_TYPE_F16 ? 2 : 4;
-    const uint64_t kv_bytes = (uint64_t)kv->n_ctx * nkv * hd * esize;
+    const uint64_t row_bytes = (uint64_t)nkv * hd * esize, kv_bytes = kv->n_ctx * row_bytes;
     const uint64_t q_row = (uint64_t)n_head * hd * 4; /* one query's heads */
-    if ((uint64_t)kv->n_ctx * nkv * hd / 4 > UINT32_MAX || (uint64_t)n * words > UINT32_MAX)
+    if ((uint64_t)n * words > UINT32_MAX)
         return HS_FAIL(HS_ERR_INVALID_ARG, "attention: shapes exceed 32-bit indexing");
 
-    hs_vk_binding b[6];
+    hs_vk_binding b[HS_VK_MAX_BINDINGS];
     hs_attn_push pc = {.n_ctx = kv->n_ctx,
                        .n_kv_head = nkv,
                        .n_head = n_head,
@@ -218,16 +227,30 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
                        .mask_words = words,
                        .scale_log2 = (float)(scale * 1.4426950408889634)};
     /* The cache's load unit: vec4 (f32), eight halves as a uvec4 when head_dim
-     * and both offsets allow, else four halves as a uvec2. */
-    static const attn_variant variants[3] = {
-        {hs_spv_attention_f32, &hs_spv_attention_f32_size, "attention_f32", 16},
-        {hs_spv_attention_f16x8, &hs_spv_attention_f16x8_size, "attention_f16x8", 16},
-        {hs_spv_attention_f16x4, &hs_spv_attention_f16x4_size, "attention_f16x4", 8},
+     * and both offsets allow, else four halves as a uvec2. Each in one binding
+     * per cache, or (_kv4) in HS_KV_MAX_CHUNKS windows. */
+    static const attn_variant variants[2][3] = {
+        {{hs_spv_attention_f32, &hs_spv_attention_f32_size, "attention_f32", 16},
+         {hs_spv_attention_f16x8, &hs_spv_attention_f16x8_size, "attention_f16x8", 16},
+         {hs_spv_attention_f16x4, &hs_spv_attention_f16x4_size, "attention_f16x4", 8}},
+        {{hs_spv_attention_f32_kv4, &hs_spv_attention_f32_kv4_size, "attention_f32_kv4", 16},
+         {hs_spv_attention_f16x8_kv4, &hs_spv_attention_f16x8_kv4_size, "attention_f16x8_kv4", 16},
+         {hs_spv_attention_f16x4_kv4, &hs_spv_attention_f16x4_kv4_size, "attention_f16x4_kv4", 8}},
     };
     const bool x8 = hd % 8 == 0 && kv->k.offset % 16 == 0 && kv->v.offset % 16 == 0;
-    const attn_variant *variant = &variants[kv->type == HS_TYPE_F16 ? (x8 ? 1 : 2) : 0];
-    HS_TRY(bind_range(ops, "attention", "k cache", &kv->k, 0, kv_bytes, variant->unit, &b[1], &pc.k_off));
-    HS_TRY(bind_range(ops, "attention", "v cache", &kv->v, 0, kv_bytes, variant->unit, &b[2], &pc.v_off));
+    const uint32_t type_index = kv->type == HS_TYPE_F16 ? (x8 ? 1 : 2) : 0;
+    /* Both caches hold the layer and start on a load unit; a layer past
+     * maxStorageBufferRange is bound in windows. */
+    HS_TRY(check_span("attention", "k cache", &kv->k, 0, kv_bytes, variants[0][type_index].unit));
+    HS_TRY(check_span("attention", "v cache", &kv->v, 0, kv_bytes, variants[0][type_index].unit));
+    hs_kv_split sp;
+    HS_TRY(hs_kv_plan_rows(ops, "attention", &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp));
+    const attn_variant *variant = &variants[sp.chunks > 1][type_index];
+    const uint32_t n_bind = hs_kv_bindings(6, &sp);
+    HS_TRY(hs_kv_check_bindings(ops, "attention", &sp, n_bind));
+    hs_kv_bind_windows(ops, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp, variant->unit, 1, 2, 6, b, &pc.k_off,
+                       &pc.v_off);
+    pc.chunk_rows = sp.chunk_rows;
     HS_TRY(bind_range(ops, "attention", "info", info, 0, HS_ATTN_INFO_WORDS * 4, 4, &b[3], &pc.info_off));
     HS_TRY(bind_range(ops, "attention", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[4], &pc.mask_off));
     /* Whole q and out must exist even if they are bound chunk by chunk. */
@@ -239,7 +262,7 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
     hs_vk_pipeline_desc d = {.name = variant->name,
                              .code = variant->code,
                              .code_size = *variant->size,
-                             .n_bindings = 6,
+                             .n_bindings = n_bind,
                              .write_mask = 1u << 5,
                              .push_size = sizeof pc,
                              .n_spec = 4,
@@ -250,7 +273,10 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
 
     /* Queries per dispatch: the grid's y limit and the q/out binding range. */
     uint64_t per = c->max_wg_count[1];
-    uint64_t by_range = (c->max_storage_buffer_range - c->min_storage_offset_align) / q_row;
+    const uint64_t q_slack = hs_ops_max_slack(c, q->offset, q_row);
+    const uint64_t o_slack = hs_ops_max_slack(c, out->offset, q_row);
+    const uint64_t slack = q_slack > o_slack ? q_slack : o_slack, range = c->max_storage_buffer_range;
+    uint64_t by_range = range > slack ? (range - slack) / q_row : 0;
     if (by_range < per) per = by_range;
     if (per == 0)
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "attention: one query row exceeds maxStorageBufferRange");
@@ -259,13 +285,38 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
         HS_TRY(bind_range(ops, "attention", "q", q, q0 * q_row, cnt * q_row, 16, &b[0], &pc.q_off));
         HS_TRY(bind_range(ops, "attention", "out", out, q0 * q_row, cnt * q_row, 16, &b[5], &pc.o_off));
         pc.q_base = q0;
-        HS_TRY(hs_vk_seq_dispatch(seq, p, b, 6, &pc, gx, cnt, 1));
+        HS_TRY(hs_vk_seq_dispatch(seq, p, b, n_bind, &pc, gx, cnt, 1));
     }
 fail:
     return st;
 }
 
 /* ---- KV compaction ---- */
+
+/* The gather kernel of a unit (uvec4 or uint) for caches in `chunks` windows. */
+static hs_status kv_gather_pipeline(hs_ops *ops, bool u4, uint32_t chunks, hs_vk_pipeline **out) {
+    static const struct {
+        const char *name;
+        const uint32_t *code;
+        const size_t *size;
+    } variants[2][2] = {
+        {{"kv_gather_u1", hs_spv_kv_gather_u1, &hs_spv_kv_gather_u1_size},
+         {"kv_gather_u4", hs_spv_kv_gather_u4, &hs_spv_kv_gather_u4_size}},
+        {{"kv_gather_u1_kv4", hs_spv_kv_gather_u1_kv4, &hs_spv_kv_gather_u1_kv4_size},
+         {"kv_gather_u4_kv4", hs_spv_kv_gather_u4_kv4, &hs_spv_kv_gather_u4_kv4_size}},
+    };
+    const hs_kv_split sp = {.chunks = chunks};
+    hs_vk_pipeline_desc d = {.name = variants[chunks > 1][u4].name,
+                             .code = variants[chunks > 1][u4].code,
+                             .code_size = *variants[chunks > 1][u4].size,
+                             .n_bindings = hs_kv_bindings(3, &sp),
+                             .write_mask = 0x3 | hs_kv_extra_mask(3, &sp),
+                             .push_size = sizeof(hs_kv_gather_push),
+                             .n_spec = 1,
+                             .spec = {HS_ATTN_SIMPLE_WG},
+                             .wg_size = {HS_ATTN_SIMPLE_WG, 1, 1}};
+    return hs_ops_pipeline(ops, &d, out);
+}
 
 hs_status hs_op_kv_gather(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *k, const hs_vk_binding *v,
                           hs_type type, uint32_t n_layers, uint64_t layer_stride, uint32_t n_ctx,
@@ -299,38 +350,50 @@ hs_status hs_op_kv_gather(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *k, c
     const uint32_t gx = (uint32_t)((row_units + HS_ATTN_SIMPLE_WG - 1) / HS_ATTN_SIMPLE_WG);
     if (gx > c->max_wg_count[0]) return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "kv_gather: row too long");
 
-    hs_vk_binding b[3];
+    hs_vk_binding b[HS_VK_MAX_BINDINGS];
     hs_kv_gather_push pc = {
         .row_units = (uint32_t)row_units, .layer_units = (uint32_t)stride_units, .n_ctx = n_ctx, .cap = cap};
     HS_TRY(bind_range(ops, "kv_gather", "rows", rows, 0, (uint64_t)(HS_KV_GATHER_SRC + cap) * 4, 4, &b[2],
                       &pc.info_off));
-    hs_vk_pipeline_desc d = {.name = u4 ? "kv_gather_u4" : "kv_gather_u1",
-                             .code = u4 ? hs_spv_kv_gather_u4 : hs_spv_kv_gather_u1,
-                             .code_size = u4 ? hs_spv_kv_gather_u4_size : hs_spv_kv_gather_u1_size,
-                             .n_bindings = 3,
-                             .write_mask = 0x3,
-                             .push_size = sizeof pc,
-                             .n_spec = 1,
-                             .spec = {HS_ATTN_SIMPLE_WG},
-                             .wg_size = {HS_ATTN_SIMPLE_WG, 1, 1}};
-    hs_vk_pipeline *p = NULL;
-    HS_TRY(hs_ops_pipeline(ops, &d, &p));
+    HS_TRY(check_span("kv_gather", "k", k, 0, (uint64_t)(n_layers - 1) * layer_stride + layer_bytes, unit));
+    HS_TRY(check_span("kv_gather", "v", v, 0, (uint64_t)(n_layers - 1) * layer_stride + layer_bytes, unit));
 
-    /* Layers per dispatch: as many as one binding range holds (all of them for
-     * any model that fits a phone); the grid's y limit too. */
-    const uint64_t range = c->max_storage_buffer_range - c->min_storage_offset_align;
-    if (layer_bytes > range)
-        return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
-                       "kv_gather: one layer's cache (%llu bytes) exceeds maxStorageBufferRange",
-                       (unsigned long long)layer_bytes);
-    uint64_t per = 1 + (range - layer_bytes) / layer_stride;
-    if (per > c->max_wg_count[1]) per = c->max_wg_count[1];
-    for (uint32_t l0 = 0; l0 < n_layers; l0 += (uint32_t)per) {
-        uint32_t cnt = n_layers - l0 < per ? n_layers - l0 : (uint32_t)per;
-        uint64_t at = (uint64_t)l0 * layer_stride, span = (uint64_t)(cnt - 1) * layer_stride + layer_bytes;
-        HS_TRY(bind_range(ops, "kv_gather", "k", k, at, span, unit, &b[0], &pc.k_off));
-        HS_TRY(bind_range(ops, "kv_gather", "v", v, at, span, unit, &b[1], &pc.v_off));
-        HS_TRY(hs_vk_seq_dispatch(seq, p, b, 3, &pc, gx, cnt, 2));
+    /* Layers per dispatch: as many as one binding range holds with the
+     * alignment slack their windows can have (all of them for any model that
+     * fits a phone), within the grid's y limit. */
+    const uint64_t ks = hs_ops_max_slack(c, k->offset, layer_stride);
+    const uint64_t vs = hs_ops_max_slack(c, v->offset, layer_stride);
+    const uint64_t slack = ks > vs ? ks : vs, range = c->max_storage_buffer_range;
+    if (slack + layer_bytes <= range) {
+        hs_vk_pipeline *p = NULL;
+        HS_TRY(kv_gather_pipeline(ops, u4, 1, &p));
+        uint64_t per = 1 + (range - slack - layer_bytes) / layer_stride;
+        if (per > c->max_wg_count[1]) per = c->max_wg_count[1];
+        for (uint32_t l0 = 0; l0 < n_layers; l0 += (uint32_t)per) {
+            uint32_t cnt = n_layers - l0 < per ? n_layers - l0 : (uint32_t)per;
+            uint64_t at = (uint64_t)l0 * layer_stride;
+            uint64_t span = (uint64_t)(cnt - 1) * layer_stride + layer_bytes;
+            HS_TRY(bind_range(ops, "kv_gather", "k", k, at, span, unit, &b[0], &pc.k_off));
+            HS_TRY(bind_range(ops, "kv_gather", "v", v, at, span, unit, &b[1], &pc.v_off));
+            HS_TRY(hs_vk_seq_dispatch(seq, p, b, 3, &pc, gx, cnt, 2));
+        }
+        return HS_OK;
+    }
+    /* Else one dispatch per layer, its caches bound in windows where they
+     * pass the range (op_elem.h); each layer is planned on its own, as its
+     * offsets' slack may differ. */
+    for (uint32_t l = 0; l < n_layers; l++) {
+        const hs_vk_binding kl = {k->buf, k->offset + l * layer_stride, 0};
+        const hs_vk_binding vl = {v->buf, v->offset + l * layer_stride, 0};
+        hs_kv_split sp;
+        HS_TRY(hs_kv_plan_rows(ops, "kv_gather", &kl, &vl, row_bytes, n_ctx, &sp));
+        const uint32_t n_bind = hs_kv_bindings(3, &sp);
+        HS_TRY(hs_kv_check_bindings(ops, "kv_gather", &sp, n_bind));
+        hs_vk_pipeline *p = NULL;
+        HS_TRY(kv_gather_pipeline(ops, u4, sp.chunks, &p));
+        hs_kv_bind_windows(ops, &kl, &vl, row_bytes, n_ctx, &sp, unit, 0, 1, 3, b, &pc.k_off, &pc.v_off);
+        pc.chunk_rows = sp.chunk_rows;
+        HS_TRY(hs_vk_seq_dispatch(seq, p, b, n_bind, &pc, gx, 1, 2));
     }
 fail:
     return st;

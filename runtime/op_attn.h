@@ -5,7 +5,8 @@
  * Per round the host uploads small arrays and replays a sequence recorded once:
  *   parents int32 [n]            -> hs_op_tree_mask -> mask [n][words], depth [n]
  *   info {n_prefix, n_used}      -> hs_op_attention (per layer)
- *   rows {dst_base, m, src[cap]} -> hs_op_kv_gather (all layers, one dispatch)
+ *   rows {dst_base, m, src[cap]} -> hs_op_kv_gather (all layers, one dispatch;
+ *                                   one per layer for layers in windows)
  * Only static shapes (capacities, heads, head_dim, n_ctx) are fixed at record
  * time; everything that changes per step is read on the device.
  *
@@ -27,7 +28,13 @@
  * n_prefix + n to about 500k rows (8 lanes); the tests cover 20000.
  *
  * KV-cache layout: as op_elem.h (hs_kv_layer): [n_ctx][n_kv_head][head_dim],
- * f32 or f16. Tensors are hs_vk_binding (buffer, byte offset, range; range 0 =
+ * f32 or f16. A layer larger than maxStorageBufferRange is bound as up to
+ * HS_KV_MAX_CHUNKS windows of rows (hs_kv_split_plan), read and written by
+ * _kv4 variants of the kernels that pick a row's window with constant
+ * indices; attention still deals keys to lanes by ordinal and merges in lane
+ * order (no per-window partial softmax), so its output is bitwise that of an
+ * unsplit cache, tree or not. A layer that fits keeps today's kernels.
+ * Tensors are hs_vk_binding (buffer, byte offset, range; range 0 =
  * to the end). Offsets: multiples of 4 bytes, except q, out and an f32 cache
  * (16 bytes) and an f16 cache (8 bytes), which are read as vec4; the ops bind
  * the aligned-down offset and pass the rest to the shader.
@@ -92,7 +99,8 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
                           uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask, uint32_t n,
                           float scale, const hs_vk_binding *out);
 
-/* KV compaction, one dispatch for all layers: for i < m, row dst_base + i :=
+/* KV compaction, one dispatch for all layers (one per layer when a layer is
+ * bound in windows, see above): for i < m, row dst_base + i :=
  * row src[i] in k and v of every layer (rows buffer uint32 {dst_base, m,
  * src[cap]}, HS_KV_GATHER_*, read on the device; m is clamped to cap; a pair
  * with a row >= n_ctx is skipped).

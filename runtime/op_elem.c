@@ -53,8 +53,9 @@ typedef struct hs_rope_push {
     float freq_base, freq_scale;
     uint32_t n_ctx, x_off, pos_off, rows_off, q_off, k_off, v_off, f_off, has_freqs;
     float l2b_hi, l2b_lo;
+    uint32_t chunk_rows;
 } hs_rope_push;
-static_assert(sizeof(hs_rope_push) == 76, "hs_rope_push must match rope.comp");
+static_assert(sizeof(hs_rope_push) == 80, "hs_rope_push must match rope.comp");
 static_assert(sizeof(hs_rope_push) <= 128, "push constants are limited to 128 bytes");
 
 /* ---- operands ---- */
@@ -97,26 +98,27 @@ static hs_status check_operands(const char *op, const hs_operand *a, int n) {
 }
 
 /* Largest number of rows per dispatch such that every split operand's window
- * (plus alignment slack) fits maxStorageBufferRange, capped at max_rows. Whole
- * operands must fit as they are. */
+ * (plus the alignment slack it can have) fits maxStorageBufferRange, capped at
+ * max_rows. Whole operands must fit as they are. */
 static hs_status plan_rows(const hs_vk_caps *c, const char *op, const hs_operand *a, int n, uint64_t max_rows,
                            uint64_t *rows) {
-    uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
-    uint64_t cap = c->max_storage_buffer_range > align ? c->max_storage_buffer_range - align : 0;
+    const uint64_t range = c->max_storage_buffer_range;
     uint64_t r = max_rows;
     for (int i = 0; i < n; i++) {
+        uint64_t slack = hs_ops_max_slack(c, a[i].b->offset, a[i].row_bytes);
+        uint64_t cap = range > slack ? range - slack : 0;
         if (a[i].row_bytes) {
             uint64_t fit = cap / a[i].row_bytes;
             if (fit == 0)
                 return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
-                               "%s: one row of %s (%llu bytes) exceeds maxStorageBufferRange %llu", op,
-                               a[i].name, (unsigned long long)a[i].row_bytes,
-                               (unsigned long long)c->max_storage_buffer_range);
+                               "%s: one row of %s (%llu bytes, %llu more for the offset's alignment) exceeds "
+                               "maxStorageBufferRange %llu",
+                               op, a[i].name, (unsigned long long)a[i].row_bytes, (unsigned long long)slack,
+                               (unsigned long long)range);
             if (fit < r) r = fit;
         } else if (a[i].bytes > cap) {
             return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "%s: %s (%llu bytes) exceeds maxStorageBufferRange %llu",
-                           op, a[i].name, (unsigned long long)a[i].bytes,
-                           (unsigned long long)c->max_storage_buffer_range);
+                           op, a[i].name, (unsigned long long)a[i].bytes, (unsigned long long)range);
         }
     }
     *rows = r ? r : 1;
@@ -383,6 +385,80 @@ hs_status hs_op_geglu(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *gu, cons
     return eltwise(ops, seq, ELT_GEGLU, gu, NULL, y, n, ff, 0.0f);
 }
 
+/* ---- KV caches in windows (op_elem.h) ---- */
+
+hs_status hs_kv_plan_rows(const hs_ops *ops, const char *op, const hs_vk_binding *k, const hs_vk_binding *v,
+                          uint64_t row_bytes, uint32_t n_ctx, hs_kv_split *out) {
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+    const uint64_t range = c->max_storage_buffer_range;
+    const uint64_t ks = k->offset % align, vs = v->offset % align, slack = ks > vs ? ks : vs;
+    if (slack + (uint64_t)n_ctx * row_bytes <= range) {
+        *out = (hs_kv_split){.chunks = 1, .chunk_rows = n_ctx};
+        return HS_OK;
+    }
+    /* Window c starts c * rows * row_bytes after window 0: a multiple of the
+     * alignment keeps its slack equal to window 0's. */
+    uint64_t g = align;
+    while (row_bytes % g) g /= 2;
+    const uint64_t step = align / g;
+    uint64_t rows = range > slack ? (range - slack) / row_bytes : 0;
+    rows -= rows % step;
+    if (rows == 0)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
+                       "%s: %llu rows of a KV cache (%llu bytes each, the alignment step) exceed "
+                       "maxStorageBufferRange %llu",
+                       op, (unsigned long long)step, (unsigned long long)row_bytes, (unsigned long long)range);
+    const uint64_t chunks = (n_ctx + rows - 1) / rows;
+    if (chunks > HS_KV_MAX_CHUNKS)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
+                       "%s: a KV cache layer of %u rows x %llu bytes needs %llu windows of %llu rows under "
+                       "maxStorageBufferRange %llu; the kernels bind at most %u (use a smaller context)",
+                       op, n_ctx, (unsigned long long)row_bytes, (unsigned long long)chunks,
+                       (unsigned long long)rows, (unsigned long long)range, HS_KV_MAX_CHUNKS);
+    *out = (hs_kv_split){.chunks = (uint32_t)chunks, .chunk_rows = (uint32_t)rows};
+    return HS_OK;
+}
+
+hs_status hs_kv_split_plan(const hs_ops *ops, const hs_kv_layer *kv, hs_kv_split *out) {
+    if (!kv || (kv->type != HS_TYPE_F32 && kv->type != HS_TYPE_F16) || kv->n_ctx == 0)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_kv_split_plan: no f32 or f16 cache");
+    const uint64_t row = (uint64_t)kv->n_kv_head * kv->head_dim * (kv->type == HS_TYPE_F16 ? 2 : 4);
+    return hs_kv_plan_rows(ops, "hs_kv_split_plan", &kv->k, &kv->v, row, kv->n_ctx, out);
+}
+
+hs_status hs_kv_check_bindings(const hs_ops *ops, const char *op, const hs_kv_split *sp,
+                               uint32_t n_bindings) {
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    if (n_bindings > c->max_storage_buffers)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
+                       "%s: a KV cache in %u windows needs %u storage buffers per shader, over "
+                       "maxPerStageDescriptorStorageBuffers %u",
+                       op, sp->chunks, n_bindings, c->max_storage_buffers);
+    return HS_OK;
+}
+
+void hs_kv_bind_windows(const hs_ops *ops, const hs_vk_binding *k, const hs_vk_binding *v, uint64_t row_bytes,
+                        uint32_t n_ctx, const hs_kv_split *sp, uint32_t unit, uint32_t k_slot, uint32_t v_slot,
+                        uint32_t n_base, hs_vk_binding *b, uint32_t *k_off, uint32_t *v_off) {
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+    const hs_vk_binding *t[2] = {k, v};
+    uint32_t *off[2] = {k_off, v_off};
+    for (uint32_t i = 0; i < 2; i++) {
+        const uint64_t slack = t[i]->offset % align, base = t[i]->offset - slack;
+        *off[i] = (uint32_t)(slack / unit);
+        const uint32_t slots = sp->chunks > 1 ? HS_KV_MAX_CHUNKS : 1;
+        for (uint32_t w = 0; w < slots; w++) {
+            const uint32_t ch = w < sp->chunks ? w : 0;
+            const uint64_t r0 = (uint64_t)ch * sp->chunk_rows;
+            const uint64_t nr = n_ctx - r0 < sp->chunk_rows ? n_ctx - r0 : sp->chunk_rows;
+            const uint32_t slot = w == 0 ? (i ? v_slot : k_slot) : n_base + 2 * (w - 1) + i;
+            b[slot] = (hs_vk_binding){t[i]->buf, base + r0 * row_bytes, slack + nr * row_bytes};
+        }
+    }
+}
+
 /* ---- RoPE ---- */
 
 void hs_rope_freqs(const hs_rope_params *rp, float *out) {
@@ -478,7 +554,7 @@ hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, c
     const uint32_t hd = kv->head_dim;
     const uint64_t n_slot = (uint64_t)n_head + 2ull * kv->n_kv_head;
     const uint64_t esize = kv->type == HS_TYPE_F16 ? 2 : 4;
-    const uint64_t cache_bytes = (uint64_t)kv->n_ctx * kv->n_kv_head * hd * esize;
+    const uint64_t row_bytes = (uint64_t)kv->n_kv_head * hd * esize, cache_bytes = kv->n_ctx * row_bytes;
     hs_operand a[7] = {
         {qkv, "qkv", n_slot * hd * 4, n_slot * hd * 4 * n},
         {pos, "pos", 4, 4ull * n},
@@ -493,45 +569,64 @@ hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, c
     st = check_operands(op, a, n_a);
     if (st != HS_OK || n == 0) return st;
 
+    /* A cache past maxStorageBufferRange is bound in windows (op_elem.h). */
+    hs_kv_split sp;
+    st = hs_kv_plan_rows(ops, op, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp);
+    if (st != HS_OK) return st;
+    const uint32_t n_bind = hs_kv_bindings(7, &sp);
+    st = hs_kv_check_bindings(ops, op, &sp, n_bind);
+    if (st != HS_OK) return st;
+
     uint32_t wg = clamp_wg(c, HS_ROPE_WG);
-    const char *name;
-    const uint32_t *code;
-    size_t size;
-    if (kv->type == HS_TYPE_F32) {
-        name = "rope_kv_f32", code = hs_spv_rope_kv_f32, size = hs_spv_rope_kv_f32_size;
-    } else if (c->storage16) {
-        name = "rope_kv_f16", code = hs_spv_rope_kv_f16, size = hs_spv_rope_kv_f16_size;
-    } else {
-        name = "rope_kv_f16p", code = hs_spv_rope_kv_f16p, size = hs_spv_rope_kv_f16p_size;
-    }
+    static const struct {
+        const char *name;
+        const uint32_t *code;
+        const size_t *size;
+    } variants[2][3] = {
+        {{"rope_kv_f32", hs_spv_rope_kv_f32, &hs_spv_rope_kv_f32_size},
+         {"rope_kv_f16", hs_spv_rope_kv_f16, &hs_spv_rope_kv_f16_size},
+         {"rope_kv_f16p", hs_spv_rope_kv_f16p, &hs_spv_rope_kv_f16p_size}},
+        {{"rope_kv_f32_kv4", hs_spv_rope_kv_f32_kv4, &hs_spv_rope_kv_f32_kv4_size},
+         {"rope_kv_f16_kv4", hs_spv_rope_kv_f16_kv4, &hs_spv_rope_kv_f16_kv4_size},
+         {"rope_kv_f16p_kv4", hs_spv_rope_kv_f16p_kv4, &hs_spv_rope_kv_f16p_kv4_size}},
+    };
+    const uint32_t vi = kv->type == HS_TYPE_F32 ? 0 : c->storage16 ? 1 : 2;
     hs_vk_pipeline *p;
-    st = get_pipeline(ops, name, code, size, 7, (1u << 3) | (1u << 4) | (1u << 5), sizeof(hs_rope_push), wg,
+    st = get_pipeline(ops, variants[sp.chunks > 1][vi].name, variants[sp.chunks > 1][vi].code,
+                      *variants[sp.chunks > 1][vi].size, n_bind,
+                      (1u << 3) | (1u << 4) | (1u << 5) | hs_kv_extra_mask(7, &sp), sizeof(hs_rope_push), wg,
                       false, &p);
     if (st != HS_OK) return st;
 
+    /* The caches are whole operands of plan_rows only when unsplit. */
     uint64_t per;
-    st = plan_rows(c, op, a, n_a, c->max_wg_count[0], &per);
+    st = plan_rows(c, op, a, sp.chunks > 1 ? 4 : n_a, c->max_wg_count[0], &per);
     if (st != HS_OK) return st;
+    if (sp.chunks > 1 && use_freqs) {
+        st = plan_rows(c, op, &a[6], 1, per, &per);
+        if (st != HS_OK) return st;
+    }
     for (uint64_t t0 = 0; t0 < n; t0 += per) {
         uint64_t nt = n - t0 < per ? n - t0 : per;
-        hs_vk_binding bind[7];
+        hs_vk_binding bind[HS_VK_MAX_BINDINGS];
         hs_rope_push pc = rope_push(rp, hd);
         pc.has_freqs = use_freqs;
         pc.n_tok = (uint32_t)nt;
         pc.n_head = n_head;
         pc.n_kv = kv->n_kv_head;
         pc.n_ctx = kv->n_ctx;
+        pc.chunk_rows = sp.chunk_rows;
         bind_window(c, &a[0], t0, nt, 4, &bind[0], &pc.x_off);
         bind_window(c, &a[1], t0, nt, 4, &bind[1], &pc.pos_off);
         bind_window(c, &a[2], t0, nt, 4, &bind[2], &pc.rows_off);
         bind_window(c, &a[3], t0, nt, 4, &bind[3], &pc.q_off);
-        bind_window(c, &a[4], 0, 0, (uint32_t)esize, &bind[4], &pc.k_off);
-        bind_window(c, &a[5], 0, 0, (uint32_t)esize, &bind[5], &pc.v_off);
+        hs_kv_bind_windows(ops, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp, (uint32_t)esize, 4, 5, 7, bind,
+                           &pc.k_off, &pc.v_off);
         if (use_freqs)
             bind_window(c, &a[6], 0, 0, 4, &bind[6], &pc.f_off);
         else
             bind[6] = bind[1]; /* unused by the shader; any valid binding */
-        st = hs_vk_seq_dispatch(seq, p, bind, 7, &pc, (uint32_t)nt, 1, 1);
+        st = hs_vk_seq_dispatch(seq, p, bind, n_bind, &pc, (uint32_t)nt, 1, 1);
         if (st != HS_OK) return st;
     }
     return HS_OK;

@@ -12,8 +12,13 @@
  * than maxStorageBufferRange is processed in several dispatches (split at row
  * boundaries); row counts past maxComputeWorkGroupCount[0] use a 2-D grid and
  * the element-wise kernels loop with a grid stride, so any count fits. A single
- * row (or one token's QKV, or a whole KV cache) must fit in
- * maxStorageBufferRange.
+ * row (or one token's QKV) must fit in
+ * maxStorageBufferRange together with its offset's alignment slack (a row of
+ * exactly the range at an aligned offset fits), else HS_ERR_VK_UNSUPPORTED
+ * names the sizes. Rows are not split across bindings: a split softmax or norm
+ * would need a second pass per row, and a vocabulary row (1 MiB for 262144
+ * logits) is far below the 128 MiB of the smallest common range. KV caches
+ * larger than the range are bound in windows (below).
  *
  * Exactness: rmsnorm and softmax reduce every row in a fixed order that does not
  * depend on n (DESIGN.md section 3): row j computed alone is bitwise equal to
@@ -119,6 +124,61 @@ typedef struct hs_kv_layer {
     uint32_t n_kv_head;
     uint32_t head_dim; /* even */
 } hs_kv_layer;
+
+/* ---- KV caches larger than one binding ----
+ * maxStorageBufferRange limits one binding, not a buffer (a buffer may grow to
+ * maxMemoryAllocationSize), and long contexts make one layer's cache larger
+ * than the range (128 MiB on lavapipe and many phones). The KV kernels
+ * (hs_op_rope_kv, hs_op_attention, hs_op_kv_gather) then bind each cache
+ * tensor as `chunks` consecutive windows of chunk_rows rows, and a variant of
+ * each kernel (built with KV_CHUNKS = HS_KV_MAX_CHUNKS) picks the window of a
+ * row as (row / chunk_rows, row % chunk_rows) with a chain of ifs on constant
+ * indices: Vulkan 1.1 core, no descriptor indexing. The layout stays the one
+ * above, flat in the caller's buffer; only the binding is cut, so results are
+ * bitwise those of an unsplit cache (the same values reach the same
+ * arithmetic). chunk_rows keeps every window start at the same alignment slack
+ * as the first, so one offset per tensor serves all of its windows. A layer
+ * that fits one binding keeps the unsplit kernels and bindings (no cost).
+ * Splitting needs 2 (HS_KV_MAX_CHUNKS - 1) more storage-buffer bindings per
+ * kernel (13 for hs_op_rope_kv): a device whose
+ * maxPerStageDescriptorStorageBuffers is lower, or a layer that needs more
+ * than HS_KV_MAX_CHUNKS chunks (512 MiB with a 128 MiB range), gets
+ * HS_ERR_VK_UNSUPPORTED naming the numbers. */
+#define HS_KV_MAX_CHUNKS 4u
+
+typedef struct hs_kv_split {
+    uint32_t chunks;     /* windows per cache tensor; 1: the layer fits one binding */
+    uint32_t chunk_rows; /* rows per window (n_ctx when chunks = 1); the last may hold fewer */
+} hs_kv_split;
+
+/* How the KV kernels bind kv on this device (it depends on the range, the
+ * offsets' alignment and the row size only). HS_ERR_VK_UNSUPPORTED when it
+ * needs more than HS_KV_MAX_CHUNKS windows or one row does not fit. */
+hs_status hs_kv_split_plan(const hs_ops *ops, const hs_kv_layer *kv, hs_kv_split *out);
+
+/* For the KV kernels (op_elem.c, op_attn.c), not for callers.
+ * hs_kv_plan_rows: the plan of caches k and v [n_ctx][row_bytes] given by the
+ * bindings of their first row. A split kernel with n_base bindings unsplit
+ * takes window 0 of K and V at the unsplit K and V bindings (k_slot, v_slot)
+ * and window c >= 1 at bindings n_base + 2 (c - 1) (K) and + 1 (V); its
+ * binding count is hs_kv_bindings(n_base, split). hs_kv_bind_windows fills
+ * those bindings (unused windows repeat window 0) and gives in *k_off /
+ * *v_off the slack in units of `unit` bytes, the same for every window. */
+hs_status hs_kv_plan_rows(const hs_ops *ops, const char *op, const hs_vk_binding *k, const hs_vk_binding *v,
+                          uint64_t row_bytes, uint32_t n_ctx, hs_kv_split *out);
+static inline uint32_t hs_kv_bindings(uint32_t n_base, const hs_kv_split *sp) {
+    return sp->chunks > 1 ? n_base + 2 * (HS_KV_MAX_CHUNKS - 1) : n_base;
+}
+/* Write mask bits of the extra windows (bindings n_base ..). */
+static inline uint32_t hs_kv_extra_mask(uint32_t n_base, const hs_kv_split *sp) {
+    return sp->chunks > 1 ? ((1u << (2 * (HS_KV_MAX_CHUNKS - 1))) - 1u) << n_base : 0;
+}
+/* HS_ERR_VK_UNSUPPORTED when the kernel's bindings exceed the device's limit. */
+hs_status hs_kv_check_bindings(const hs_ops *ops, const char *op, const hs_kv_split *sp,
+                               uint32_t n_bindings);
+void hs_kv_bind_windows(const hs_ops *ops, const hs_vk_binding *k, const hs_vk_binding *v, uint64_t row_bytes,
+                        uint32_t n_ctx, const hs_kv_split *sp, uint32_t unit, uint32_t k_slot, uint32_t v_slot,
+                        uint32_t n_base, hs_vk_binding *b, uint32_t *k_off, uint32_t *v_off);
 
 /* Fused RoPE + KV write, one dispatch. qkv [n][(n_head + 2 n_kv_head) head_dim]
  * is the fused projection (all Q heads, then K heads, then V heads). Writes

@@ -166,14 +166,19 @@ static hs_vk_binding sub_binding(const hs_vk_caps *c, hs_vk_buffer *buf, uint64_
 }
 
 /* Rows per dispatch: every binding of a dispatch must stay within
- * maxStorageBufferRange (after the alignment slack) and the row count within
- * maxComputeWorkGroupCount[0]. 0 if a single row does not fit. */
-static uint32_t rows_per_dispatch(const hs_vk_caps *c, uint64_t in_row_bytes, uint64_t out_row_bytes) {
-    uint64_t align = c->min_storage_offset_align;
-    uint64_t room = c->max_storage_buffer_range > align ? c->max_storage_buffer_range - align : 0;
+ * maxStorageBufferRange (with the alignment slack its windows can have) and
+ * the row count within maxComputeWorkGroupCount[0]. 0 if a single row does not
+ * fit. */
+static uint32_t rows_per_dispatch(const hs_vk_caps *c, const hs_vk_binding *in, uint64_t in_row_bytes,
+                                  const hs_vk_binding *out, uint64_t out_row_bytes) {
+    const uint64_t range = c->max_storage_buffer_range;
+    const uint64_t in_slack = hs_ops_max_slack(c, in->offset, in_row_bytes);
+    const uint64_t out_slack = hs_ops_max_slack(c, out->offset, out_row_bytes);
     uint64_t rows = c->max_wg_count[0];
-    if (room / in_row_bytes < rows) rows = room / in_row_bytes;
-    if (room / out_row_bytes < rows) rows = room / out_row_bytes;
+    uint64_t in_fit = range > in_slack ? (range - in_slack) / in_row_bytes : 0;
+    uint64_t out_fit = range > out_slack ? (range - out_slack) / out_row_bytes : 0;
+    if (in_fit < rows) rows = in_fit;
+    if (out_fit < rows) rows = out_fit;
     return (uint32_t)rows;
 }
 
@@ -185,7 +190,7 @@ static hs_status dispatch_rows(hs_ops *ops, hs_vk_seq *seq, const char *op, cons
     hs_status st = HS_OK;
     const hs_vk_caps *c = hs_ops_caps(ops);
     uint64_t in_row = (uint64_t)vocab * 4u, out_row = (uint64_t)out_row_words * 4u;
-    uint32_t per = rows_per_dispatch(c, in_row, out_row);
+    uint32_t per = rows_per_dispatch(c, logits, in_row, out, out_row);
     if (per == 0)
         return HS_FAIL(HS_ERR_OUT_OF_RANGE,
                        "%s: a row of %u logits (%llu bytes) exceeds maxStorageBufferRange %llu", op, vocab,

@@ -15,6 +15,12 @@
  * maxComputeWorkGroupCount (split at row boundaries). Logits must be finite
  * (argmax: NaN-free); very negative values such as -1e30 work as masks.
  *
+ * One row is never split across bindings: it must fit maxStorageBufferRange
+ * together with its offset's alignment slack (a row of exactly the range at an
+ * aligned offset fits), else HS_ERR_OUT_OF_RANGE names the sizes. Splitting a
+ * row would cost a second merge pass for every row, and no vocabulary comes
+ * near the 128 MiB (32M logits) that the smallest common range holds.
+ *
  * Exactness: ties go to the lower id. Each row is reduced in a fixed order
  * that depends only on positions inside the row (DESIGN.md section 3): a row
  * gives bitwise the same output alone, in a batch of any n, or at any offset.

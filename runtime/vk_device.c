@@ -193,6 +193,7 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
     const VkPhysicalDeviceLimits *l = &p->limits;
     c->max_storage_buffer_range = l->maxStorageBufferRange;
     c->min_storage_offset_align = l->minStorageBufferOffsetAlignment;
+    c->max_storage_buffers = l->maxPerStageDescriptorStorageBuffers;
     c->max_shared_memory = l->maxComputeSharedMemorySize;
     c->max_push_constants = l->maxPushConstantsSize;
     c->max_wg_invocations = l->maxComputeWorkGroupInvocations;
@@ -272,6 +273,12 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
          * is also valid for the real device. */
         c->coherent = false;
         while (c->non_coherent_atom_size < 256) c->non_coherent_atom_size *= 2;
+    }
+    const char *msb = getenv("HS_VK_MAX_STORAGE_BUFFERS");
+    if (msb && *msb) {
+        /* Vulkan guarantees at least 4 per stage. */
+        unsigned long long v = strtoull(msb, NULL, 0);
+        if (v >= 4 && v < c->max_storage_buffers) c->max_storage_buffers = (uint32_t)v;
     }
     free(exts);
 }

@@ -31,7 +31,12 @@
  * Defines: KV_F16 = 0 (f32 cache, vec4 loads), 2 (f16 cache read as uvec2:
  * four halves, low half first; head_dim % 4 == 0) or 4 (f16 read as uvec4:
  * eight halves; head_dim % 8 == 0). Halves are unpacked from uints, so no
- * 16-bit storage feature is needed.
+ * 16-bit storage feature is needed. KV_CHUNKS = 1 (each cache one binding) or
+ * 4: a layer larger than maxStorageBufferRange is bound as up to 4 windows of
+ * chunk_rows rows each (op_elem.h, hs_kv_layer); window 0 at bindings 1/2,
+ * window c >= 1 of K at 6 + 2 (c - 1), of V at 7 + 2 (c - 1). A row is read
+ * from window row / chunk_rows; the ordinal split and the arithmetic do not
+ * change, so the output is bitwise the unsplit kernel's.
  * Spec constants: 0 = workgroup size (== LANES), 1 = LANES, 2 = HEAD_DIM
  * (multiple of 4), 3 = HPW (divides n_head / n_kv_head).
  * Shared memory: LANES * HPW * (HEAD_DIM + 2) floats.
@@ -39,6 +44,13 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+
+#ifndef KV_CHUNKS
+#define KV_CHUNKS 1
+#endif
+#if KV_CHUNKS != 1 && KV_CHUNKS != 4
+#error KV_CHUNKS must be 1 or 4 (HS_KV_MAX_CHUNKS)
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint LANES = 8;
@@ -68,7 +80,7 @@ layout(push_constant) uniform Push {
     uint o_off;
     uint info_off;
     uint mask_off;
-    uint pad0;
+    uint chunk_rows; /* rows per cache window (KV_CHUNKS > 1) */
     uint pad1;
 } p;
 
@@ -89,6 +101,15 @@ layout(binding = 2) readonly buffer V { KV_UNIT vc[]; };
 layout(binding = 3) readonly buffer Info { uint info[]; };  /* {n_prefix, n_used} */
 layout(binding = 4) readonly buffer Mask { uint mask[]; };  /* [n][mask_words] */
 layout(binding = 5) writeonly buffer O { vec4 o4[]; };      /* [n][n_head][HEAD_DIM] */
+#if KV_CHUNKS > 1
+/* Windows 1 .. 3 of the caches: rows [c chunk_rows, (c + 1) chunk_rows). */
+layout(binding = 6) readonly buffer K1 { KV_UNIT kc1[]; };
+layout(binding = 7) readonly buffer V1 { KV_UNIT vc1[]; };
+layout(binding = 8) readonly buffer K2 { KV_UNIT kc2[]; };
+layout(binding = 9) readonly buffer V2 { KV_UNIT vc2[]; };
+layout(binding = 10) readonly buffer K3 { KV_UNIT kc3[]; };
+layout(binding = 11) readonly buffer V3 { KV_UNIT vc3[]; };
+#endif
 
 /* Partial state of every lane, merged after the key loop. */
 shared vec4 s_acc[LANES * HPW * D4]; /* [lane][head][column] */
@@ -103,25 +124,48 @@ vec4 g_k[D4], g_v[D4]; /* the key row being folded in */
 
 uint g_kvh;
 
+/* Unit c of the row at kb / vb of the bound arrays KC / VC into g_k, g_v. */
+#if KV_F16 == 4
+#define LOAD_UNIT(KC, VC, c)                                                                       \
+    {                                                                                              \
+        const uvec4 a = KC[kb + c], b = VC[vb + c];                                                \
+        g_k[2u * c] = vec4(unpackHalf2x16(a.x), unpackHalf2x16(a.y));                              \
+        g_k[2u * c + 1u] = vec4(unpackHalf2x16(a.z), unpackHalf2x16(a.w));                         \
+        g_v[2u * c] = vec4(unpackHalf2x16(b.x), unpackHalf2x16(b.y));                              \
+        g_v[2u * c + 1u] = vec4(unpackHalf2x16(b.z), unpackHalf2x16(b.w));                         \
+    }
+#elif KV_F16 == 2
+#define LOAD_UNIT(KC, VC, c)                                                                       \
+    {                                                                                              \
+        const uvec2 a = KC[kb + c], b = VC[vb + c];                                                \
+        g_k[c] = vec4(unpackHalf2x16(a.x), unpackHalf2x16(a.y));                                   \
+        g_v[c] = vec4(unpackHalf2x16(b.x), unpackHalf2x16(b.y));                                   \
+    }
+#else
+#define LOAD_UNIT(KC, VC, c)                                                                       \
+    {                                                                                              \
+        g_k[c] = KC[kb + c];                                                                       \
+        g_v[c] = VC[vb + c];                                                                       \
+    }
+#endif
+#define LOAD_ROW(KC, VC) [[unroll]] for (uint c = 0u; c < KV_PER_ROW; c++) LOAD_UNIT(KC, VC, c)
+
 void load_row(uint row) {
+#if KV_CHUNKS > 1
+    const uint w = row / p.chunk_rows;
+    row -= w * p.chunk_rows;
+#endif
     const uint kb = p.k_off + (row * p.n_kv_head + g_kvh) * KV_PER_ROW;
     const uint vb = p.v_off + (row * p.n_kv_head + g_kvh) * KV_PER_ROW;
-    [[unroll]] for (uint c = 0u; c < KV_PER_ROW; c++) {
-#if KV_F16 == 4
-        const uvec4 a = kc[kb + c], b = vc[vb + c];
-        g_k[2u * c] = vec4(unpackHalf2x16(a.x), unpackHalf2x16(a.y));
-        g_k[2u * c + 1u] = vec4(unpackHalf2x16(a.z), unpackHalf2x16(a.w));
-        g_v[2u * c] = vec4(unpackHalf2x16(b.x), unpackHalf2x16(b.y));
-        g_v[2u * c + 1u] = vec4(unpackHalf2x16(b.z), unpackHalf2x16(b.w));
-#elif KV_F16 == 2
-        const uvec2 a = kc[kb + c], b = vc[vb + c];
-        g_k[c] = vec4(unpackHalf2x16(a.x), unpackHalf2x16(a.y));
-        g_v[c] = vec4(unpackHalf2x16(b.x), unpackHalf2x16(b.y));
+#if KV_CHUNKS == 1
+    LOAD_ROW(kc, vc)
 #else
-        g_k[c] = kc[kb + c];
-        g_v[c] = vc[vb + c];
+    /* Constant indices only: no descriptor indexing feature needed. */
+    if (w == 0u) LOAD_ROW(kc, vc)
+    else if (w == 1u) LOAD_ROW(kc1, vc1)
+    else if (w == 2u) LOAD_ROW(kc2, vc2)
+    else LOAD_ROW(kc3, vc3)
 #endif
-    }
 }
 
 /* Folds the loaded row into head slot h: the one update every key of every

@@ -4,6 +4,12 @@
 hs_shader(attention_f32 attention.comp DEFINES KV_F16=0)
 hs_shader(attention_f16x4 attention.comp DEFINES KV_F16=2)
 hs_shader(attention_f16x8 attention.comp DEFINES KV_F16=4)
+# Caches bound as HS_KV_MAX_CHUNKS windows (layers past maxStorageBufferRange).
+hs_shader(attention_f32_kv4 attention.comp DEFINES KV_F16=0 KV_CHUNKS=4)
+hs_shader(attention_f16x4_kv4 attention.comp DEFINES KV_F16=2 KV_CHUNKS=4)
+hs_shader(attention_f16x8_kv4 attention.comp DEFINES KV_F16=4 KV_CHUNKS=4)
 hs_shader(tree_mask tree_mask.comp)
 hs_shader(kv_gather_u1 kv_gather.comp DEFINES VEC4=0)
 hs_shader(kv_gather_u4 kv_gather.comp DEFINES VEC4=1)
+hs_shader(kv_gather_u1_kv4 kv_gather.comp DEFINES VEC4=0 KV_CHUNKS=4)
+hs_shader(kv_gather_u4_kv4 kv_gather.comp DEFINES VEC4=1 KV_CHUNKS=4)

@@ -15,8 +15,16 @@
  * buffers are deliberately not `restrict`: the compiler must keep each load
  * after the earlier stores of the same invocation.
  *
- * Defines: VEC4 (1: the unit is a uvec4, 0: a uint). Spec constants:
- * 0 = workgroup size. Grid: x = columns, y = layers, z = cache (0: K, 1: V).
+ * Windows: with KV_CHUNKS = 4 one layer larger than maxStorageBufferRange is
+ * bound as up to 4 windows of chunk_rows rows (op_elem.h, hs_kv_layer; window
+ * 0 at bindings 0/1, window c >= 1 of K at 3 + 2 (c - 1), of V at
+ * 4 + 2 (c - 1)), one layer per dispatch. A row is only ever accessed through
+ * its own window, so the in-place argument above holds unchanged: accesses
+ * through two windows never touch the same memory.
+ *
+ * Defines: VEC4 (1: the unit is a uvec4, 0: a uint), KV_CHUNKS (1 or 4). Spec
+ * constants: 0 = workgroup size. Grid: x = columns, y = layers, z = cache
+ * (0: K, 1: V).
  */
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -27,6 +35,12 @@ layout(local_size_x_id = 0) in;
 #define UNIT uvec4
 #else
 #define UNIT uint
+#endif
+#ifndef KV_CHUNKS
+#define KV_CHUNKS 1
+#endif
+#if KV_CHUNKS != 1 && KV_CHUNKS != 4
+#error KV_CHUNKS must be 1 or 4 (HS_KV_MAX_CHUNKS)
 #endif
 
 /* Mirrors hs_kv_gather_push in runtime/op_attn.c. Sizes and offsets are in
@@ -39,12 +53,46 @@ layout(push_constant) uniform Push {
     uint k_off;
     uint v_off;
     uint info_off;
-    uint pad0;
+    uint chunk_rows; /* rows per window (KV_CHUNKS > 1) */
 } p;
 
 layout(binding = 0) buffer K { UNIT kc[]; };
 layout(binding = 1) buffer V { UNIT vc[]; };
 layout(binding = 2) readonly buffer G { uint g[]; }; /* {dst_base, m, src[cap]} */
+#if KV_CHUNKS > 1
+layout(binding = 3) buffer K1 { UNIT kc1[]; };
+layout(binding = 4) buffer V1 { UNIT vc1[]; };
+layout(binding = 5) buffer K2 { UNIT kc2[]; };
+layout(binding = 6) buffer V2 { UNIT vc2[]; };
+layout(binding = 7) buffer K3 { UNIT kc3[]; };
+layout(binding = 8) buffer V3 { UNIT vc3[]; };
+
+/* Row `row` of the layer's cache, column lb: window and index in it. Constant
+ * window indices only: no descriptor indexing feature needed. */
+#define WINDOW(row) const uint w = (row) / p.chunk_rows, i = off + lb + ((row) - w * p.chunk_rows) * p.row_units
+#define DEFINE_ACCESS(NAME, C0, C1, C2, C3)                                                        \
+    UNIT load_##NAME(uint off, uint lb, uint row) {                                                \
+        WINDOW(row);                                                                               \
+        if (w == 0u) return C0[i];                                                                 \
+        if (w == 1u) return C1[i];                                                                 \
+        if (w == 2u) return C2[i];                                                                 \
+        return C3[i];                                                                              \
+    }                                                                                              \
+    void store_##NAME(uint off, uint lb, uint row, UNIT x) {                                       \
+        WINDOW(row);                                                                               \
+        if (w == 0u) C0[i] = x;                                                                    \
+        else if (w == 1u) C1[i] = x;                                                               \
+        else if (w == 2u) C2[i] = x;                                                               \
+        else C3[i] = x;                                                                            \
+    }
+DEFINE_ACCESS(k, kc, kc1, kc2, kc3)
+DEFINE_ACCESS(v, vc, vc1, vc2, vc3)
+#define COPY_K(dst, src) store_k(p.k_off, lb, dst, load_k(p.k_off, lb, src))
+#define COPY_V(dst, src) store_v(p.v_off, lb, dst, load_v(p.v_off, lb, src))
+#else
+#define COPY_K(dst, src) kc[p.k_off + lb + (dst) * p.row_units] = kc[p.k_off + lb + (src) * p.row_units]
+#define COPY_V(dst, src) vc[p.v_off + lb + (dst) * p.row_units] = vc[p.v_off + lb + (src) * p.row_units]
+#endif
 
 void main() {
     const uint col = gl_GlobalInvocationID.x;
@@ -58,14 +106,14 @@ void main() {
             const uint src = g[p.info_off + 2u + i];
             if (dst_base >= p.n_ctx || i >= p.n_ctx - dst_base || src >= p.n_ctx) continue;
             const uint dst = dst_base + i;
-            if (src != dst) kc[p.k_off + lb + dst * p.row_units] = kc[p.k_off + lb + src * p.row_units];
+            if (src != dst) COPY_K(dst, src);
         }
     } else {
         for (uint i = 0u; i < m; i++) {
             const uint src = g[p.info_off + 2u + i];
             if (dst_base >= p.n_ctx || i >= p.n_ctx - dst_base || src >= p.n_ctx) continue;
             const uint dst = dst_base + i;
-            if (src != dst) vc[p.v_off + lb + dst * p.row_units] = vc[p.v_off + lb + src * p.row_units];
+            if (src != dst) COPY_V(dst, src);
         }
     }
 }

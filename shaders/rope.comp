@@ -30,7 +30,11 @@
  * would move an angle by ~0.02 rad.
  *
  * Defines: ROPE_KV (0/1); with ROPE_KV: CACHE_F16 (0/1), STORAGE16 (0/1: f16
- * cache through 16-bit storage, else packed in uints). Spec constant 0 = WG.
+ * cache through 16-bit storage, else packed in uints), KV_CHUNKS (1, or 4: a
+ * cache larger than maxStorageBufferRange bound as up to 4 windows of
+ * chunk_rows rows, see hs_kv_layer in op_elem.h; window 0 at bindings 4/5,
+ * window c >= 1 of K at 7 + 2 (c - 1), of V at 8 + 2 (c - 1)). Spec constant
+ * 0 = WG.
  */
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -43,6 +47,12 @@
 #endif
 #ifndef STORAGE16
 #define STORAGE16 0
+#endif
+#ifndef KV_CHUNKS
+#define KV_CHUNKS 1
+#endif
+#if KV_CHUNKS != 1 && KV_CHUNKS != 4
+#error KV_CHUNKS must be 1 or 4 (HS_KV_MAX_CHUNKS)
 #endif
 #if CACHE_F16 && STORAGE16
 #extension GL_EXT_shader_16bit_storage : require
@@ -77,6 +87,7 @@ layout(push_constant) uniform Push {
     uint has_freqs;  /* 1: f_i = freqs[f_off + i] */
     float l2b_hi;    /* log2(freq_base) = l2b_hi + l2b_lo (from double on the host) */
     float l2b_lo;
+    uint chunk_rows; /* cache rows per window (KV_CHUNKS > 1) */
 } p;
 
 #if ROPE_KV
@@ -91,16 +102,24 @@ layout(binding = 2) readonly buffer Freqs { float freqs[]; };
 layout(binding = 2) readonly buffer Rows { uint rows[]; };
 layout(binding = 3) writeonly buffer Q { float q[]; };
 #if CACHE_F16 && STORAGE16
-layout(binding = 4) writeonly buffer KC { float16_t kc[]; };
-layout(binding = 5) writeonly buffer VC { float16_t vc[]; };
+#define KV_T float16_t
 #elif CACHE_F16
-layout(binding = 4) writeonly buffer KC { uint kc[]; };
-layout(binding = 5) writeonly buffer VC { uint vc[]; };
+#define KV_T uint
 #else
-layout(binding = 4) writeonly buffer KC { float kc[]; };
-layout(binding = 5) writeonly buffer VC { float vc[]; };
+#define KV_T float
 #endif
+layout(binding = 4) writeonly buffer KC { KV_T kc[]; };
+layout(binding = 5) writeonly buffer VC { KV_T vc[]; };
 layout(binding = 6) readonly buffer Freqs { float freqs[]; };
+#if KV_CHUNKS > 1
+/* Windows 1 .. 3 of the caches: rows [c chunk_rows, (c + 1) chunk_rows). */
+layout(binding = 7) writeonly buffer KC1 { KV_T kc1[]; };
+layout(binding = 8) writeonly buffer VC1 { KV_T vc1[]; };
+layout(binding = 9) writeonly buffer KC2 { KV_T kc2[]; };
+layout(binding = 10) writeonly buffer VC2 { KV_T vc2[]; };
+layout(binding = 11) writeonly buffer KC3 { KV_T kc3[]; };
+layout(binding = 12) writeonly buffer VC3 { KV_T vc3[]; };
+#endif
 #endif
 
 /* a * b exactly as hi + lo (Dekker; no fma needed, `precise` stops the
@@ -171,31 +190,52 @@ void store_pair(uint t, uint s, uint e0, float o0, float o1, uint row) {
         return;
     }
     if (row >= p.n_ctx) return;
+#if KV_CHUNKS > 1
+    const uint w = row / p.chunk_rows;
+    row -= w * p.chunk_rows;
+#endif
     const bool is_k = s < p.n_head + p.n_kv;
     const uint kvh = is_k ? s - p.n_head : s - p.n_head - p.n_kv;
-    const uint ce = (row * p.n_kv + kvh) * p.head_dim + e0; /* element in the cache */
+    const uint ce = (row * p.n_kv + kvh) * p.head_dim + e0; /* element in the (window of the) cache */
 #if CACHE_F16 && STORAGE16
-    if (is_k) {
-        kc[p.k_off + ce] = float16_t(o0);
-        kc[p.k_off + ce + 1u] = float16_t(o1);
-    } else {
-        vc[p.v_off + ce] = float16_t(o0);
-        vc[p.v_off + ce + 1u] = float16_t(o1);
+#define STORE_KV(KC, VC)                                                                           \
+    if (is_k) {                                                                                    \
+        KC[p.k_off + ce] = float16_t(o0);                                                          \
+        KC[p.k_off + ce + 1u] = float16_t(o1);                                                     \
+    } else {                                                                                       \
+        VC[p.v_off + ce] = float16_t(o0);                                                          \
+        VC[p.v_off + ce + 1u] = float16_t(o1);                                                     \
     }
 #elif CACHE_F16
     /* head_dim is even and the offsets are whole uints, so (ce, ce+1) is one
      * uint; packHalf2x16 puts the first element in the low half, matching a
      * little-endian array of halves. */
     const uint packed = packHalf2x16(vec2(o0, o1));
-    if (is_k) kc[(p.k_off + ce) / 2u] = packed;
-    else vc[(p.v_off + ce) / 2u] = packed;
+#define STORE_KV(KC, VC)                                                                           \
+    if (is_k) KC[(p.k_off + ce) / 2u] = packed;                                                    \
+    else VC[(p.v_off + ce) / 2u] = packed;
 #else
-    if (is_k) {
-        kc[p.k_off + ce] = o0;
-        kc[p.k_off + ce + 1u] = o1;
+#define STORE_KV(KC, VC)                                                                           \
+    if (is_k) {                                                                                    \
+        KC[p.k_off + ce] = o0;                                                                     \
+        KC[p.k_off + ce + 1u] = o1;                                                                \
+    } else {                                                                                       \
+        VC[p.v_off + ce] = o0;                                                                     \
+        VC[p.v_off + ce + 1u] = o1;                                                                \
+    }
+#endif
+#if KV_CHUNKS == 1
+    STORE_KV(kc, vc)
+#else
+    /* Constant indices only: no descriptor indexing feature needed. */
+    if (w == 0u) {
+        STORE_KV(kc, vc)
+    } else if (w == 1u) {
+        STORE_KV(kc1, vc1)
+    } else if (w == 2u) {
+        STORE_KV(kc2, vc2)
     } else {
-        vc[p.v_off + ce] = o0;
-        vc[p.v_off + ce + 1u] = o1;
+        STORE_KV(kc3, vc3)
     }
 #endif
 }

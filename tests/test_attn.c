@@ -447,9 +447,10 @@ static void test_attention_long(void **state) {
      * loops over head_dim must be unrolled, or this result comes out wrong). */
     shape big = {2, 1, 128, 20000, HS_TYPE_F16};
     int32_t par2[3] = {-1, 0, 1};
-    if ((uint64_t)big.n_ctx * big.n_kv * big.hd * 2 > hs_vk_ctx_caps(env->vk)->max_storage_buffer_range) {
-        /* The layer's cache is one binding: a device limit too small for it
-         * (forced by HS_VK_MAX_BUFFER_RANGE) must give a clear error. */
+    if ((uint64_t)big.n_ctx * big.n_kv * big.hd * 2 > HS_KV_MAX_CHUNKS * hs_vk_ctx_caps(env->vk)->max_storage_buffer_range) {
+        /* The layer's cache needs more windows than the kernels bind: a device
+         * limit too small for it (forced by HS_VK_MAX_BUFFER_RANGE) must give
+         * a clear error. */
         attn_dev a;
         const uint32_t info[2] = {19990, 3}, mask[3] = {1, 3, 7};
         float *q = calloc((size_t)3 * big.n_head * big.hd, 4);
@@ -460,6 +461,7 @@ static void test_attention_long(void **state) {
         HS_CHECK(hs_vk_seq_begin(seq));
         assert_int_equal(hs_op_attention(env->ops, seq, &a.bq, &a.kv, big.n_head, &a.binfo, &a.bmask, 3, 1.0f, &a.bout),
                          HS_ERR_VK_UNSUPPORTED);
+        assert_non_null(strstr(hs_last_error(), "windows"));
         assert_non_null(strstr(hs_last_error(), "maxStorageBufferRange"));
         HS_CHECK(hs_vk_seq_end(seq));
         hs_vk_seq_destroy(seq);
@@ -572,6 +574,9 @@ static void test_attention_bad_args(void **state) {
 
 /* ---- KV compaction ---- */
 
+/* Windows per cache of the last check_kv_gather's layer 0. */
+static uint32_t g_gather_chunks;
+
 /* One gather over n_layers layers of both caches, in place, against the
  * sequential reference; every byte of the buffers is compared. */
 static void check_kv_gather(hs_test_env *env, hs_rng *r, hs_type type, uint32_t row_elems, uint32_t n_ctx,
@@ -591,7 +596,17 @@ static void check_kv_gather(hs_test_env *env, hs_rng *r, hs_type type, uint32_t 
     HS_CHECK(hs_vk_seq_begin(seq));
     HS_CHECK(hs_op_kv_gather(env->ops, seq, &kb, &vb, type, n_layers, stride, n_ctx, row_elems, &gb, cap));
     HS_CHECK(hs_vk_seq_end(seq));
-    assert_int_equal(hs_vk_seq_dispatch_count(seq), 1);
+    /* One dispatch for all layers when they fit one binding; one per layer
+     * when a layer does not (its caches bound in windows). */
+    const hs_vk_caps *c = hs_ops_caps(env->ops);
+    const hs_kv_layer l0 = {.k = kb, .v = vb, .type = type, .n_ctx = n_ctx, .n_kv_head = 1, .head_dim = row_elems};
+    hs_kv_split sp;
+    HS_CHECK(hs_kv_split_plan(env->ops, &l0, &sp));
+    g_gather_chunks = sp.chunks;
+    if (k_off % c->min_storage_offset_align + bytes - k_off <= c->max_storage_buffer_range)
+        assert_int_equal(hs_vk_seq_dispatch_count(seq), 1);
+    else if (sp.chunks > 1)
+        assert_int_equal(hs_vk_seq_dispatch_count(seq), n_layers);
     HS_CHECK(hs_vk_seq_submit(seq));
     ref_kv_gather(k + k_off, row, n_layers, stride, n_ctx, g[0], g[1], cap, g + 2);
     ref_kv_gather(v + k_off, row, n_layers, stride, n_ctx, g[0], g[1], cap, g + 2);
@@ -752,6 +767,203 @@ static void test_round(void **state) {
     free(depth);
 }
 
+/* ---- caches bound in windows: a group with a small maxStorageBufferRange ---- */
+
+#define SPLIT_RANGE 16384
+static int setup_split(void **state) { return hs_test_setup_range(state, SPLIT_RANGE); }
+
+/* Attention cases of the split group: tree rows (n_prefix .. n_prefix +
+ * n_used - 1) and prefix rows straddle window boundaries there; f32, f16 read
+ * as uvec4 and as uvec2, offsets with and without alignment slack. */
+#define N_SPLIT_ATTN 3
+static const struct {
+    shape s;
+    uint32_t n, n_used, n_prefix, chunks;
+    bool pads;
+} k_split_attn[N_SPLIT_ATTN] = {
+    {{9, 3, 64, 64, HS_TYPE_F32}, 24, 24, 29, 4, true},   /* 768-byte rows, 21 per window */
+    {{8, 2, 40, 300, HS_TYPE_F16}, 20, 17, 95, 3, false}, /* 160-byte rows, 102 per window */
+    {{6, 3, 20, 300, HS_TYPE_F16}, 20, 20, 130, 3, true}, /* 120-byte rows, slack 8: 136 */
+};
+static float *g_split_attn_ref[N_SPLIT_ATTN];
+
+/* Runs split case i; returns the output and the windows of its cache. */
+static float *split_attention_case(hs_test_env *env, int i, hs_kv_split *sp) {
+    const shape *s = &k_split_attn[i].s;
+    const uint32_t n = k_split_attn[i].n, n_used = k_split_attn[i].n_used, n_prefix = k_split_attn[i].n_prefix;
+    hs_rng r;
+    hs_rng_seed(&r, 400 + i);
+    int32_t par[32];
+    rand_tree(&r, par, n);
+    uint32_t *mask = host_mask(par, n, NULL);
+    const size_t qn = (size_t)n * s->n_head * s->hd;
+    float *q = hs_test_rand_array(&r, qn, -2, 2), *ref = malloc(qn * 4);
+    void *k = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
+    void *v = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
+    const float scale = 1.0f / sqrtf((float)s->hd);
+    /* The plan depends on the offsets' alignment, not on the buffers. */
+    const uint64_t kpad = k_split_attn[i].pads ? (s->type == HS_TYPE_F16 ? 8 : 16) : 0;
+    const hs_kv_layer kv = {.k = {.offset = kpad}, .v = {.offset = kpad}, .type = s->type, .n_ctx = s->n_ctx,
+                            .n_kv_head = s->n_kv, .head_dim = s->hd};
+    HS_CHECK(hs_kv_split_plan(env->ops, &kv, sp));
+    float *got = run_attention(env, s, q, k, v, n_prefix, n_used, mask, n, scale, k_split_attn[i].pads);
+    ref_attention(q, k, v, s->type, s->n_ctx, s->n_kv, s->hd, s->n_head, n_prefix, n_used, mask, n, scale, ref);
+    char what[96];
+    snprintf(what, sizeof what, "split case %d (%s, %u windows)", i, hs_type_name(s->type), sp->chunks);
+    check_close(got, ref, qn, what);
+    free(mask), free(q), free(ref), free(k), free(v);
+    return got;
+}
+
+/* First group: the cases with unsplit caches, kept for the split group. */
+static void test_attention_split_ref(void **state) {
+    hs_test_env *env = *state;
+    for (int i = 0; i < N_SPLIT_ATTN; i++) {
+        hs_kv_split sp;
+        free(g_split_attn_ref[i]);
+        g_split_attn_ref[i] = split_attention_case(env, i, &sp);
+        assert_int_equal(sp.chunks, 1);
+    }
+}
+
+/* Split group: the same outputs, bitwise, from caches in windows. */
+static void test_split_attention(void **state) {
+    hs_test_env *env = *state;
+    assert_true(hs_ops_caps(env->ops)->max_storage_buffer_range <= SPLIT_RANGE);
+    for (int i = 0; i < N_SPLIT_ATTN; i++) {
+        hs_kv_split sp;
+        float *got = split_attention_case(env, i, &sp);
+        const uint32_t first = k_split_attn[i].n_prefix, last = first + k_split_attn[i].n_used - 1;
+        assert_int_equal(sp.chunks, k_split_attn[i].chunks);
+        assert_true(first / sp.chunk_rows != last / sp.chunk_rows); /* tree rows straddle a boundary */
+        if (!g_split_attn_ref[i]) fail_msg("split case %d: the unsplit reference did not run", i);
+        const size_t qn = (size_t)k_split_attn[i].n * k_split_attn[i].s.n_head * k_split_attn[i].s.hd;
+        if (memcmp(got, g_split_attn_ref[i], qn * 4))
+            fail_msg("split case %d: attention over %u windows differs from the unsplit cache", i, sp.chunks);
+        free(got);
+        free(g_split_attn_ref[i]);
+        g_split_attn_ref[i] = NULL;
+    }
+}
+
+/* Tree node == the node decoded alone after compaction, with both caches in
+ * windows and the tree rows straddling a boundary (rows 37 .. 56; windows of
+ * 21 rows (f32) and 42 rows (f16)). */
+static void test_split_exact(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 41);
+    static const shape shapes[] = {{9, 3, 64, 0, HS_TYPE_F32}, {9, 3, 64, 0, HS_TYPE_F16}};
+    for (size_t c = 0; c < 2; c++) {
+        shape s = shapes[c];
+        s.n_ctx = 37 + 20 + 3;
+        const hs_kv_layer kv = {.type = s.type, .n_ctx = s.n_ctx, .n_kv_head = s.n_kv, .head_dim = s.hd};
+        hs_kv_split sp;
+        HS_CHECK(hs_kv_split_plan(env->ops, &kv, &sp));
+        assert_true(sp.chunks > 1 && 37 / sp.chunk_rows != 56 / sp.chunk_rows);
+        tree_vs_compacted(env, &r, shapes[c], 20, 37);
+    }
+}
+
+/* Compaction with every layer's caches in windows: rows move across window
+ * boundaries (uvec4 and uint units, a layer stride whose slack changes from
+ * layer to layer), bytewise as the sequential reference. */
+static void test_split_kv_gather(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 42);
+    /* 48 rows of 768 bytes (f32) / 384 (f16): 21 / 42 rows per window. */
+    uint32_t g1[2 + 8] = {18, 8, 19, 21, 22, 30, 40, 41, 43, 47};
+    for (int f16 = 0; f16 < 2; f16++) {
+        hs_type t = f16 ? HS_TYPE_F16 : HS_TYPE_F32;
+        check_kv_gather(env, &r, t, 192, 48, 3, 48 * 192 * elem_size(t) + 64, 0, g1, 8);
+        assert_true(g_gather_chunks > 1);
+        /* uint units: an f16 row of 150 halves (300 bytes), stride 4 bytes
+         * past the layer, offset 4. */
+        check_kv_gather(env, &r, t, 150, 80, 2, 80 * 150 * elem_size(t) + 4, 4, g1, 8);
+        assert_true(g_gather_chunks > 1);
+    }
+}
+
+/* Bad inputs: a layer needing more windows than the kernels bind, and one
+ * row larger than the range; nothing is recorded. */
+static void test_split_too_many(void **state) {
+    hs_test_env *env = *state;
+    /* 5 windows of 21 rows of 768 bytes. */
+    const shape s = {9, 3, 64, 21 * 4 + 1, HS_TYPE_F32};
+    const uint32_t info[2] = {0, 1}, mask[1] = {1};
+    float q[9 * 64] = {0};
+    void *kv = calloc((size_t)s.n_ctx * s.n_kv * s.hd, 4);
+    attn_dev a;
+    attn_dev_init(env, &a, &s, 1, q, kv, kv, info, mask, false);
+    hs_vk_seq *seq = hs_test_seq_begin(env);
+    hs_kv_split sp;
+    assert_int_equal(hs_kv_split_plan(env->ops, &a.kv, &sp), HS_ERR_VK_UNSUPPORTED);
+    assert_non_null(strstr(hs_last_error(), "needs 5 windows"));
+    assert_int_equal(hs_op_attention(env->ops, seq, &a.bq, &a.kv, s.n_head, &a.binfo, &a.bmask, 1, 0.1f, &a.bout),
+                     HS_ERR_VK_UNSUPPORTED);
+    assert_non_null(strstr(hs_last_error(), "needs 5 windows"));
+    assert_int_equal(hs_op_kv_gather(env->ops, seq, &a.kv.k, &a.kv.v, s.type, 1, 0, s.n_ctx, s.n_kv * s.hd,
+                                     &a.binfo, 1),
+                     HS_ERR_VK_UNSUPPORTED);
+    hs_rope_params rp = {.n_rot = 64, .mode = HS_ROPE_NORMAL, .freq_base = 10000.0f, .freq_scale = 1.0f};
+    hs_vk_binding qkv = {.buf = a.k}, pos = {.buf = a.info};
+    assert_int_equal(hs_op_rope_kv(env->ops, seq, &qkv, &pos, &pos, &a.bout, &a.kv, 1, s.n_head, &rp),
+                     HS_ERR_VK_UNSUPPORTED);
+    assert_non_null(strstr(hs_last_error(), "needs 5 windows"));
+    /* One row of 16 KiB + 1 KiB: not even one row fits a window. */
+    hs_kv_layer wide = {.k = {.buf = a.k}, .v = {.buf = a.v}, .type = HS_TYPE_F32, .n_ctx = 2, .n_kv_head = 17,
+                        .head_dim = 256};
+    assert_int_equal(hs_kv_split_plan(env->ops, &wide, &sp), HS_ERR_VK_UNSUPPORTED);
+    assert_non_null(strstr(hs_last_error(), "maxStorageBufferRange"));
+    assert_int_equal(hs_vk_seq_dispatch_count(seq), 0);
+    hs_test_seq_run(seq);
+    attn_dev_free(&a);
+    free(kv);
+}
+
+/* A device that cannot bind the windows (maxPerStageDescriptorStorageBuffers
+ * 8, pretended): each KV op refuses a split cache with the numbers, records
+ * nothing and leaks nothing (the group teardown counts live objects); unsplit
+ * caches still work. */
+static int setup_few_bindings(void **state) {
+    return hs_test_setup_env(state, SPLIT_RANGE, "HS_VK_MAX_STORAGE_BUFFERS", "8");
+}
+
+static void test_split_binding_limit(void **state) {
+    hs_test_env *env = *state;
+    assert_int_equal(hs_ops_caps(env->ops)->max_storage_buffers, 8);
+    const shape s = {9, 3, 64, 40, HS_TYPE_F32}; /* 30 KiB: 2 windows */
+    const uint32_t info[2] = {0, 1}, mask[1] = {1};
+    float q[9 * 64] = {0};
+    void *kv = calloc((size_t)s.n_ctx * s.n_kv * s.hd, 4);
+    attn_dev a;
+    attn_dev_init(env, &a, &s, 1, q, kv, kv, info, mask, false);
+    hs_vk_seq *seq = hs_test_seq_begin(env);
+    assert_int_equal(hs_op_attention(env->ops, seq, &a.bq, &a.kv, s.n_head, &a.binfo, &a.bmask, 1, 0.1f, &a.bout),
+                     HS_ERR_VK_UNSUPPORTED);
+    assert_non_null(strstr(hs_last_error(), "needs 12 storage buffers"));
+    assert_non_null(strstr(hs_last_error(), "maxPerStageDescriptorStorageBuffers 8"));
+    hs_rope_params rp = {.n_rot = 64, .mode = HS_ROPE_NORMAL, .freq_base = 10000.0f, .freq_scale = 1.0f};
+    hs_vk_binding qkv = {.buf = a.k}, pos = {.buf = a.info};
+    assert_int_equal(hs_op_rope_kv(env->ops, seq, &qkv, &pos, &pos, &a.bout, &a.kv, 1, s.n_head, &rp),
+                     HS_ERR_VK_UNSUPPORTED);
+    assert_non_null(strstr(hs_last_error(), "needs 13 storage buffers"));
+    assert_int_equal(hs_op_kv_gather(env->ops, seq, &a.kv.k, &a.kv.v, s.type, 1, 0, s.n_ctx, s.n_kv * s.hd,
+                                     &a.binfo, 1),
+                     HS_ERR_VK_UNSUPPORTED);
+    assert_non_null(strstr(hs_last_error(), "needs 9 storage buffers"));
+    assert_int_equal(hs_vk_seq_dispatch_count(seq), 0);
+    /* A cache of 10 rows fits one binding: today's kernel, 6 bindings. */
+    hs_kv_layer small = a.kv;
+    small.n_ctx = 10;
+    HS_CHECK(hs_op_attention(env->ops, seq, &a.bq, &small, s.n_head, &a.binfo, &a.bmask, 1, 0.1f, &a.bout));
+    assert_int_equal(hs_vk_seq_dispatch_count(seq), 1);
+    hs_test_seq_run(seq);
+    attn_dev_free(&a);
+    free(kv);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tree_mask),        cmocka_unit_test(test_check_parents),
@@ -759,6 +971,19 @@ int main(void) {
         cmocka_unit_test(test_attention_exact),  cmocka_unit_test(test_attention_long),
         cmocka_unit_test(test_attention_replay), cmocka_unit_test(test_attention_bad_args),
         cmocka_unit_test(test_kv_gather),        cmocka_unit_test(test_round),
+        cmocka_unit_test(test_attention_split_ref),
     };
-    return hs_test_run_group("attn", tests, setup, teardown);
+    /* test_round again: tree, compaction and decoding over caches in windows. */
+    const struct CMUnitTest split_tests[] = {
+        cmocka_unit_test(test_split_attention), cmocka_unit_test(test_split_exact),
+        cmocka_unit_test(test_split_kv_gather), cmocka_unit_test(test_round),
+        cmocka_unit_test(test_split_too_many),
+    };
+    const struct CMUnitTest limit_tests[] = {cmocka_unit_test(test_split_binding_limit)};
+    int fails = hs_test_run_group("attn", tests, setup, teardown);
+    fails += hs_test_run_group("attn_split", split_tests, setup_split, teardown);
+    fails += hs_test_run_group("attn_few_bindings", limit_tests, setup_few_bindings, teardown);
+    for (int i = 0; i < N_SPLIT_ATTN; i++)
+        free(g_split_attn_ref[i]);
+    return fails;
 }

@@ -17,8 +17,15 @@ typedef struct model_env {
     hs_llama *m;
 } model_env;
 
-static int setup(void **state) {
-    if (hs_test_setup(state)) return -1;
+/* Buffer range of the split group: token_embd (128 KiB) becomes several row
+ * chunks (the largest row group, 32 rows of ffn_down, needs 22 KiB), and one
+ * layer's KV cache (512 rows of 128 bytes) 2 windows of 256 rows. */
+#define SPLIT_RANGE 32768
+
+/* The model on a context with maxStorageBufferRange forced to range (0: as
+ * is) and one more switch name=value (NULL: none). */
+static int setup_model(void **state, unsigned long range, const char *name, const char *value) {
+    if (hs_test_setup_env(state, range, name, value)) return -1;
     model_env *e = calloc(1, sizeof *e);
     e->base = *(hs_test_env *)*state;
     free(*state);
@@ -32,6 +39,9 @@ static int setup(void **state) {
     }
     return 0;
 }
+
+static int setup(void **state) { return setup_model(state, 0, NULL, NULL); }
+static int setup_split(void **state) { return setup_model(state, SPLIT_RANGE, NULL, NULL); }
 
 static int teardown(void **state) {
     model_env *e = *state;
@@ -164,6 +174,86 @@ static void test_tree_equals_plain(void **state) {
     hs_llama_reset(e->m);
     HS_CHECK(hs_llama_eval(e->m, prompt, 4, NULL, true, true, &logits, NULL));
     assert_memory_equal(logits, tree[3], sizeof tree[3]);
+}
+
+/* ---- split group: weights in row chunks, KV caches in windows ---- */
+
+/* Every logits row of a fixed run: the prompt of golden line 3 as one batch,
+ * then its golden continuation and twice the empty prompt's continuation one
+ * token at a time (cache rows cross the split group's window boundary at 256), then
+ * a tree verification. */
+#define SPLIT_TREE 5
+static float *g_llama_ref;
+static size_t g_llama_ref_rows;
+
+static float *run_fixed(model_env *e, size_t *rows) {
+    const uint32_t V = 512;
+    int32_t prompt[16], golden[512];
+    int np = read_ids(3, "prompt_tokens(with BOS)", prompt, 16);
+    int ng = read_ids(4, "greedy_generated_ids", golden, 160);
+    for (int k = 0; k < 2; k++) /* twice: past row 256 by a margin */
+        ng += read_ids(1, "greedy_generated_ids", golden + ng, 160);
+    assert_true(np + ng > 256 + 8 && np + ng + SPLIT_TREE < 512);
+    float *out = malloc((size_t)(ng + 1 + SPLIT_TREE) * V * 4);
+    assert_non_null(out);
+    const float *logits;
+    hs_llama_reset(e->m);
+    HS_CHECK(hs_llama_eval(e->m, prompt, (uint32_t)np, NULL, true, true, &logits, NULL));
+    memcpy(out, logits, V * 4);
+    for (int i = 0; i < ng; i++) {
+        HS_CHECK(hs_llama_eval(e->m, &golden[i], 1, NULL, true, true, &logits, NULL));
+        memcpy(out + (size_t)(i + 1) * V, logits, V * 4);
+    }
+    int32_t tokens[SPLIT_TREE] = {403, 99, 407, 261, 300}, parents[SPLIT_TREE] = {-1, -1, 0, 2, 0};
+    HS_CHECK(hs_llama_eval(e->m, tokens, SPLIT_TREE, parents, false, false, &logits, NULL));
+    memcpy(out + (size_t)(ng + 1) * V, logits, SPLIT_TREE * V * 4);
+    *rows = (size_t)ng + 1 + SPLIT_TREE;
+    return out;
+}
+
+/* First group: the unsplit model's logits, kept for the split group. */
+static void test_split_ref(void **state) {
+    model_env *e = *state;
+    hs_llama_split sp = hs_llama_split_info(e->m);
+    assert_int_equal(sp.weight_chunks, 1);
+    assert_int_equal(sp.kv_windows, 1);
+    free(g_llama_ref);
+    g_llama_ref = run_fixed(e, &g_llama_ref_rows);
+}
+
+/* Split group: bitwise the same logits. */
+static void test_split_logits(void **state) {
+    model_env *e = *state;
+    assert_true(hs_ops_caps(e->base.ops)->max_storage_buffer_range <= SPLIT_RANGE);
+    hs_llama_split sp = hs_llama_split_info(e->m);
+    if (sp.weight_chunks < 2 || sp.kv_windows != 2)
+        fail_msg("the model was not split: weights in %u chunks, KV layer in %u windows", sp.weight_chunks,
+                 sp.kv_windows);
+    size_t rows;
+    float *got = run_fixed(e, &rows);
+    if (!g_llama_ref) fail_msg("the unsplit reference did not run");
+    assert_int_equal(rows, g_llama_ref_rows);
+    for (size_t r = 0; r < rows; r++)
+        if (memcmp(got + r * 512, g_llama_ref + r * 512, 512 * 4))
+            fail_msg("logits row %zu differ from the unsplit model's", r);
+    free(got);
+    free(g_llama_ref);
+    g_llama_ref = NULL;
+}
+
+/* A context whose KV layer needs more windows than the kernels bind fails at
+ * load with the numbers, and leaves nothing alive (the group teardown counts
+ * buffers). */
+static void test_split_context_too_long(void **state) {
+    model_env *e = *state;
+    hs_llama_options opt = {.n_ctx = 2048, .max_batch = 8}; /* 8 windows of 256 rows */
+    hs_llama *m = (hs_llama *)1;
+    uint64_t mark = hs_vk_live_mark(e->base.vk);
+    assert_int_equal(hs_llama_load(e->base.ops, e->g, &opt, &m), HS_ERR_VK_UNSUPPORTED);
+    assert_null(m);
+    assert_non_null(strstr(hs_last_error(), "needs 8 windows"));
+    hs_vk_live_counts left = hs_vk_live_since(e->base.vk, mark);
+    assert_int_equal(left.buffers + left.seqs, 0);
 }
 
 static void test_bad_input(void **state) {
@@ -339,9 +429,7 @@ static void test_record_reference(void **state) {
     g_have_ref = true;
 }
 
-static int setup_noncoherent(void **state) {
-    return hs_test_setup_with_env(state, "HS_VK_FORCE_NONCOHERENT", "1", setup);
-}
+static int setup_noncoherent(void **state) { return setup_model(state, 0, "HS_VK_FORCE_NONCOHERENT", "1"); }
 
 static void test_noncoherent_bitwise(void **state) {
     model_env *e = *state;
@@ -370,6 +458,7 @@ int main(void) {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_mixed_types),
         cmocka_unit_test(test_record_reference),
+        cmocka_unit_test(test_split_ref),
     };
     const struct CMUnitTest noncoherent[] = {
         cmocka_unit_test(test_noncoherent_bitwise),
@@ -377,7 +466,15 @@ int main(void) {
         cmocka_unit_test(test_greedy_once_upon_a_time),
         cmocka_unit_test(test_tree_equals_plain),
     };
+    /* The same golden checks with the model split, then bitwise logits. */
+    const struct CMUnitTest split_tests[] = {
+        cmocka_unit_test(test_logits_once_upon_a_time), cmocka_unit_test(test_greedy_once_upon_a_time),
+        cmocka_unit_test(test_tree_equals_plain),       cmocka_unit_test(test_split_logits),
+        cmocka_unit_test(test_split_context_too_long),
+    };
     int fails = hs_test_run_group("llama", tests, setup, teardown);
     fails += hs_test_run_group("llama_noncoherent", noncoherent, setup_noncoherent, teardown);
+    fails += hs_test_run_group("llama_split", split_tests, setup_split, teardown);
+    free(g_llama_ref);
     return fails;
 }

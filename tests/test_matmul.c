@@ -578,12 +578,7 @@ static void test_split_weights(void **state) {
 
 /* Third group, subgroup operations off: the portable kernels give bitwise the
  * results of the subgroup kernels of the first group. */
-static int setup_portable(void **state) {
-    setenv("HS_VK_DISABLE_SUBGROUP_OPS", "1", 1);
-    int r = hs_test_setup(state);
-    unsetenv("HS_VK_DISABLE_SUBGROUP_OPS");
-    return r;
-}
+static int setup_portable(void **state) { return hs_test_setup_env(state, 0, "HS_VK_DISABLE_SUBGROUP_OPS", "1"); }
 
 static void test_portable_matches(void **state) {
     hs_test_env *env = *state;

@@ -28,6 +28,16 @@ static double rope_tol(bool table, float max_theta) {
 /* Largest differences seen: [table][positions >= 8192]. */
 static double g_max_diff[2][2];
 
+/* The split groups bind the caches in windows (a small maxStorageBufferRange):
+ * check_rope_kv then records, or compares with, the bytes of Q and both
+ * caches that the first group computed for the same case unsplit. */
+#define N_SPLIT_CASES 8
+static uint8_t *g_split_ref[N_SPLIT_CASES];
+static size_t g_split_ref_bytes[N_SPLIT_CASES];
+static int g_split_case = -1;  /* case being recorded or compared; -1: none */
+static bool g_split_compare;   /* false: record (first group), true: compare */
+static uint32_t g_split_chunks; /* windows of the last check_rope_kv */
+
 /* Positions: random below max_pos, with 0 and max_pos - 1 included. */
 static void rand_positions(hs_rng *r, int32_t *pos, uint32_t n, int32_t max_pos) {
     for (uint32_t t = 0; t < n; t++)
@@ -219,11 +229,16 @@ static void check_rope_kv(hs_test_env *env, hs_rng *r, const kv_case *c, hs_rope
                       .n_kv_head = c->n_kv,
                       .head_dim = c->head_dim};
 
+    hs_kv_split sp;
+    HS_CHECK(hs_kv_split_plan(env->ops, &kv, &sp));
+    g_split_chunks = sp.chunks;
     hs_vk_seq *s = NULL;
     HS_CHECK(hs_vk_seq_create(env->vk, &s));
     HS_CHECK(hs_vk_seq_begin(s));
     HS_CHECK(hs_op_rope_kv(env->ops, s, &QKV, &P, &R, &Q, &kv, n, c->n_head, &rp));
-    assert_int_equal(hs_vk_seq_dispatch_count(s), 1);
+    /* One dispatch however the cache is bound (the split groups' small range
+     * may cut the tokens' qkv into several). */
+    if (g_split_case < 0) assert_int_equal(hs_vk_seq_dispatch_count(s), 1);
     HS_CHECK(hs_vk_seq_end(s));
 
     float *kref = malloc(c->n_ctx * row_elems * 4), *vref = malloc(c->n_ctx * row_elems * 4);
@@ -275,6 +290,27 @@ static void check_rope_kv(hs_test_env *env, hs_rng *r, const kv_case *c, hs_rope
         check_cache(wv, cache + cache_bytes + 4, before + cache_bytes + 4, vref, c, type, all_rows, n_all,
                     true, table, max_pos);
         assert_memory_equal(cache + cache_bytes, before + cache_bytes, 4); /* the gap between k and v */
+        if (g_split_case >= 0) {
+            /* Q then both caches, bitwise. */
+            const size_t qb = n * c->n_head * hd * 4, bytes = qb + 2 * cache_bytes + 4;
+            uint8_t *all = malloc(bytes);
+            assert_non_null(all);
+            memcpy(all, q, qb);
+            memcpy(all + qb, cache, 2 * cache_bytes + 4);
+            if (!g_split_compare) {
+                free(g_split_ref[g_split_case]);
+                g_split_ref[g_split_case] = all;
+                g_split_ref_bytes[g_split_case] = bytes;
+            } else {
+                if (!g_split_ref[g_split_case]) fail_msg("%s: the unsplit reference did not run", what);
+                assert_int_equal(g_split_ref_bytes[g_split_case], bytes);
+                if (memcmp(all, g_split_ref[g_split_case], qb))
+                    fail_msg("%s: Q differs from the unsplit cache's", what);
+                if (memcmp(all + qb, g_split_ref[g_split_case] + qb, bytes - qb))
+                    fail_msg("%s: the cache in %u windows differs from the unsplit cache", what, g_split_chunks);
+                free(all);
+            }
+        }
         free(q), free(cache);
     }
     hs_vk_seq_destroy(s);
@@ -347,6 +383,57 @@ static void test_rope_kv_matches_rope(void **state) {
     }
 }
 
+/* Cases of the split groups (range SPLIT_RANGE): how many windows each
+ * cache needs there (1: it fits one binding and keeps the unsplit kernel). */
+#define SPLIT_RANGE 12288
+static const struct {
+    uint32_t c;
+    hs_type type;
+    hs_rope_mode mode;
+    uint32_t n;
+    uint32_t chunks;
+} k_split_cases[N_SPLIT_CASES] = {
+    {0, HS_TYPE_F32, HS_ROPE_NORMAL, 33, 3}, /* 768-byte rows, 15 per window */
+    {0, HS_TYPE_F16, HS_ROPE_NEOX, 33, 2},
+    {1, HS_TYPE_F32, HS_ROPE_NEOX, 30, 4}, /* 35 rows of 1 KiB: 11 + 11 + 11 + 2 */
+    {1, HS_TYPE_F16, HS_ROPE_NORMAL, 30, 2},
+    {2, HS_TYPE_F32, HS_ROPE_NORMAL, 20, 4},
+    {2, HS_TYPE_F16, HS_ROPE_NEOX, 33, 2},
+    {3, HS_TYPE_F32, HS_ROPE_NEOX, 40, 1},
+    {3, HS_TYPE_F16, HS_ROPE_NORMAL, 40, 1},
+};
+
+/* Runs the split cases; the first group records them unsplit, the split
+ * groups compare (bitwise) and check against the C reference. */
+static void run_split_cases(hs_test_env *env, bool compare) {
+    for (int i = 0; i < N_SPLIT_CASES; i++) {
+        hs_rng r;
+        hs_rng_seed(&r, 300 + i);
+        g_split_case = i;
+        g_split_compare = compare;
+        check_rope_kv(env, &r, &k_kv_cases[k_split_cases[i].c], k_split_cases[i].mode, k_split_cases[i].type,
+                      k_split_cases[i].n, 8192, false, true);
+        g_split_case = -1;
+        if (!compare) assert_int_equal(g_split_chunks, 1);
+        else if (g_split_chunks != k_split_cases[i].chunks)
+            fail_msg("split case %d: %u windows, expected %u", i, g_split_chunks, k_split_cases[i].chunks);
+    }
+}
+
+static void test_rope_kv_split_ref(void **state) { run_split_cases(*state, false); }
+
+static void test_rope_kv_split(void **state) {
+    hs_test_env *env = *state;
+    assert_true(hs_ops_caps(env->ops)->max_storage_buffer_range <= SPLIT_RANGE);
+    run_split_cases(env, true);
+}
+
+static int setup_split(void **state) { return hs_test_setup_range(state, SPLIT_RANGE); }
+/* Packed f16 writes (no 16-bit storage) in windows too. */
+static int setup_split_packed(void **state) {
+    return hs_test_setup_env(state, SPLIT_RANGE, "HS_VK_DISABLE_16BIT_STORAGE", "1");
+}
+
 static void test_rope_bad_args(void **state) {
     hs_test_env *env = *state;
     hs_vk_buffer *b = hs_test_buffer(env, NULL, 4096);
@@ -408,8 +495,14 @@ int main(void) {
         cmocka_unit_test(test_rope_kv_replay),
         cmocka_unit_test(test_rope_kv_matches_rope),
         cmocka_unit_test(test_rope_bad_args),
+        cmocka_unit_test(test_rope_kv_split_ref),
     };
+    const struct CMUnitTest split_tests[] = {cmocka_unit_test(test_rope_kv_split)};
     int fails = hs_test_run_group("rope", tests, setup, teardown);
+    fails += hs_test_run_group("rope_split", split_tests, setup_split, teardown);
+    fails += hs_test_run_group("rope_split_packed", split_tests, setup_split_packed, teardown);
+    for (int i = 0; i < N_SPLIT_CASES; i++)
+        free(g_split_ref[i]);
     printf("rope: max abs diff to the C reference, with frequency table: %.3g (positions < 8192), %.3g "
            "(positions up to 131071); f computed on the device: %.3g, %.3g\n",
            g_max_diff[1][0], g_max_diff[1][1], g_max_diff[0][0], g_max_diff[0][1]);

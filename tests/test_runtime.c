@@ -530,7 +530,7 @@ static void test_status_messages(void **state) {
  * the memory the device uses, whole atoms (256 bytes) at a time. */
 
 static int setup_noncoherent(void **state) {
-    return hs_test_setup_with_env(state, "HS_VK_FORCE_NONCOHERENT", "1", hs_test_setup);
+    return hs_test_setup_env(state, 0, "HS_VK_FORCE_NONCOHERENT", "1");
 }
 
 /* Bytes 0..n-1 of b as the device sees them: copied on the device into a

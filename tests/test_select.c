@@ -19,12 +19,7 @@ static int teardown(void **state) { return hs_test_teardown(state); }
 /* Buffer range of the split group: a few rows of the test sizes per dispatch. */
 #define SPLIT_RANGE 65536
 
-static int setup_split(void **state) {
-    setenv("HS_VK_MAX_BUFFER_RANGE", "65536", 1);
-    int r = hs_test_setup(state);
-    unsetenv("HS_VK_MAX_BUFFER_RANGE");
-    return r;
-}
+static int setup_split(void **state) { return hs_test_setup_range(state, SPLIT_RANGE); }
 
 /* Canary around the logits: larger than any test value, so a kernel that
  * reads outside its row picks it. */
@@ -94,6 +89,32 @@ static void *run_topk_ex(hs_test_env *env, const float *x, uint32_t n, uint32_t 
 
 static void *run_topk(hs_test_env *env, const float *x, uint32_t n, uint32_t vocab, uint32_t k, float t) {
     return run_topk_ex(env, x, n, vocab, k, t, 0, NULL);
+}
+
+/* Whether one row of vocab logits, pad floats into its buffer, fits the
+ * device's maxStorageBufferRange with the alignment slack of its offset (the
+ * ops never split a row; see op_select.h). */
+static bool row_fits(hs_test_env *env, uint32_t vocab, uint32_t pad) {
+    const hs_vk_caps *c = hs_ops_caps(env->ops);
+    uint64_t slack = (uint64_t)pad * 4 % c->min_storage_offset_align;
+    return (uint64_t)vocab * 4 + slack <= c->max_storage_buffer_range;
+}
+
+/* A row that does not fit one binding: both ops refuse it with a message
+ * naming the limit, record nothing, and leave nothing behind. */
+static void expect_row_refused(hs_test_env *env, uint32_t vocab, uint32_t pad) {
+    hs_vk_buffer *in = hs_test_buffer(env, NULL, ((size_t)vocab + pad) * 4);
+    hs_vk_buffer *out = hs_test_buffer(env, NULL, hs_topk_out_bytes(1, 4));
+    hs_vk_seq *seq = hs_test_seq_begin(env);
+    hs_vk_binding bx = {in, (uint64_t)pad * 4, 0}, bo = {out, 0, 0};
+    assert_int_equal(hs_op_topk(env->ops, seq, &bx, 1, vocab, 4, 1.0f, &bo), HS_ERR_OUT_OF_RANGE);
+    assert_non_null(strstr(hs_last_error(), "exceeds maxStorageBufferRange"));
+    assert_int_equal(hs_op_argmax(env->ops, seq, &bx, 1, vocab, &bo), HS_ERR_OUT_OF_RANGE);
+    assert_non_null(strstr(hs_last_error(), "exceeds maxStorageBufferRange"));
+    assert_int_equal(hs_vk_seq_dispatch_count(seq), 0);
+    hs_test_seq_run(seq);
+    hs_vk_buffer_destroy(in);
+    hs_vk_buffer_destroy(out);
 }
 
 static void check_argmax(const uint32_t *got, const float *x, uint32_t n, uint32_t vocab, const char *what) {
@@ -175,6 +196,10 @@ static void test_argmax_sizes(void **state) {
     hs_rng_seed(&rng, 11);
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         uint32_t vocab = vocabs[v], n = vocab >= 49152 ? 2 : 5;
+        if (!row_fits(env, vocab, 0)) { /* a device range pretended small (HS_VK_MAX_BUFFER_RANGE) */
+            expect_row_refused(env, vocab, 0);
+            continue;
+        }
         float *x = hs_test_rand_array(&rng, (size_t)n * vocab, -10.0f, 10.0f);
         uint32_t *got = run_argmax(env, x, n, vocab, 0);
         check_argmax(got, x, n, vocab, "random");
@@ -297,6 +322,10 @@ static void test_topk_small_and_big(void **state) {
     } cases[] = {{1, 1}, {7, 1}, {7, 4}, {7, 7}, {32, 32}, {33, 32}, {262144, 32}, {262144, 4}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         uint32_t vocab = cases[c].vocab, k = cases[c].k, n = vocab > 4096 ? 1 : 3;
+        if (!row_fits(env, vocab, 0)) {
+            expect_row_refused(env, vocab, 0);
+            continue;
+        }
         float *x = malloc((size_t)n * vocab * sizeof *x);
         assert_non_null(x);
         fill_normal(&rng, x, (size_t)n * vocab, 2.0f);
@@ -357,6 +386,10 @@ static void test_long_rows_worst_case(void **state) {
     static const uint32_t vocabs[] = {49152, 262144, 262147};
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         const uint32_t vocab = vocabs[v], n = 2;
+        if (!row_fits(env, vocab, 0)) {
+            expect_row_refused(env, vocab, 0);
+            continue;
+        }
         float *x = malloc((size_t)n * vocab * sizeof *x);
         assert_non_null(x);
         for (uint32_t i = 0; i < vocab; i++)
@@ -415,6 +448,10 @@ static void test_topk_flat(void **state) {
     } cases[] = {{2, 1}, {5, 4}, {11, 10}, {33, 32}, {49152, 10}, {262144, 32}, {1001, 4}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         uint32_t vocab = cases[c].vocab, k = cases[c].k;
+        if (!row_fits(env, vocab, 0)) {
+            expect_row_refused(env, vocab, 0);
+            continue;
+        }
         float *x = malloc((size_t)vocab * sizeof *x);
         assert_non_null(x);
         for (uint32_t i = 0; i < vocab; i++)
@@ -611,19 +648,24 @@ static void test_split_dispatches(void **state) {
     free(am);
     free(x);
 
-    /* a single row larger than the range cannot be bound */
-    hs_vk_buffer *in = hs_test_buffer(env, NULL, 20000 * 4);
-    hs_vk_buffer *out = hs_test_buffer(env, NULL, hs_topk_out_bytes(1, 4));
-    hs_vk_seq *seq = NULL;
-    HS_CHECK(hs_vk_seq_create(env->vk, &seq));
-    HS_CHECK(hs_vk_seq_begin(seq));
-    hs_vk_binding bx = {in, 0, 0}, bo = {out, 0, 0};
-    assert_int_equal(hs_op_topk(env->ops, seq, &bx, 1, 20000, 4, 1.0f, &bo), HS_ERR_OUT_OF_RANGE);
-    assert_int_equal(hs_op_argmax(env->ops, seq, &bx, 1, 20000, &bo), HS_ERR_OUT_OF_RANGE);
-    HS_CHECK(hs_vk_seq_end(seq));
-    hs_vk_seq_destroy(seq);
-    hs_vk_buffer_destroy(in);
-    hs_vk_buffer_destroy(out);
+    /* A row of exactly the range fits at an aligned offset (two rows: two
+     * dispatches), and is refused 4 bytes further on, where the alignment
+     * slack no longer fits; a longer row is refused anywhere. */
+    const uint32_t full = SPLIT_RANGE / 4;
+    assert_true(row_fits(env, full, 0) && !row_fits(env, full, 1));
+    float *y = malloc((size_t)2 * full * sizeof *y);
+    assert_non_null(y);
+    fill_normal(&rng, y, (size_t)2 * full, 3.0f);
+    uint32_t *am2 = run_argmax(env, y, 2, full, 0);
+    check_argmax(am2, y, 2, full, "row of the whole range");
+    free(am2);
+    uint32_t *rec2 = run_topk_ex(env, y, 2, full, k, 1.0f, 0, &dispatches);
+    assert_int_equal(dispatches, 2);
+    check_topk(rec2, y, 2, full, k, 1.0f, "row of the whole range");
+    free(rec2);
+    free(y);
+    expect_row_refused(env, full, 1);
+    expect_row_refused(env, 20000, 0);
 }
 
 int main(void) {

@@ -86,22 +86,30 @@ int hs_test_setup(void **state) {
 }
 
 int hs_test_setup_range(void **state, unsigned long bytes) {
-    char v[32];
-    snprintf(v, sizeof v, "%lu", bytes);
-    setenv("HS_VK_MAX_BUFFER_RANGE", v, 1);
-    int r = hs_test_setup(state);
-    unsetenv("HS_VK_MAX_BUFFER_RANGE");
-    return r;
+    return hs_test_setup_env(state, bytes, NULL, NULL);
 }
 
-int hs_test_setup_with_env(void **state, const char *name, const char *value, CMFixtureFunction setup) {
-    const char *prev = getenv(name);
-    char *saved = prev ? strdup(prev) : NULL;
-    setenv(name, value, 1);
-    int r = setup(state);
-    if (saved) setenv(name, saved, 1);
-    else unsetenv(name);
-    free(saved);
+int hs_test_setup_env(void **state, unsigned long range, const char *name, const char *value) {
+    /* The caller's settings (a whole run under HS_VK_MAX_BUFFER_RANGE) come
+     * back for the groups after this one. */
+    const char *names[2] = {"HS_VK_MAX_BUFFER_RANGE", name};
+    char *saved[2] = {NULL, NULL};
+    char v[32];
+    snprintf(v, sizeof v, "%lu", range);
+    const char *values[2] = {range ? v : NULL, value};
+    for (int i = 0; i < 2; i++) {
+        if (!names[i] || !values[i]) continue;
+        const char *old = getenv(names[i]);
+        saved[i] = old ? strdup(old) : NULL;
+        setenv(names[i], values[i], 1);
+    }
+    int r = hs_test_setup(state);
+    for (int i = 0; i < 2; i++) {
+        if (!names[i] || !values[i]) continue;
+        if (saved[i]) setenv(names[i], saved[i], 1);
+        else unsetenv(names[i]);
+        free(saved[i]);
+    }
     return r;
 }
 

@@ -59,12 +59,13 @@ int hs_test_setup(void **state);
 /* hs_test_setup with maxStorageBufferRange forced down to `bytes`
  * (HS_VK_MAX_BUFFER_RANGE), so the ops must split their tensors. */
 int hs_test_setup_range(void **state, unsigned long bytes);
+/* hs_test_setup with maxStorageBufferRange forced down to `range` (0: as
+ * is) and one more environment override name=value (NULL: none), e.g.
+ * HS_VK_DISABLE_16BIT_STORAGE or HS_VK_FORCE_NONCOHERENT. Both are put back
+ * afterwards (previous value or absence), so a switch forced for one group
+ * neither leaks into the next nor drops what the whole run was started with. */
+int hs_test_setup_env(void **state, unsigned long range, const char *name, const char *value);
 int hs_test_teardown(void **state);
-/* Runs a group setup with environment variable `name` set to `value`, then
- * puts back the previous value (or its absence), so that a switch forced on
- * for one group neither leaks into the next nor is lost when the whole
- * process runs with it. */
-int hs_test_setup_with_env(void **state, const char *name, const char *value, CMFixtureFunction setup);
 
 /* Fails the current test with the last error message unless st == HS_OK. */
 #define HS_CHECK(expr)                                                                             \
