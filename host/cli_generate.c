@@ -1,5 +1,6 @@
-/* `heterospec generate`: autoregressive generation with llama.cpp-style flags,
- * streamed output and a summary (load time, prompt and generation tokens/s). */
+/* `heterospec generate`: llama.cpp-style flags, streamed output and a summary
+ * (load time, prompt and generation tokens/s). The loop itself is
+ * host/engine; this file parses, loads, prints. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,7 @@
 #include <cJSON.h>
 
 #include "chat.h"
+#include "engine.h"
 #include "gguf.h"
 #include "hs_bench_ops.h"
 #include "hs_cli.h"
@@ -84,9 +86,13 @@ static int parse(int argc, char **argv, gen_args *a) {
     return 0;
 }
 
-/* Ends generation: the tokenizer's EOS or any control token (e.g. <|im_end|>). */
-static bool is_end(const hs_tok *tok, int32_t id) {
-    return id == hs_tok_eos(tok) || hs_tok_token_type(tok, id) == HS_TOK_TYPE_CONTROL;
+/* Streams a piece of text as each token arrives. */
+static bool print_token(void *user, int32_t id) {
+    const char *piece;
+    size_t len;
+    if (hs_tok_piece(user, id, &piece, &len) == HS_OK) fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+    return true;
 }
 
 int hs_cli_generate(int argc, char **argv) {
@@ -104,11 +110,10 @@ int hs_cli_generate(int argc, char **argv) {
     hs_vk_ctx *vk = NULL;
     hs_ops *ops = NULL;
     hs_llama *m = NULL;
-    hs_sampler *smp = NULL;
     char *text = NULL, *rendered = NULL, *out_text = NULL;
-    int32_t *ids = NULL, *gen = NULL;
+    int32_t *ids = NULL;
     size_t n_ids = 0;
-    int n_gen = 0;
+    hs_gen_result r = {0};
     rc = 1;
     double t0 = hs_now_s();
     if (hs_gguf_open(model_path, &g) != HS_OK) {
@@ -137,62 +142,27 @@ int hs_cli_generate(int argc, char **argv) {
     if (hs_tok_encode(tok, prompt, strlen(prompt), HS_TOK_ADD_SPECIAL | (a.chat ? HS_TOK_PARSE_SPECIAL : 0), &ids,
                       &n_ids) != HS_OK)
         goto fail;
-    if (n_ids == 0) {
-        HS_FAIL(HS_ERR_INVALID_ARG, "the prompt is empty and the model adds no BOS token");
-        goto fail;
-    }
     hs_vk_ctx_options vo = {.device_index = -1, .validation = -1};
     if (hs_vk_ctx_create(&vo, &vk) != HS_OK || hs_ops_create(vk, &ops) != HS_OK) goto fail;
     hs_llama_options lo = {.n_ctx = (uint32_t)a.n_ctx};
     if (hs_llama_load(ops, g, &lo, &m) != HS_OK) goto fail;
-    const hs_llama_config *cfg = hs_llama_cfg(m);
-    if (n_ids + (size_t)a.n_predict > hs_llama_n_ctx(m)) {
-        HS_FAIL(HS_ERR_OUT_OF_RANGE, "prompt (%zu tokens) + %d to generate exceed the context of %u (use -c)",
-                n_ids, a.n_predict, hs_llama_n_ctx(m));
-        goto fail;
-    }
-    if (hs_sampler_create(&a.sp, (int32_t)cfg->n_vocab, &smp) != HS_OK) goto fail;
+    if (hs_engine_check_fit(m, n_ids, (uint32_t)a.n_predict) != HS_OK) goto fail;
     double t_load = hs_now_s() - t0;
-
-    /* Prompt, in chunks of the batch limit; only the last token's logits. */
-    double t1 = hs_now_s();
-    const float *logits = NULL;
-    const uint32_t *amax = NULL;
-    for (size_t done = 0; done < n_ids;) {
-        uint32_t n = (uint32_t)(n_ids - done < 512 ? n_ids - done : 512);
-        if (hs_llama_eval(m, ids + done, n, NULL, true, true, &logits, &amax) != HS_OK) goto fail;
-        done += n;
-    }
-    for (size_t i = 0; i < n_ids; i++) hs_sampler_accept(smp, ids[i]);
-    double t_prompt = hs_now_s() - t1;
-    double t_first = hs_now_s() - t0;
-
-    gen = malloc(sizeof *gen * (size_t)(a.n_predict + 1));
-    if (!gen) goto fail;
     if (!a.quiet && !a.json) {
         fwrite(prompt, 1, strlen(prompt), stdout);
         fflush(stdout);
     }
-    double t2 = hs_now_s();
-    for (int i = 0; i < a.n_predict; i++) {
-        int32_t next;
-        if (hs_sampler_is_greedy(smp)) next = (int32_t)amax[0];
-        else if (hs_sampler_sample(smp, logits, (int32_t)cfg->n_vocab, &next) != HS_OK) goto fail;
-        hs_sampler_accept(smp, next);
-        if (is_end(tok, next)) break;
-        gen[n_gen++] = next;
-        if (!a.quiet && !a.json) {
-            const char *piece;
-            size_t len;
-            if (hs_tok_piece(tok, next, &piece, &len) == HS_OK) fwrite(piece, 1, len, stdout);
-            fflush(stdout);
-        }
-        if (i + 1 < a.n_predict && hs_llama_eval(m, &next, 1, NULL, true, true, &logits, &amax) != HS_OK) goto fail;
+    hs_gen_params gp = {.n_predict = (uint32_t)a.n_predict, .sp = a.sp};
+    if (!a.quiet && !a.json) {
+        gp.on_token = print_token;
+        gp.user = tok;
     }
-    double t_gen = hs_now_s() - t2;
+    if (hs_engine_generate(m, tok, ids, n_ids, &gp, &r) != HS_OK) goto fail;
+    const double t_prompt = r.prompt_s, t_first = t_load + r.prompt_s;
+    const int n_gen = (int)r.n_gen;
     size_t out_len = 0;
-    if (hs_tok_decode(tok, gen, (size_t)n_gen, 0, &out_text, &out_len) != HS_OK) goto fail;
-    double gen_tps = n_gen > 1 ? (n_gen - 1) / t_gen : 0; /* the last sampled token needs no forward */
+    if (hs_tok_decode(tok, r.ids, r.n_gen, 0, &out_text, &out_len) != HS_OK) goto fail;
+    double gen_tps = n_gen > 1 ? (n_gen - 1) / r.gen_s : 0; /* the last sampled token needs no forward */
     if (a.json) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "model", model_path);
@@ -200,7 +170,7 @@ int hs_cli_generate(int argc, char **argv) {
         cJSON_AddStringToObject(o, "prompt", prompt);
         cJSON_AddStringToObject(o, "text", out_text);
         cJSON *arr = cJSON_AddArrayToObject(o, "ids");
-        for (int i = 0; i < n_gen; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(gen[i]));
+        for (int i = 0; i < n_gen; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(r.ids[i]));
         cJSON_AddNumberToObject(o, "prompt_tokens", (double)n_ids);
         cJSON_AddNumberToObject(o, "generated_tokens", n_gen);
         cJSON_AddNumberToObject(o, "load_s", t_load);
@@ -223,11 +193,10 @@ int hs_cli_generate(int argc, char **argv) {
 fail:
     if (rc) fprintf(stderr, "heterospec generate: %s\n", hs_last_error());
     free(out_text);
-    free(gen);
+    hs_gen_result_free(&r);
     free(ids);
     free(text);
     free(rendered);
-    hs_sampler_destroy(smp);
     hs_llama_destroy(m);
     hs_ops_destroy(ops);
     hs_vk_ctx_destroy(vk);

@@ -1,0 +1,95 @@
+/* engine: prompt processing and autoregressive decoding (see engine.h). */
+#include "engine.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_bench_ops.h"
+
+/* Largest prompt batch: the model's default max_batch. */
+#define HS_ENGINE_PROMPT_BATCH 512u
+
+hs_gen_params hs_gen_default_params(void) {
+    hs_gen_params p = {.n_predict = 128, .sp = hs_sampler_default_params()};
+    p.sp.temperature = 0.0f;
+    return p;
+}
+
+bool hs_engine_is_end(const hs_tok *tok, int32_t id) {
+    return id == hs_tok_eos(tok) || hs_tok_token_type(tok, id) == HS_TOK_TYPE_CONTROL;
+}
+
+void hs_gen_result_free(hs_gen_result *r) {
+    if (!r) return;
+    free(r->ids);
+    r->ids = NULL;
+    r->n_gen = 0;
+}
+
+hs_status hs_engine_check_fit(const hs_llama *m, size_t n_prompt, uint32_t n_predict) {
+    if (n_prompt == 0) return HS_FAIL(HS_ERR_INVALID_ARG, "the prompt is empty and the model adds no BOS token");
+    if (n_prompt + (size_t)n_predict > hs_llama_n_ctx(m))
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "prompt (%zu tokens) + %u to generate exceed the context of %u (use -c)",
+                       n_prompt, n_predict, hs_llama_n_ctx(m));
+    return HS_OK;
+}
+
+hs_status hs_engine_generate(hs_llama *m, const hs_tok *tok, const int32_t *prompt, size_t n_prompt,
+                             const hs_gen_params *p, hs_gen_result *out) {
+    hs_status st = HS_OK;
+    hs_sampler *smp = NULL;
+    memset(out, 0, sizeof *out);
+    const uint32_t n_vocab = hs_llama_cfg(m)->n_vocab;
+    HS_TRY(hs_engine_check_fit(m, n_prompt, p->n_predict));
+    HS_TRY(hs_sampler_params_validate(&p->sp));
+    HS_TRY(hs_sampler_create(&p->sp, (int32_t)n_vocab, &smp));
+    out->ids = malloc(sizeof *out->ids * ((size_t)p->n_predict + 1));
+    if (!out->ids) {
+        st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_engine_generate: out of memory");
+        goto fail;
+    }
+    out->n_prompt = (uint32_t)n_prompt;
+    hs_llama_reset(m);
+
+    /* The prompt in batches; only the last token's logits are needed. */
+    double t0 = hs_now_s();
+    const float *logits = NULL;
+    const uint32_t *amax = NULL;
+    for (size_t done = 0; done < n_prompt;) {
+        uint32_t n = (uint32_t)(n_prompt - done < HS_ENGINE_PROMPT_BATCH ? n_prompt - done : HS_ENGINE_PROMPT_BATCH);
+        HS_TRY(hs_llama_eval(m, prompt + done, n, NULL, true, true, &logits, &amax));
+        done += n;
+    }
+    for (size_t i = 0; i < n_prompt; i++) HS_TRY(hs_sampler_accept(smp, prompt[i]));
+    out->prompt_s = hs_now_s() - t0;
+
+    /* One token per target pass; the pass after the last token is skipped. */
+    double t1 = hs_now_s();
+    out->stop = HS_GEN_STOP_LIMIT;
+    for (uint32_t i = 0; i < p->n_predict; i++) {
+        int32_t next;
+        if (hs_sampler_is_greedy(smp)) next = (int32_t)amax[0];
+        else HS_TRY(hs_sampler_sample(smp, logits, (int32_t)n_vocab, &next));
+        HS_TRY(hs_sampler_accept(smp, next));
+        if (hs_engine_is_end(tok, next)) {
+            out->stop = HS_GEN_STOP_END;
+            break;
+        }
+        out->ids[out->n_gen++] = next;
+        if (p->on_token && !p->on_token(p->user, next)) {
+            out->stop = HS_GEN_STOP_CALLER;
+            break;
+        }
+        if (i + 1 < p->n_predict) {
+            HS_TRY(hs_llama_eval(m, &next, 1, NULL, true, true, &logits, &amax));
+            out->target_passes++;
+        }
+    }
+    out->gen_s = hs_now_s() - t1;
+    hs_sampler_destroy(smp);
+    return HS_OK;
+fail:
+    hs_sampler_destroy(smp);
+    hs_gen_result_free(out);
+    return st;
+}
