@@ -67,13 +67,20 @@ struct hs_llama {
     hs_vk_buffer *logits; /* (max_batch, n_vocab), host visible */
     hs_vk_buffer *mask;   /* (max_batch, mask words) */
     hs_vk_buffer *depth;  /* (max_batch) */
+    hs_vk_buffer *taps;   /* (max_batch, HS_LLAMA_TAPS, dim) when taps are on */
+    uint32_t tap_layers[HS_LLAMA_TAPS];
+    /* The last eval left uncommitted (a tree): its size and parents, for
+     * hs_llama_accept; 0 when there is none. */
+    uint32_t pending;
+    int32_t *pending_parents; /* (max_batch) */
+    hs_vk_seq *gather;        /* recorded KV compaction of hs_llama_accept */
     /* Host-visible step data written before each submit, at `slot`-aligned
      * offsets: tokens, pos, rows, parents (max_batch each), info, argmax.
      * The host writes everything before argmax and the device writes argmax;
      * a slot is a multiple of 256, the largest nonCoherentAtomSize, so the
      * two never share an atom of flush or invalidate. */
     hs_vk_buffer *step;
-    uint64_t off_tokens, off_pos, off_rows, off_parents, off_info, off_argmax;
+    uint64_t off_tokens, off_pos, off_rows, off_parents, off_info, off_argmax, off_gather;
 
     llama_graph *graphs; /* stb_ds array */
     uint32_t last_dispatches;
@@ -314,6 +321,25 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
     HS_TRY(alloc(m, B * c->n_vocab * 4, HS_MEM_HOST, &m->logits));
     HS_TRY(alloc(m, B * hs_attn_mask_words((uint32_t)B) * 4, HS_MEM_DEVICE, &m->mask));
     HS_TRY(alloc(m, B * 4, HS_MEM_DEVICE, &m->depth));
+    if (opt && opt->taps) {
+        for (uint32_t t = 0; t < HS_LLAMA_TAPS; t++) {
+            const uint32_t eagle3[HS_LLAMA_TAPS] = {2, c->n_layer / 2, c->n_layer >= 3 ? c->n_layer - 3 : 0};
+            m->tap_layers[t] = opt->custom_taps ? opt->tap_layers[t] : eagle3[t];
+            if (m->tap_layers[t] >= c->n_layer) {
+                st = HS_FAIL(HS_ERR_INVALID_ARG, "tap layer %u: the model has %u layers", m->tap_layers[t],
+                             c->n_layer);
+                goto fail;
+            }
+        }
+        HS_TRY(alloc(m, B * HS_LLAMA_TAPS * c->dim * 4, HS_MEM_DEVICE, &m->taps));
+    }
+    m->pending_parents = malloc(B * sizeof *m->pending_parents);
+    if (!m->pending_parents) {
+        st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_llama_load: out of memory");
+        goto fail;
+    }
+    /* Step data; the host writes everything before argmax (and the gather
+     * rows after it, in a slot of their own), the device writes argmax. */
     uint64_t arr = align_up(B * 4, m->slot);
     m->off_tokens = 0;
     m->off_pos = arr;
@@ -321,7 +347,8 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
     m->off_parents = 3 * arr;
     m->off_info = 4 * arr;
     m->off_argmax = 4 * arr + m->slot;
-    HS_TRY(alloc(m, 5 * arr + m->slot, HS_MEM_HOST, &m->step));
+    m->off_gather = 5 * arr + m->slot;
+    HS_TRY(alloc(m, m->off_gather + align_up((HS_KV_GATHER_SRC + B) * 4, m->slot), HS_MEM_HOST, &m->step));
     *out = m;
     return HS_OK;
 fail:
@@ -333,6 +360,8 @@ void hs_llama_destroy(hs_llama *m) {
     if (!m) return;
     for (ptrdiff_t i = 0; i < stbds_arrlen(m->graphs); i++) hs_vk_seq_destroy(m->graphs[i].seq);
     stbds_arrfree(m->graphs);
+    hs_vk_seq_destroy(m->gather);
+    free(m->pending_parents);
     if (m->layers) {
         for (uint32_t l = 0; l < m->cfg.n_layer; l++) {
             proj_destroy(&m->layers[l].qkv);
@@ -345,7 +374,7 @@ void hs_llama_destroy(hs_llama *m) {
     hs_weight_destroy(m->tok_embd);
     hs_weight_destroy(m->output);
     hs_vk_buffer *bufs[] = {m->vecs, m->k_cache, m->v_cache, m->h, m->qkv, m->q, m->att, m->gu,
-                            m->logits, m->mask, m->depth, m->step};
+                            m->logits, m->mask, m->depth, m->step, m->taps};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hs_vk_buffer_destroy(bufs[i]);
     free(m);
 }
@@ -353,9 +382,27 @@ void hs_llama_destroy(hs_llama *m) {
 const hs_llama_config *hs_llama_cfg(const hs_llama *m) { return &m->cfg; }
 uint32_t hs_llama_n_ctx(const hs_llama *m) { return m->n_ctx; }
 uint32_t hs_llama_n_past(const hs_llama *m) { return m->n_past; }
-void hs_llama_reset(hs_llama *m) { m->n_past = 0; }
+void hs_llama_reset(hs_llama *m) {
+    m->n_past = 0;
+    m->pending = 0;
+}
 uint64_t hs_llama_weight_bytes(const hs_llama *m) { return m->weight_bytes; }
 uint32_t hs_llama_last_dispatches(const hs_llama *m) { return m->last_dispatches; }
+uint32_t hs_llama_graph_count(const hs_llama *m) { return (uint32_t)stbds_arrlen(m->graphs); }
+
+hs_vk_binding hs_llama_taps(const hs_llama *m, uint32_t layers[HS_LLAMA_TAPS]) {
+    if (layers) memcpy(layers, m->tap_layers, sizeof m->tap_layers);
+    return (hs_vk_binding){m->taps, 0, m->taps ? hs_vk_buffer_size(m->taps) : 0};
+}
+
+hs_status hs_llama_taps_read(hs_llama *m, uint32_t first, uint32_t n, float *out) {
+    if (!m->taps) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_llama_taps_read: the model was loaded without taps");
+    const uint64_t row = (uint64_t)HS_LLAMA_TAPS * m->cfg.dim * 4;
+    if ((uint64_t)first + n > m->max_batch)
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "hs_llama_taps_read: positions %u..%u past the batch limit %u", first,
+                       first + n, m->max_batch);
+    return hs_vk_buffer_download(m->taps, first * row, out, n * row);
+}
 
 static void max_chunks(uint32_t *r, const hs_weight *w) {
     if (w && hs_weight_chunks(w) > *r) *r = hs_weight_chunks(w);
@@ -406,6 +453,11 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
     HS_TRY(hs_op_tree_mask(ops, s, &parents, n, &mask, &depth));
     for (uint32_t l = 0; l < c->n_layer; l++) {
         const llama_layer *L = &m->layers[l];
+        /* The input of a tap layer, kept side by side per position. */
+        for (uint32_t t = 0; m->taps && t < HS_LLAMA_TAPS; t++)
+            if (m->tap_layers[t] == l)
+                HS_TRY(hs_vk_seq_copy_rows(s, m->h, 0, (uint64_t)c->dim * 4, m->taps, (uint64_t)t * c->dim * 4,
+                                           (uint64_t)HS_LLAMA_TAPS * c->dim * 4, (uint64_t)c->dim * 4, n));
         hs_kv_layer kv = {.k = B(m->k_cache, m->layer_bytes * l, m->layer_bytes),
                           .v = B(m->v_cache, m->layer_bytes * l, m->layer_bytes),
                           .type = HS_TYPE_F32, .n_ctx = m->n_ctx, .n_kv_head = c->n_kv_head,
@@ -458,6 +510,53 @@ fail:
     return st;
 }
 
+hs_status hs_llama_accept(hs_llama *m, const uint32_t *nodes, uint32_t n) {
+    hs_status st = HS_OK;
+    const hs_llama_config *c = &m->cfg;
+    if (n > m->pending)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_llama_accept: %u nodes, but the last tree has %u (or was committed)", n,
+                       m->pending);
+    bool in_place = true;
+    for (uint32_t i = 0; i < n; i++) {
+        const int32_t want = i ? (int32_t)nodes[i - 1] : -1;
+        if (nodes[i] >= m->pending || m->pending_parents[nodes[i]] != want)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "hs_llama_accept: node %u (path position %u) is not %s", nodes[i], i,
+                           i ? "a child of the node before it" : "a root-level node of the tree");
+        in_place = in_place && nodes[i] == i;
+    }
+    if (!in_place) {
+        /* Rows n_past + nodes[i] -> n_past + i: sources increase and never
+         * precede their destination, which hs_op_kv_gather allows in place. */
+        uint32_t *g = (uint32_t *)((uint8_t *)hs_vk_buffer_map(m->step) + m->off_gather);
+        g[HS_KV_GATHER_DST_BASE] = m->n_past;
+        g[HS_KV_GATHER_M] = n;
+        for (uint32_t i = 0; i < n; i++) g[HS_KV_GATHER_SRC + i] = m->n_past + nodes[i];
+        /* The gather rows just written -> visible to the compaction. */
+        HS_TRY(hs_vk_buffer_flush(m->step, m->off_gather, (HS_KV_GATHER_SRC + n) * 4));
+        if (!m->gather) {
+            const uint64_t all = m->layer_bytes * c->n_layer;
+            hs_vk_binding k = B(m->k_cache, 0, all), v = B(m->v_cache, 0, all);
+            hs_vk_binding rows = B(m->step, m->off_gather, (HS_KV_GATHER_SRC + (uint64_t)m->max_batch) * 4);
+            HS_TRY(hs_vk_seq_create(m->vk, &m->gather));
+            st = hs_vk_seq_begin(m->gather);
+            if (st == HS_OK)
+                st = hs_op_kv_gather(m->ops, m->gather, &k, &v, HS_TYPE_F32, c->n_layer, m->layer_bytes, m->n_ctx,
+                                     c->n_kv_head * c->head_dim, &rows, m->max_batch);
+            if (st == HS_OK) st = hs_vk_seq_end(m->gather);
+            if (st != HS_OK) {
+                hs_vk_seq_destroy(m->gather);
+                m->gather = NULL;
+                return st;
+            }
+        }
+        HS_TRY(hs_vk_seq_submit(m->gather));
+    }
+    m->n_past += n;
+    m->pending = 0;
+fail:
+    return st;
+}
+
 hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents, bool last_only,
                         bool commit, const float **logits, const uint32_t **argmax) {
     hs_status st = HS_OK;
@@ -471,6 +570,15 @@ hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const in
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= c->n_vocab)
             return HS_FAIL(HS_ERR_INVALID_ARG, "token id %d out of the vocabulary (%u)", tokens[i], c->n_vocab);
     if (parents) HS_TRY(hs_attn_check_parents(parents, n));
+    /* All-rows evals (trees) run in a capacity bucket; the slots past n are
+     * inert: token 0, no parent, a cache row the kernels skip, and the
+     * attention's used count stops before them. */
+    uint32_t cap = n;
+    if (!last_only) {
+        cap = 1;
+        while (cap < n) cap *= 2;
+        if (cap > m->max_batch) cap = m->max_batch;
+    }
     uint8_t *step = hs_vk_buffer_map(m->step);
     HS_ASSERT(step);
     int32_t *tok = (int32_t *)(step + m->off_tokens), *pos = (int32_t *)(step + m->off_pos);
@@ -485,16 +593,28 @@ hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const in
         pos[i] = (int32_t)(m->n_past + d);
         rows[i] = m->n_past + i;
     }
+    for (uint32_t i = n; i < cap; i++) {
+        tok[i] = 0;
+        par[i] = -1;
+        pos[i] = (int32_t)m->n_past;
+        rows[i] = UINT32_MAX;
+    }
     info[HS_ATTN_INFO_N_PREFIX] = m->n_past;
     info[HS_ATTN_INFO_N_USED] = n;
     /* Tokens, positions, rows, parents and info just written -> visible to
      * the graph's dispatches (one range: they lie back to back before argmax). */
     HS_TRY(hs_vk_buffer_flush(m->step, 0, m->off_info + HS_ATTN_INFO_WORDS * 4));
     llama_graph *gr;
-    HS_TRY(get_graph(m, n, last_only, &gr));
+    HS_TRY(get_graph(m, cap, last_only, &gr));
     HS_TRY(hs_vk_seq_submit(gr->seq));
     m->last_dispatches = hs_vk_seq_dispatch_count(gr->seq);
-    if (commit) m->n_past += n;
+    if (commit) {
+        m->n_past += n;
+        m->pending = 0;
+    } else {
+        m->pending = n;
+        memcpy(m->pending_parents, par, n * sizeof *par);
+    }
     /* The output head's logits and argmax rows -> visible to the caller's reads. */
     const uint64_t n_out = last_only ? 1 : n;
     if (logits) {

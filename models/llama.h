@@ -67,9 +67,18 @@ typedef struct hs_llama_config {
     bool tied_output;    /* no output.weight: the head is token_embd */
 } hs_llama_config;
 
+/* Tap layers of a draft head (DESIGN.md section 5): the hidden states at the
+ * inputs of these layers, for every position of an eval, are kept on the
+ * device side by side ([n][HS_LLAMA_TAPS][dim]) when hs_llama_options.taps is
+ * set. EAGLE-3 taps the inputs of layers 2, L/2 and L-3. */
+#define HS_LLAMA_TAPS 3u
+
 typedef struct hs_llama_options {
     uint32_t n_ctx;     /* KV-cache rows; 0: min(n_ctx_train, 4096) */
     uint32_t max_batch; /* largest n of one eval; 0: 512 */
+    bool taps;          /* keep the tap layers' hidden states (hs_llama_taps) */
+    bool custom_taps;   /* use tap_layers instead of EAGLE-3's 2, L/2, L-3 */
+    uint32_t tap_layers[HS_LLAMA_TAPS]; /* each < n_layer; the input of layer 0 is the embedding */
 } hs_llama_options;
 
 typedef struct hs_llama hs_llama;
@@ -97,6 +106,28 @@ uint64_t hs_llama_weight_bytes(const hs_llama *m);
  * each logits row, computed on the device. */
 hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents, bool last_only,
                         bool commit, const float **logits, const uint32_t **argmax);
+
+/* Keeps the path nodes[0 .. n) of the tree evaluated last (with commit =
+ * false): nodes are indices into that eval, increasing, nodes[0] a root-level
+ * node and each next one a child of the one before. Their cache rows move to
+ * n_past .. n_past + n - 1 (one recorded KV compaction over all layers, none
+ * when the path is already there), then n_past += n. HS_ERR_INVALID_ARG,
+ * naming the node, for anything else; n = 0 only drops the tree. */
+hs_status hs_llama_accept(hs_llama *m, const uint32_t *nodes, uint32_t n);
+
+/* The tap layers and the device buffer holding their hidden states for the
+ * positions of the last eval: f32 [capacity][HS_LLAMA_TAPS][dim], row i is
+ * position i of that eval. NULL binding when taps are off. */
+hs_vk_binding hs_llama_taps(const hs_llama *m, uint32_t layers[HS_LLAMA_TAPS]);
+/* Copies the taps of positions first .. first+n-1 of the last eval into out
+ * ([n][HS_LLAMA_TAPS][dim]); for tests and tools. */
+hs_status hs_llama_taps_read(hs_llama *m, uint32_t first, uint32_t n, float *out);
+
+/* Graphs recorded so far. An eval with every row's logits is recorded for a
+ * capacity bucket (the next power of two of n, at most max_batch) with the
+ * used count in the step data, so trees of changing size reuse a few graphs;
+ * a last-row eval is recorded for its exact n. */
+uint32_t hs_llama_graph_count(const hs_llama *m);
 
 /* Number of dispatches of the last evaluated graph (for reports). */
 uint32_t hs_llama_last_dispatches(const hs_llama *m);

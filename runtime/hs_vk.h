@@ -227,6 +227,11 @@ hs_status hs_vk_seq_dispatch(hs_vk_seq *seq, const hs_vk_pipeline *p, const hs_v
                              uint32_t gz);
 hs_status hs_vk_seq_copy(hs_vk_seq *seq, hs_vk_buffer *src, uint64_t src_off, hs_vk_buffer *dst,
                          uint64_t dst_off, uint64_t n);
+/* rows copies of row_bytes each, row i from src_off + i src_stride to
+ * dst_off + i dst_stride, as one command (a strided gather or scatter). */
+hs_status hs_vk_seq_copy_rows(hs_vk_seq *seq, hs_vk_buffer *src, uint64_t src_off, uint64_t src_stride,
+                              hs_vk_buffer *dst, uint64_t dst_off, uint64_t dst_stride, uint64_t row_bytes,
+                              uint32_t rows);
 hs_status hs_vk_seq_fill(hs_vk_seq *seq, hs_vk_buffer *dst, uint64_t off, uint64_t n, uint32_t v);
 /* Full compute barrier, for dependencies the automatic tracking cannot see. */
 void hs_vk_seq_barrier(hs_vk_seq *seq);

@@ -2,6 +2,7 @@
  * barriers from buffer hazard tracking, and per-dispatch timestamps. */
 #include "vk_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define STBDS_NO_SHORT_NAMES
@@ -252,6 +253,26 @@ hs_status hs_vk_seq_copy(hs_vk_seq *s, hs_vk_buffer *src, uint64_t src_off, hs_v
     track(s, &src->buffer, 1, &dst->buffer, 1);
     VkBufferCopy r = {src_off, dst_off, n};
     vkCmdCopyBuffer(s->cmd, src->buffer, dst->buffer, 1, &r);
+    return HS_OK;
+}
+
+hs_status hs_vk_seq_copy_rows(hs_vk_seq *s, hs_vk_buffer *src, uint64_t src_off, uint64_t src_stride,
+                              hs_vk_buffer *dst, uint64_t dst_off, uint64_t dst_stride, uint64_t row_bytes,
+                              uint32_t rows) {
+    HS_ASSERT(s->recording);
+    if (!rows || !row_bytes) return HS_OK;
+    const uint64_t src_end = src_off + (rows - 1) * src_stride + row_bytes;
+    const uint64_t dst_end = dst_off + (rows - 1) * dst_stride + row_bytes;
+    if (src_end > src->size || dst_end > dst->size || src_end < src_off || dst_end < dst_off)
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "hs_vk_seq_copy_rows: %u rows of %llu bytes outside a buffer", rows,
+                       (unsigned long long)row_bytes);
+    if (src == dst) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_vk_seq_copy_rows: source and destination are one buffer");
+    VkBufferCopy *r = malloc(sizeof *r * rows);
+    if (!r) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_seq_copy_rows: out of memory");
+    for (uint32_t i = 0; i < rows; i++) r[i] = (VkBufferCopy){src_off + i * src_stride, dst_off + i * dst_stride, row_bytes};
+    track(s, &src->buffer, 1, &dst->buffer, 1);
+    vkCmdCopyBuffer(s->cmd, src->buffer, dst->buffer, rows, r);
+    free(r);
     return HS_OK;
 }
 

@@ -256,6 +256,155 @@ static void test_split_context_too_long(void **state) {
     assert_int_equal(left.buffers + left.seqs, 0);
 }
 
+/* Trees of changing size share a capacity bucket: one graph for sizes 5..8,
+ * and a node's logits do not depend on the bucket's inert slots or on the
+ * other nodes (bitwise). */
+static void test_buckets(void **state) {
+    model_env *e = *state;
+    enum { V = 512 };
+    const int32_t bos = 1, tokens[7] = {403, 99, 407, 261, 300, 378, 432}, parents[7] = {-1, -1, 0, 2, 0, 3, 5};
+    const float *logits;
+    static float seven[7][V];
+    hs_llama_reset(e->m);
+    HS_CHECK(hs_llama_eval(e->m, &bos, 1, NULL, true, true, &logits, NULL));
+    HS_CHECK(hs_llama_eval(e->m, tokens, 7, parents, false, false, &logits, NULL));
+    memcpy(seven, logits, sizeof seven);
+    const uint32_t graphs = hs_llama_graph_count(e->m);
+    for (uint32_t n = 5; n <= 6; n++) {
+        HS_CHECK(hs_llama_eval(e->m, tokens, n, parents, false, false, &logits, NULL));
+        for (uint32_t i = 0; i < n; i++)
+            if (memcmp(logits + (size_t)i * V, seven[i], sizeof seven[i]) != 0)
+                fail_msg("tree of %u: node %u differs from the tree of 7", n, i);
+    }
+    assert_int_equal(hs_llama_graph_count(e->m), graphs);
+    /* Size 9 needs the next bucket. */
+    const int32_t nine[9] = {403, 99, 407, 261, 300, 378, 432, 383, 286},
+                  nine_par[9] = {-1, -1, 0, 2, 0, 3, 5, 6, 7};
+    HS_CHECK(hs_llama_eval(e->m, nine, 9, nine_par, false, false, &logits, NULL));
+    assert_int_equal(hs_llama_graph_count(e->m), graphs + 1);
+    for (uint32_t i = 0; i < 7; i++)
+        if (memcmp(logits + (size_t)i * V, seven[i], sizeof seven[i]) != 0) fail_msg("tree of 9: node %u differs", i);
+}
+
+/* After a tree, hs_llama_accept keeps one path: decoding on from it gives
+ * bitwise the logits of decoding that path plainly (and, for the golden
+ * prompt, the independently computed golden logits). */
+static void test_accept(void **state) {
+    model_env *e = *state;
+    enum { V = 512 };
+    const int32_t bos = 1, tokens[5] = {403, 99, 407, 261, 300}, parents[5] = {-1, -1, 0, 2, 0};
+    static const struct {
+        uint32_t nodes[3], n;
+        int32_t next;
+    } paths[] = {{{0, 2, 3}, 3, 378}, {{1}, 1, 261}, {{0, 4}, 2, 267}, {{0}, 1, 407}, {{0}, 0, 403}};
+    for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
+        const float *logits;
+        hs_llama_reset(e->m);
+        HS_CHECK(hs_llama_eval(e->m, &bos, 1, NULL, true, true, &logits, NULL));
+        HS_CHECK(hs_llama_eval(e->m, tokens, 5, parents, false, false, &logits, NULL));
+        HS_CHECK(hs_llama_accept(e->m, paths[k].nodes, paths[k].n));
+        assert_int_equal(hs_llama_n_past(e->m), 1 + paths[k].n);
+        HS_CHECK(hs_llama_eval(e->m, &paths[k].next, 1, NULL, true, true, &logits, NULL));
+        static float got[V];
+        memcpy(got, logits, sizeof got);
+        int32_t plain[5] = {bos};
+        uint32_t np = 1;
+        for (uint32_t i = 0; i < paths[k].n; i++) plain[np++] = tokens[paths[k].nodes[i]];
+        plain[np++] = paths[k].next;
+        hs_llama_reset(e->m);
+        HS_CHECK(hs_llama_eval(e->m, plain, np, NULL, true, true, &logits, NULL));
+        if (memcmp(got, logits, sizeof got) != 0) fail_msg("path %zu: logits differ from plain decoding", k);
+    }
+    /* The first path rebuilds "Once upon a time": the golden logits. */
+    hs_llama_reset(e->m);
+    const float *logits;
+    HS_CHECK(hs_llama_eval(e->m, &bos, 1, NULL, true, true, &logits, NULL));
+    HS_CHECK(hs_llama_eval(e->m, tokens, 5, parents, false, false, &logits, NULL));
+    const uint32_t path[3] = {0, 2, 3};
+    HS_CHECK(hs_llama_accept(e->m, path, 3));
+    const int32_t time = 378;
+    HS_CHECK(hs_llama_eval(e->m, &time, 1, NULL, true, true, &logits, NULL));
+    float ref[V];
+    read_floats("golden_logits_once_upon_a_time.txt", ref, V);
+    assert_true(hs_max_abs_diff(logits, ref, V) < 1e-4);
+
+    /* Bad paths: not starting at a root, skipping a node, more nodes than
+     * the tree, and accepting when no tree is pending. */
+    static const struct {
+        uint32_t nodes[3], n;
+    } bad[] = {{{2}, 1}, {{0, 3}, 2}, {{0, 2, 2}, 3}, {{1, 2}, 2}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        hs_llama_reset(e->m);
+        HS_CHECK(hs_llama_eval(e->m, &bos, 1, NULL, true, true, &logits, NULL));
+        HS_CHECK(hs_llama_eval(e->m, tokens, 5, parents, false, false, &logits, NULL));
+        assert_int_equal(hs_llama_accept(e->m, bad[k].nodes, bad[k].n), HS_ERR_INVALID_ARG);
+        assert_non_null(strstr(hs_last_error(), "hs_llama_accept: node"));
+        assert_int_equal(hs_llama_n_past(e->m), 1);
+    }
+    uint32_t six[6] = {0, 1, 2, 3, 4, 5};
+    assert_int_equal(hs_llama_accept(e->m, six, 6), HS_ERR_INVALID_ARG);
+    HS_CHECK(hs_llama_eval(e->m, &bos, 1, NULL, true, true, &logits, NULL));
+    assert_int_equal(hs_llama_accept(e->m, six, 1), HS_ERR_INVALID_ARG);
+}
+
+/* Taps: the hidden states at the inputs of the tap layers. With layer 0
+ * tapped, the tap is the token's embedding row of the GGUF (independent of
+ * every kernel but the gather); a node's taps inside a tree are bitwise those
+ * of decoding its path alone; EAGLE-3's default layers for L = 5 are 2, 2, 2. */
+static void test_taps(void **state) {
+    model_env *e = *state;
+    const uint32_t dim = 64, T = HS_LLAMA_TAPS;
+    hs_llama *m = NULL, *d = NULL;
+    hs_llama_options opt = {.n_ctx = 64, .max_batch = 16, .taps = true, .custom_taps = true, .tap_layers = {0, 2, 4}};
+    HS_CHECK(hs_llama_load(e->base.ops, e->g, &opt, &m));
+    hs_llama_options dopt = {.n_ctx = 64, .max_batch = 16, .taps = true};
+    HS_CHECK(hs_llama_load(e->base.ops, e->g, &dopt, &d));
+    uint32_t layers[3];
+    hs_llama_taps(d, layers);
+    assert_int_equal(layers[0], 2);
+    assert_int_equal(layers[1], 2);
+    assert_int_equal(layers[2], 2);
+    assert_null(hs_llama_taps(e->m, NULL).buf);
+    assert_int_equal(hs_llama_taps_read(e->m, 0, 1, NULL), HS_ERR_INVALID_ARG);
+
+    const int32_t bos = 1, tokens[5] = {403, 99, 407, 261, 300}, parents[5] = {-1, -1, 0, 2, 0};
+    HS_CHECK(hs_llama_eval(m, &bos, 1, NULL, true, true, NULL, NULL));
+    HS_CHECK(hs_llama_eval(m, tokens, 5, parents, false, false, NULL, NULL));
+    static float tree[5][3][64];
+    HS_CHECK(hs_llama_taps_read(m, 0, 5, &tree[0][0][0]));
+    const hs_gguf_tensor *emb = hs_gguf_find_tensor(e->g, "token_embd.weight");
+    assert_non_null(emb);
+    for (uint32_t i = 0; i < 5; i++)
+        assert_memory_equal(tree[i][0], (const float *)emb->data + (size_t)tokens[i] * dim, dim * 4);
+    for (uint32_t i = 0; i < 5; i++) {
+        int32_t path[3];
+        uint32_t depth = 0;
+        for (int32_t j = (int32_t)i; j >= 0; j = parents[j]) path[depth++] = tokens[j];
+        hs_llama_reset(m);
+        HS_CHECK(hs_llama_eval(m, &bos, 1, NULL, true, true, NULL, NULL));
+        for (uint32_t k = depth; k-- > 0;) HS_CHECK(hs_llama_eval(m, &path[k], 1, NULL, true, true, NULL, NULL));
+        float alone[3][64];
+        HS_CHECK(hs_llama_taps_read(m, 0, 1, &alone[0][0]));
+        if (memcmp(alone, tree[i], sizeof alone) != 0) fail_msg("taps of tree node %u differ from its plain decode", i);
+    }
+    /* Layers 2 and 4 really are other states than the embedding. */
+    assert_true(memcmp(tree[0][0], tree[0][1], dim * 4) != 0);
+    assert_true(memcmp(tree[0][1], tree[0][2], dim * 4) != 0);
+    /* The default taps of d are the layer-2 taps of m. */
+    HS_CHECK(hs_llama_eval(d, &bos, 1, NULL, true, true, NULL, NULL));
+    HS_CHECK(hs_llama_eval(d, tokens, 5, parents, false, false, NULL, NULL));
+    static float dt[5][3][64];
+    HS_CHECK(hs_llama_taps_read(d, 0, 5, &dt[0][0][0]));
+    for (uint32_t i = 0; i < 5; i++)
+        for (uint32_t t = 0; t < T; t++) assert_memory_equal(dt[i][t], tree[i][1], dim * 4);
+    hs_llama_destroy(m);
+    hs_llama_destroy(d);
+    /* A tap layer past the model is refused at load. */
+    opt.tap_layers[2] = 5;
+    assert_int_equal(hs_llama_load(e->base.ops, e->g, &opt, &m), HS_ERR_INVALID_ARG);
+    assert_null(m);
+}
+
 static void test_bad_input(void **state) {
     model_env *e = *state;
     hs_llama_reset(e->m);
@@ -456,6 +605,9 @@ int main(void) {
         cmocka_unit_test(test_greedy_once_upon_a_time),
         cmocka_unit_test(test_tree_equals_plain),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_accept),
+        cmocka_unit_test(test_taps),
         cmocka_unit_test(test_mixed_types),
         cmocka_unit_test(test_record_reference),
         cmocka_unit_test(test_split_ref),
@@ -470,7 +622,8 @@ int main(void) {
     const struct CMUnitTest split_tests[] = {
         cmocka_unit_test(test_logits_once_upon_a_time), cmocka_unit_test(test_greedy_once_upon_a_time),
         cmocka_unit_test(test_tree_equals_plain),       cmocka_unit_test(test_split_logits),
-        cmocka_unit_test(test_split_context_too_long),
+        cmocka_unit_test(test_split_context_too_long), cmocka_unit_test(test_accept),
+        cmocka_unit_test(test_buckets),
     };
     int fails = hs_test_run_group("llama", tests, setup, teardown);
     fails += hs_test_run_group("llama_noncoherent", noncoherent, setup_noncoherent, teardown);
