@@ -127,17 +127,17 @@ uint64_t hs_vk_pipeline_cache_loaded(const hs_vk_ctx *ctx, const char **path, co
 uint32_t hs_vk_validation_count(const hs_vk_ctx *ctx);
 /* Objects of a context not yet destroyed. A mark taken before some work and
  * hs_vk_live_since after it tell what the work left alive; hs_vk_release_since
- * destroys those (sequences, then pipelines when asked -- hs_ops caches its
- * pipelines, so they outlive the work that created them -- then buffers) after
- * waiting for the device. For a test harness cleaning up after a failed test,
- * so that the failure does not cascade into the next test or into
- * vkDestroyDevice; never call it while a released object is still referred to. */
+ * destroys those (sequences, then pipelines, then buffers) after waiting for
+ * the device. For a test harness cleaning up what a failed test left before
+ * vkDestroyDevice, so the failure does not cascade into validation errors;
+ * never call it while a released object is still referred to (hs_ops keeps
+ * the pipelines it created: destroy it first). */
 typedef struct hs_vk_live_counts {
     uint32_t buffers, pipelines, seqs;
 } hs_vk_live_counts;
 uint64_t hs_vk_live_mark(const hs_vk_ctx *ctx);
 hs_vk_live_counts hs_vk_live_since(const hs_vk_ctx *ctx, uint64_t mark);
-hs_vk_live_counts hs_vk_release_since(hs_vk_ctx *ctx, uint64_t mark, bool pipelines);
+hs_vk_live_counts hs_vk_release_since(hs_vk_ctx *ctx, uint64_t mark);
 /* Cache folder ($HS_HOME or ~/.cache/heterospec), created if missing. */
 hs_status hs_home_dir(char *buf, size_t n);
 

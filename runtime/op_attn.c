@@ -247,7 +247,6 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
     HS_TRY(hs_kv_plan_rows(ops, "attention", &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp));
     const attn_variant *variant = &variants[sp.chunks > 1][type_index];
     const uint32_t n_bind = hs_kv_bindings(6, &sp);
-    HS_TRY(hs_kv_check_bindings(ops, "attention", &sp, n_bind));
     hs_kv_bind_windows(ops, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp, variant->unit, 1, 2, 6, b, &pc.k_off,
                        &pc.v_off);
     pc.chunk_rows = sp.chunk_rows;
@@ -388,7 +387,6 @@ hs_status hs_op_kv_gather(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *k, c
         hs_kv_split sp;
         HS_TRY(hs_kv_plan_rows(ops, "kv_gather", &kl, &vl, row_bytes, n_ctx, &sp));
         const uint32_t n_bind = hs_kv_bindings(3, &sp);
-        HS_TRY(hs_kv_check_bindings(ops, "kv_gather", &sp, n_bind));
         hs_vk_pipeline *p = NULL;
         HS_TRY(kv_gather_pipeline(ops, u4, sp.chunks, &p));
         hs_kv_bind_windows(ops, &kl, &vl, row_bytes, n_ctx, &sp, unit, 0, 1, 3, b, &pc.k_off, &pc.v_off);

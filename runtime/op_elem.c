@@ -427,17 +427,6 @@ hs_status hs_kv_split_plan(const hs_ops *ops, const hs_kv_layer *kv, hs_kv_split
     return hs_kv_plan_rows(ops, "hs_kv_split_plan", &kv->k, &kv->v, row, kv->n_ctx, out);
 }
 
-hs_status hs_kv_check_bindings(const hs_ops *ops, const char *op, const hs_kv_split *sp,
-                               uint32_t n_bindings) {
-    const hs_vk_caps *c = hs_ops_caps(ops);
-    if (n_bindings > c->max_storage_buffers)
-        return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
-                       "%s: a KV cache in %u windows needs %u storage buffers per shader, over "
-                       "maxPerStageDescriptorStorageBuffers %u",
-                       op, sp->chunks, n_bindings, c->max_storage_buffers);
-    return HS_OK;
-}
-
 void hs_kv_bind_windows(const hs_ops *ops, const hs_vk_binding *k, const hs_vk_binding *v, uint64_t row_bytes,
                         uint32_t n_ctx, const hs_kv_split *sp, uint32_t unit, uint32_t k_slot, uint32_t v_slot,
                         uint32_t n_base, hs_vk_binding *b, uint32_t *k_off, uint32_t *v_off) {
@@ -574,8 +563,6 @@ hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, c
     st = hs_kv_plan_rows(ops, op, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp);
     if (st != HS_OK) return st;
     const uint32_t n_bind = hs_kv_bindings(7, &sp);
-    st = hs_kv_check_bindings(ops, op, &sp, n_bind);
-    if (st != HS_OK) return st;
 
     uint32_t wg = clamp_wg(c, HS_ROPE_WG);
     static const struct {

@@ -141,8 +141,9 @@ typedef struct hs_kv_layer {
  * that fits one binding keeps the unsplit kernels and bindings (no cost).
  * Splitting needs 2 (HS_KV_MAX_CHUNKS - 1) more storage-buffer bindings per
  * kernel (13 for hs_op_rope_kv): a device whose
- * maxPerStageDescriptorStorageBuffers is lower, or a layer that needs more
- * than HS_KV_MAX_CHUNKS chunks (512 MiB with a 128 MiB range), gets
+ * maxPerStageDescriptorStorageBuffers is lower (checked when the pipeline is
+ * created, before anything is recorded), or a layer that needs more than
+ * HS_KV_MAX_CHUNKS chunks (512 MiB with a 128 MiB range), gets
  * HS_ERR_VK_UNSUPPORTED naming the numbers. */
 #define HS_KV_MAX_CHUNKS 4u
 
@@ -173,9 +174,6 @@ static inline uint32_t hs_kv_bindings(uint32_t n_base, const hs_kv_split *sp) {
 static inline uint32_t hs_kv_extra_mask(uint32_t n_base, const hs_kv_split *sp) {
     return sp->chunks > 1 ? ((1u << (2 * (HS_KV_MAX_CHUNKS - 1))) - 1u) << n_base : 0;
 }
-/* HS_ERR_VK_UNSUPPORTED when the kernel's bindings exceed the device's limit. */
-hs_status hs_kv_check_bindings(const hs_ops *ops, const char *op, const hs_kv_split *sp,
-                               uint32_t n_bindings);
 void hs_kv_bind_windows(const hs_ops *ops, const hs_vk_binding *k, const hs_vk_binding *v, uint64_t row_bytes,
                         uint32_t n_ctx, const hs_kv_split *sp, uint32_t unit, uint32_t k_slot, uint32_t v_slot,
                         uint32_t n_base, hs_vk_binding *b, uint32_t *k_off, uint32_t *v_off);

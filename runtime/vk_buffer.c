@@ -150,7 +150,7 @@ static hs_status check_mapped(const hs_vk_buffer *b, uint64_t off, uint64_t n, c
  * may be larger than the buffer, and need not be a multiple of the atom).
  * *end is where the widened range stops. */
 static VkMappedMemoryRange atom_range(const hs_vk_buffer *b, uint64_t off, uint64_t n, uint64_t *end) {
-    const uint64_t a = b->ctx->atom;
+    const uint64_t a = b->ctx->caps.non_coherent_atom_size;
     VkMappedMemoryRange r = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE, .memory = b->memory};
     r.offset = off / a * a;
     uint64_t hi = (off + n + a - 1) / a * a;
@@ -247,10 +247,9 @@ hs_status hs_vk_buffer_upload(hs_vk_buffer *b, uint64_t off, const void *src, ui
             /* The flush below writes back whole atoms: first take in what the
              * device wrote to the bytes around the range that share its first
              * and last atom, so that their write-back does not undo it. */
-            const uint64_t a = b->ctx->atom, last = off + n - 1;
-            const bool head = off % a != 0, tail = (off + n) % a != 0;
-            if (head) HS_TRY(hs_vk_buffer_invalidate(b, off, 1));
-            if (tail && !(head && last / a == off / a)) HS_TRY(hs_vk_buffer_invalidate(b, last, 1));
+            const uint64_t a = b->ctx->caps.non_coherent_atom_size;
+            if (off % a) HS_TRY(hs_vk_buffer_invalidate(b, off, 1));
+            if ((off + n) % a) HS_TRY(hs_vk_buffer_invalidate(b, off + n - 1, 1));
         }
         memcpy((char *)hs_vk_buffer_map(b) + off, src, n);
         /* The bytes just written -> visible to later submits. */

@@ -629,7 +629,6 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
     ctx->queue_family = qfs[pick];
     vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->mem_props);
     ctx->emulate_noncoherent = env_flag("HS_VK_FORCE_NONCOHERENT");
-    ctx->atom = ctx->caps.non_coherent_atom_size;
 
     /* Enable only what the caps (after overrides) say we use. */
     feature_chain *fc = &fcs[pick];
@@ -783,14 +782,13 @@ hs_vk_live_counts hs_vk_live_since(const hs_vk_ctx *ctx, uint64_t mark) {
     return c;
 }
 
-hs_vk_live_counts hs_vk_release_since(hs_vk_ctx *ctx, uint64_t mark, bool pipelines) {
+hs_vk_live_counts hs_vk_release_since(hs_vk_ctx *ctx, uint64_t mark) {
     hs_vk_live_counts c = {0};
     vkDeviceWaitIdle(ctx->device);
     /* Sequences first (they refer to pipelines and buffers), then pipelines,
      * then buffers; newest first within a kind. */
     static const hs_vk_obj_kind order[3] = {HS_VK_OBJ_SEQ, HS_VK_OBJ_PIPELINE, HS_VK_OBJ_BUFFER};
     for (int k = 0; k < 3; k++) {
-        if (order[k] == HS_VK_OBJ_PIPELINE && !pipelines) continue;
         hs_vk_obj *o = ctx->live.prev;
         while (o != &ctx->live && o->serial >= mark) {
             hs_vk_obj *prev = o->prev;

@@ -65,9 +65,6 @@ struct hs_vk_ctx {
     /* HS_VK_FORCE_NONCOHERENT: every mapped buffer gets a host shadow (see
      * struct hs_vk_buffer) and device buffers are left unmapped. */
     bool emulate_noncoherent;
-    /* Granule of flush and invalidate ranges: nonCoherentAtomSize, raised to
-     * 256 under the switch (caps.non_coherent_atom_size). */
-    uint64_t atom;
     hs_vk_profile_entry *profile; /* stb_ds string hash map */
 };
 

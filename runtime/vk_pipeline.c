@@ -14,7 +14,7 @@ hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs
         return HS_FAIL(HS_ERR_INVALID_ARG, "pipeline %s: too many bindings or constants", d->name);
     if (d->n_bindings > c->max_storage_buffers)
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
-                       "pipeline %s: %u storage buffers, over maxPerStageDescriptorStorageBuffers %u", d->name,
+                       "pipeline %s needs %u storage buffers, over maxPerStageDescriptorStorageBuffers %u", d->name,
                        d->n_bindings, c->max_storage_buffers);
     if (d->push_size > c->max_push_constants || d->push_size % 4)
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "pipeline %s: %u bytes of push constants (device limit %u)",

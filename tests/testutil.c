@@ -120,7 +120,7 @@ int hs_test_teardown(void **state) {
     uint32_t msgs = hs_vk_validation_count(env->vk);
     /* Whatever a test left (a leak, or a test that failed half-way) is
      * released before vkDestroyDevice, and fails the group. */
-    hs_vk_live_counts left = hs_vk_release_since(env->vk, 0, true);
+    hs_vk_live_counts left = hs_vk_release_since(env->vk, 0);
     hs_vk_ctx_destroy(env->vk);
     free(env);
     g_vk = NULL;
