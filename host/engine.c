@@ -41,7 +41,6 @@ hs_status hs_engine_generate(hs_llama *m, const hs_tok *tok, const int32_t *prom
     memset(out, 0, sizeof *out);
     const uint32_t n_vocab = hs_llama_cfg(m)->n_vocab;
     HS_TRY(hs_engine_check_fit(m, n_prompt, p->n_predict));
-    HS_TRY(hs_sampler_params_validate(&p->sp));
     HS_TRY(hs_sampler_create(&p->sp, (int32_t)n_vocab, &smp));
     out->ids = malloc(sizeof *out->ids * ((size_t)p->n_predict + 1));
     if (!out->ids) {

@@ -44,41 +44,6 @@ static int teardown(void **state) {
     return hs_test_teardown(state);
 }
 
-/* The ids after "greedy_generated_ids [" on the line after the prompt line
- * `prompt_line` (0-based) of golden_greedy.txt, and that prompt's ids. */
-static int golden(int prompt_line, int32_t *prompt, int *np, int32_t *ids, int cap) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/models/stories260K/golden_greedy.txt", hs_test_shared_dir());
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    static char buf[1 << 16];
-    int n = 0;
-    for (int line = 0; line <= prompt_line + 1; line++) {
-        assert_non_null(fgets(buf, sizeof buf, f));
-        if (line < prompt_line) continue;
-        const char *key = line == prompt_line ? "prompt_tokens(with BOS)" : "greedy_generated_ids";
-        char *p = strstr(buf, key);
-        assert_non_null(p);
-        p = strchr(p, '[') + 1;
-        int32_t *out = line == prompt_line ? prompt : ids;
-        int k = 0, lim = line == prompt_line ? 16 : cap;
-        while (*p && *p != ']' && k < lim) {
-            char *end;
-            long v = strtol(p, &end, 10);
-            if (end == p) {
-                p++;
-                continue;
-            }
-            out[k++] = (int32_t)v;
-            p = end;
-        }
-        if (line == prompt_line) *np = k;
-        else n = k;
-    }
-    fclose(f);
-    return n;
-}
-
 typedef struct stream {
     int32_t ids[256];
     uint32_t n, stop_after; /* 0: never stop */
@@ -95,7 +60,8 @@ static void test_greedy_matches_golden(void **state) {
     engine_env *e = *state;
     for (int line = 0; line <= 3; line += 3) {
         int32_t prompt[16], ref[512];
-        int np = 0, ng = golden(line, prompt, &np, ref, 512);
+        int np = hs_test_golden_ids(line, "prompt_tokens(with BOS)", prompt, 16);
+        int ng = hs_test_golden_ids(line + 1, "greedy_generated_ids", ref, 512);
         assert_true(np >= 1 && ng > 100);
         /* The golden run does not stop at EOS; the engine must, and keep
          * nothing after it. */

@@ -63,33 +63,6 @@ static void read_floats(const char *name, float *out, int n) {
     fclose(f);
 }
 
-/* Parses the bracketed id list after `key` on line `line` (0-based) of golden_greedy.txt. */
-static int read_ids(int line, const char *key, int32_t *out, int cap) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/models/stories260K/golden_greedy.txt", hs_test_shared_dir());
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    static char buf[1 << 16];
-    for (int i = 0; i <= line; i++) assert_non_null(fgets(buf, sizeof buf, f));
-    fclose(f);
-    char *p = strstr(buf, key);
-    assert_non_null(p);
-    p = strchr(p, '[');
-    assert_non_null(p);
-    int n = 0;
-    for (p++; *p && *p != ']' && n < cap;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p) {
-            p++;
-            continue;
-        }
-        out[n++] = (int32_t)v;
-        p = end;
-    }
-    return n;
-}
-
 static void test_config(void **state) {
     model_env *e = *state;
     const hs_llama_config *c = hs_llama_cfg(e->m);
@@ -124,8 +97,8 @@ static void test_logits_once_upon_a_time(void **state) {
 
 static void greedy(model_env *e, int prompt_line) {
     int32_t prompt[16], golden[512];
-    int np = read_ids(prompt_line, "prompt_tokens(with BOS)", prompt, 16);
-    int ng = read_ids(prompt_line + 1, "greedy_generated_ids", golden, 512);
+    int np = hs_test_golden_ids(prompt_line, "prompt_tokens(with BOS)", prompt, 16);
+    int ng = hs_test_golden_ids(prompt_line + 1, "greedy_generated_ids", golden, 512);
     assert_true(np >= 1 && ng > 100);
     hs_llama_reset(e->m);
     const uint32_t *amax = NULL;
@@ -189,10 +162,10 @@ static size_t g_llama_ref_rows;
 static float *run_fixed(model_env *e, size_t *rows) {
     const uint32_t V = 512;
     int32_t prompt[16], golden[512];
-    int np = read_ids(3, "prompt_tokens(with BOS)", prompt, 16);
-    int ng = read_ids(4, "greedy_generated_ids", golden, 160);
+    int np = hs_test_golden_ids(3, "prompt_tokens(with BOS)", prompt, 16);
+    int ng = hs_test_golden_ids(4, "greedy_generated_ids", golden, 160);
     for (int k = 0; k < 2; k++) /* twice: past row 256 by a margin */
-        ng += read_ids(1, "greedy_generated_ids", golden + ng, 160);
+        ng += hs_test_golden_ids(1, "greedy_generated_ids", golden + ng, 160);
     assert_true(np + ng > 256 + 8 && np + ng + SPLIT_TREE < 512);
     float *out = malloc((size_t)(ng + 1 + SPLIT_TREE) * V * 4);
     assert_non_null(out);

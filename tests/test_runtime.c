@@ -48,15 +48,11 @@ typedef struct variants {
 static void probe_variants(const char *var, const char *value, variants *out) {
     memset(out, 0, sizeof *out);
     /* Put back what the run itself set (a pass of tools/test.sh). */
-    const char *prev = var ? getenv(var) : NULL;
-    char *saved = prev ? strdup(prev) : NULL;
-    if (var) setenv(var, value, 1);
+    char *saved = var ? hs_test_env_override(var, value) : NULL;
     hs_vk_ctx *vk = NULL;
     hs_vk_ctx_options opt = {.device_index = -1, .validation = -1};
     hs_status st = hs_vk_ctx_create(&opt, &vk);
-    if (var && saved) setenv(var, saved, 1);
-    else if (var) unsetenv(var);
-    free(saved);
+    if (var) hs_test_env_restore(var, saved);
     HS_CHECK(st);
     hs_ops *ops = NULL;
     HS_CHECK(hs_ops_create(vk, &ops));

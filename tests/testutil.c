@@ -89,27 +89,27 @@ int hs_test_setup_range(void **state, unsigned long bytes) {
     return hs_test_setup_env(state, bytes, NULL, NULL);
 }
 
+char *hs_test_env_override(const char *name, const char *value) {
+    const char *old = getenv(name);
+    char *saved = old ? strdup(old) : NULL;
+    setenv(name, value, 1);
+    return saved;
+}
+
+void hs_test_env_restore(const char *name, char *saved) {
+    if (saved) setenv(name, saved, 1);
+    else unsetenv(name);
+    free(saved);
+}
+
 int hs_test_setup_env(void **state, unsigned long range, const char *name, const char *value) {
-    /* The caller's settings (a whole run under HS_VK_MAX_BUFFER_RANGE) come
-     * back for the groups after this one. */
-    const char *names[2] = {"HS_VK_MAX_BUFFER_RANGE", name};
-    char *saved[2] = {NULL, NULL};
     char v[32];
     snprintf(v, sizeof v, "%lu", range);
-    const char *values[2] = {range ? v : NULL, value};
-    for (int i = 0; i < 2; i++) {
-        if (!names[i] || !values[i]) continue;
-        const char *old = getenv(names[i]);
-        saved[i] = old ? strdup(old) : NULL;
-        setenv(names[i], values[i], 1);
-    }
+    char *saved_range = range ? hs_test_env_override("HS_VK_MAX_BUFFER_RANGE", v) : NULL;
+    char *saved = name ? hs_test_env_override(name, value) : NULL;
     int r = hs_test_setup(state);
-    for (int i = 0; i < 2; i++) {
-        if (!names[i] || !values[i]) continue;
-        if (saved[i]) setenv(names[i], saved[i], 1);
-        else unsetenv(names[i]);
-        free(saved[i]);
-    }
+    if (name) hs_test_env_restore(name, saved);
+    if (range) hs_test_env_restore("HS_VK_MAX_BUFFER_RANGE", saved_range);
     return r;
 }
 
@@ -196,6 +196,32 @@ void *hs_test_download(hs_vk_buffer *b, size_t n) {
 const char *hs_test_shared_dir(void) {
     const char *e = getenv("HS_SHARED_DIR");
     return e && *e ? e : HS_SHARED_DIR;
+}
+
+int hs_test_golden_ids(int line, const char *key, int32_t *out, int cap) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/stories260K/golden_greedy.txt", hs_test_shared_dir());
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char buf[1 << 16];
+    for (int i = 0; i <= line; i++) assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    char *p = strstr(buf, key);
+    assert_non_null(p);
+    p = strchr(p, '[');
+    assert_non_null(p);
+    int n = 0;
+    for (p++; *p && *p != ']' && n < cap;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) {
+            p++;
+            continue;
+        }
+        out[n++] = (int32_t)v;
+        p = end;
+    }
+    return n;
 }
 
 bool hs_test_model_path(const char *file, char *path, size_t size) {

@@ -102,6 +102,18 @@ void hs_test_seq_run(hs_vk_seq *s);
 /* n uniform random floats in [lo, hi) (malloc'ed). */
 float *hs_test_rand_array(hs_rng *r, size_t n, float lo, float hi);
 
+/* Parses the bracketed id list after `key` on line `line` (0-based) of
+ * stories260K's golden_greedy.txt (computed independently, see its README)
+ * into out (at most cap); returns the count. */
+int hs_test_golden_ids(int line, const char *key, int32_t *out, int cap);
+
+/* Sets environment variable name to value and returns what it was before
+ * (malloc'ed, NULL when unset) for hs_test_env_restore, which puts it back and
+ * frees it: a switch forced for one context neither leaks into the next nor
+ * drops what the whole run was started with. */
+char *hs_test_env_override(const char *name, const char *value);
+void hs_test_env_restore(const char *name, char *saved);
+
 /* Shared data folder (../shared beside the source tree by default). */
 const char *hs_test_shared_dir(void);
 /* Path of a downloaded model file (tools/fetch_model.sh), looked up in
