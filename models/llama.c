@@ -382,6 +382,8 @@ void hs_llama_destroy(hs_llama *m) {
 const hs_llama_config *hs_llama_cfg(const hs_llama *m) { return &m->cfg; }
 uint32_t hs_llama_n_ctx(const hs_llama *m) { return m->n_ctx; }
 uint32_t hs_llama_n_past(const hs_llama *m) { return m->n_past; }
+uint32_t hs_llama_max_batch(const hs_llama *m) { return m->max_batch; }
+const hs_weight *hs_llama_token_embd(const hs_llama *m) { return m->tok_embd; }
 void hs_llama_reset(hs_llama *m) {
     m->n_past = 0;
     m->pending = 0;

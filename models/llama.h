@@ -91,6 +91,9 @@ void hs_llama_destroy(hs_llama *m);
 const hs_llama_config *hs_llama_cfg(const hs_llama *m);
 uint32_t hs_llama_n_ctx(const hs_llama *m);
 uint32_t hs_llama_n_past(const hs_llama *m);
+uint32_t hs_llama_max_batch(const hs_llama *m);
+/* The token embedding table on the device (a draft head shares it). */
+const struct hs_weight *hs_llama_token_embd(const hs_llama *m);
 /* Forgets the context (n_past = 0). */
 void hs_llama_reset(hs_llama *m);
 /* Bytes of weights on the device. */

@@ -1,0 +1,131 @@
+/* eagle3 — the EAGLE-3 draft head (DESIGN.md section 5) as a graph of runtime
+ * ops, next to its target (models/llama).
+ *
+ * Usage:
+ *   hs_eagle3 *h;  HS_TRY(hs_eagle3_load(ops, head_gguf, target, &opt, &h));  // checks the fit
+ *   // after the target evaluated (with taps on) and kept positions, feed them:
+ *   HS_TRY(hs_eagle3_consume(h, tap_slots, next_tokens, n, &root));  // root: Top-K of the next token
+ *   // draft a level of the tree: w new nodes, each a (parent slot, token)
+ *   HS_TRY(hs_eagle3_draft(h, parent_slots, tokens, w, &topk));      // topk[i]: children of new node i
+ *   hs_eagle3_destroy(h);
+ *
+ * ---- Positions, rows and slots ----
+ * The head's row j pairs the target's taps at position j with the token at
+ * position j + 1 and predicts the token at j + 2 (EAGLE's shifted input).
+ * After the target keeps positions 0 .. n-1 and the bonus token x_n is known,
+ * the head has consumed rows 0 .. n-1 (hs_eagle3_n_past() == n): consume
+ * pairs the taps of each newly kept position with the token after it. Its
+ * last row's prediction is the distribution of x_{n+1}: the root's children.
+ *
+ * Drafting: node slot 0 is the last consumed row (the root, token x_n);
+ * hs_eagle3_draft appends nodes at slots 1, 2, ... in call order. A node at
+ * depth d (slot s, d >= 1: a child of the root has d = 1) carries the token
+ * x_{n+d}, takes its parent's head output as its hidden input, sits at
+ * position n - 1 + d, writes its K/V at head cache row n + s - 1 (uncommitted,
+ * past the consumed rows) and sees the consumed rows plus its ancestors'
+ * rows and its own. Its Top-K is the distribution of x_{n+d+1}. Drafted rows
+ * are never kept: the next consume (with the target's real taps) overwrites
+ * them and hs_eagle3_reset_tree() forgets them; the head's committed cache
+ * only ever holds rows computed from the target's taps, as in EAGLE.
+ *
+ * ---- Computation (per row) ----
+ *   x   = fc(taps)              consume: taps [3 * target_dim] -> dim
+ *         hidden(parent)        draft: the parent's layer output (below)
+ *   e   = embed(token)          the target's token_embd (shared, as EAGLE-3)
+ *   u   = [rmsnorm(e) * attn_norm, rmsnorm(x) * hidden_norm]     (2 dim)
+ *   x  += Wo attention(rope(Wq u), rope(Wk u), Wv u)
+ *   x  += Wdown swiglu(Wgate, Wup; rmsnorm(x) * ffn_norm)
+ *   hidden = x                   (kept per slot: the input of its children)
+ *   logits = Wout (rmsnorm(x) * output_norm)     over the draft vocabulary
+ *   Top-K + entropy of softmax(logits) (hs_op_topk, temperature 1); draft id
+ *   i maps to target id i + d2t[i]. Only the K ids, K probabilities, the tail
+ *   mass and the entropy per node come back to the host.
+ *
+ * ---- Head file (GGUF, general.architecture = "eagle3") ----
+ * keys (prefix "eagle3."): embedding_length (dim), feed_forward_length,
+ *   attention.head_count, attention.head_count_kv, attention.layer_norm_rms_epsilon,
+ *   rope.freq_base, context_length, vocab_size (the target's), draft_vocab_size,
+ *   target_hidden_size, target_layers (int32 array of HS_LLAMA_TAPS layers),
+ *   optional target_name (the target GGUF's general.name, for finding a head
+ *   automatically).
+ * tensors: fc.weight [dim][3 target_hidden_size], blk.0.attn_norm.weight,
+ *   blk.0.hidden_norm.weight, blk.0.attn_q.weight [q_dim][2 dim],
+ *   blk.0.attn_k.weight, blk.0.attn_v.weight [kv_dim][2 dim],
+ *   blk.0.attn_output.weight [dim][q_dim], blk.0.ffn_norm.weight,
+ *   blk.0.ffn_gate.weight, blk.0.ffn_up.weight [ff][dim],
+ *   blk.0.ffn_down.weight [dim][ff], output_norm.weight,
+ *   output.weight [draft_vocab][dim], d2t (i32 [draft_vocab]).
+ *   Norm vectors f32; matrices in any type hs_type_supported() takes.
+ *   (Shapes as [rows][cols]; GGUF ne = {cols, rows}.)
+ *
+ * Ownership: the head borrows ops, gguf only during load, and the target for
+ * its whole life (its token_embd weight and taps buffer). Thread-safety: one
+ * thread, the same one as the target's.
+ */
+#ifndef HS_EAGLE3_H
+#define HS_EAGLE3_H
+
+#include "gguf.h"
+#include "hs_ops.h"
+#include "llama.h"
+#include "op_select.h"
+
+typedef struct hs_eagle3_config {
+    uint32_t dim, n_head, n_kv_head, head_dim, ff, n_ctx_train;
+    uint32_t n_vocab;       /* target vocabulary */
+    uint32_t n_draft_vocab; /* rows of output.weight */
+    uint32_t target_dim;    /* the taps are HS_LLAMA_TAPS * target_dim wide */
+    uint32_t tap_layers[HS_LLAMA_TAPS];
+    float eps, rope_base;
+    char target_name[128]; /* "" when the file names none */
+} hs_eagle3_config;
+
+typedef struct hs_eagle3_options {
+    uint32_t n_ctx;     /* head cache rows; 0: the target's n_ctx */
+    uint32_t max_batch; /* most rows of one consume; 0: the target's max_batch */
+    uint32_t max_nodes; /* most drafted slots per tree (slot 0 excluded); 0: 128 */
+    uint32_t top_k;     /* K of the Top-K per node, <= HS_TOPK_MAX_K; 0: 10 */
+} hs_eagle3_options;
+
+typedef struct hs_eagle3 hs_eagle3;
+
+/* Reads a head file's configuration without loading it. HS_ERR_FORMAT for a
+ * file that is not an eagle3 head, naming what is missing. */
+hs_status hs_eagle3_config_read(const hs_gguf *g, hs_eagle3_config *c);
+
+/* HS_ERR_INVALID_ARG naming every mismatch (hidden size, vocabulary, tap
+ * layers; the target must have been loaded with taps at the head's layers). */
+hs_status hs_eagle3_check_target(const hs_eagle3_config *c, const hs_llama *target);
+
+hs_status hs_eagle3_load(hs_ops *ops, const hs_gguf *g, hs_llama *target, const hs_eagle3_options *opt,
+                         hs_eagle3 **out);
+void hs_eagle3_destroy(hs_eagle3 *h);
+const hs_eagle3_config *hs_eagle3_cfg(const hs_eagle3 *h);
+uint32_t hs_eagle3_top_k(const hs_eagle3 *h);
+uint32_t hs_eagle3_n_past(const hs_eagle3 *h);
+/* Forgets everything (n_past = 0, no tree). */
+void hs_eagle3_reset(hs_eagle3 *h);
+/* Forgets the drafted nodes (the next draft starts at slot 1 again). */
+void hs_eagle3_reset_tree(hs_eagle3 *h);
+
+/* Consumes n rows at n_past .. n_past + n - 1: row i pairs the target's taps
+ * at slot tap_slots[i] of the target's last eval (hs_llama_taps) with the
+ * token next_tokens[i]. Commits them (n_past += n), drops any drafted nodes,
+ * makes the last row slot 0 and returns its Top-K (*root, target ids, valid
+ * until the next call). n <= max_batch. */
+hs_status hs_eagle3_consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32_t *next_tokens, uint32_t n,
+                            const hs_topk_result **root);
+
+/* Drafts one tree level: w new nodes at the next free slots; node i has the
+ * parent slot parent_slots[i] (an existing slot) and the target token
+ * tokens[i]. One recorded sequence (per capacity bucket of w). *topk
+ * receives w results (target ids), valid until the next call. */
+hs_status hs_eagle3_draft(hs_eagle3 *h, const uint32_t *parent_slots, const int32_t *tokens, uint32_t w,
+                          const hs_topk_result **topk);
+
+/* Slots drafted so far (excluding slot 0). */
+uint32_t hs_eagle3_n_slots(const hs_eagle3 *h);
+/* Dispatches of the last consume or draft (for reports). */
+uint32_t hs_eagle3_last_dispatches(const hs_eagle3 *h);
+
+#endif
