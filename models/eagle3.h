@@ -56,6 +56,9 @@
  *   blk.0.ffn_down.weight [dim][ff], output_norm.weight,
  *   output.weight [draft_vocab][dim], d2t (i32 [draft_vocab]).
  *   Norm vectors f32; matrices in any type hs_type_supported() takes.
+ *   Q and K rows are in the checkpoint's (Hugging Face) order, not permuted
+ *   as llama.cpp permutes a target's: the head rotates with HS_ROPE_NEOX
+ *   (pairs i, i + head_dim/2; rotate_half), n_rot = head_dim.
  *   (Shapes as [rows][cols]; GGUF ne = {cols, rows}.)
  *
  * Ownership: the head borrows ops, gguf only during load, and the target for
