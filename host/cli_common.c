@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat.h"
 #include "hs_cli.h"
 #include "hs_vk.h"
 
@@ -40,5 +41,29 @@ hs_status hs_cli_read_text(const char *path, char **out) {
 fail:
     free(buf);
     fclose(f);
+    return st;
+}
+
+hs_status hs_cli_prompt_ids(const hs_gguf *g, const hs_tok *tok, const char *text, bool chat, char **rendered,
+                            int32_t **ids, size_t *n) {
+    hs_status st = HS_OK;
+    hs_chat *c = NULL;
+    char *r = NULL;
+    const char *prompt = text;
+    if (chat) {
+        const char *tmpl = NULL;
+        if (hs_gguf_get_str(g, "tokenizer.chat_template", &tmpl) != HS_OK)
+            HS_TRY(HS_FAIL(HS_ERR_FORMAT, "--chat: the model has no tokenizer.chat_template"));
+        HS_TRY(hs_chat_create(tmpl, &c));
+        hs_chat_msg msg = {"user", text};
+        HS_TRY(hs_chat_render(c, &msg, 1, true, &r));
+        prompt = r;
+    }
+    unsigned flags = HS_TOK_ADD_SPECIAL | (chat ? HS_TOK_PARSE_SPECIAL : 0);
+    HS_TRY(hs_tok_encode(tok, prompt, strlen(prompt), flags, ids, n));
+    if (rendered && !(*rendered = strdup(prompt))) HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory"));
+fail:
+    free(r);
+    hs_chat_destroy(c);
     return st;
 }

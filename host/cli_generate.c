@@ -8,7 +8,6 @@
 
 #include <cJSON.h>
 
-#include "chat.h"
 #include "engine.h"
 #include "gguf.h"
 #include "hs_bench_ops.h"
@@ -31,7 +30,17 @@ static void usage(FILE *f) {
             "  --top-k K        (default 40)   --top-p P (default 0.95)   --min-p P (default 0.05)\n"
             "  --repeat-penalty R  (default 1: off)\n"
             "  --seed S         sampling seed (default 0)\n"
-            "  --json           print one JSON object (text, ids, timings) instead of streaming\n"
+            "  --json           print one JSON object (text, ids, timings, draft statistics)\n"
+            "                   instead of streaming\n"
+            "  --spec METHOD    speculative decoding with a draft head: none (default),\n"
+            "                   chain, static or eagle2\n"
+            "  --head FILE      EAGLE-3 head GGUF (default: the first that fits the model in\n"
+            "                   $HS_HOME/heads or the source tree's models/heads)\n"
+            "  --depth D        chain: tokens drafted (default 4); eagle2: draft levels\n"
+            "                   after the first (default 5)\n"
+            "  --draft-top-k K  eagle2: nodes expanded per level (default 10)\n"
+            "  --tree-size N    eagle2: most drafted tokens verified per round (default 60)\n"
+            "  --tree B1,B2,..  static: children kept per node at each depth (default 4,2,2,1)\n"
             "  -q, --quiet      no streamed text, only the summary\n");
 }
 
@@ -40,6 +49,7 @@ typedef struct gen_args {
     int n_predict, n_ctx;
     bool chat, json, quiet;
     hs_sampler_params sp;
+    hs_cli_spec spec;
 } gen_args;
 
 static int parse(int argc, char **argv, gen_args *a) {
@@ -47,9 +57,16 @@ static int parse(int argc, char **argv, gen_args *a) {
     a->n_predict = 128;
     a->sp = hs_sampler_default_params();
     a->sp.temperature = 0.0f;
+    hs_cli_spec_defaults(&a->spec);
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const int used = hs_cli_spec_option(&a->spec, o, v);
+        if (used < 0) return 2;
+        if (used) {
+            i++;
+            continue;
+        }
 #define NEED_VALUE                                                                                 \
     if (!v) {                                                                                      \
         fprintf(stderr, "heterospec generate: %s needs a value\n", o);                           \
@@ -106,9 +123,9 @@ int hs_cli_generate(int argc, char **argv) {
     }
     hs_gguf *g = NULL;
     hs_tok *tok = NULL;
-    hs_chat *chat = NULL;
     hs_vk_ctx *vk = NULL;
     hs_ops *ops = NULL;
+    hs_cli_spec_models sm = {0};
     hs_llama *m = NULL;
     char *text = NULL, *rendered = NULL, *out_text = NULL;
     int32_t *ids = NULL;
@@ -127,32 +144,20 @@ int hs_cli_generate(int argc, char **argv) {
     } else {
         text = strdup(a.prompt ? a.prompt : "");
     }
-    const char *prompt = text;
-    if (a.chat) {
-        const char *tmpl = NULL;
-        if (hs_gguf_get_str(g, "tokenizer.chat_template", &tmpl) != HS_OK) {
-            HS_FAIL(HS_ERR_FORMAT, "--chat: the model has no tokenizer.chat_template");
-            goto fail;
-        }
-        if (hs_chat_create(tmpl, &chat) != HS_OK) goto fail;
-        hs_chat_msg msg = {"user", text};
-        if (hs_chat_render(chat, &msg, 1, true, &rendered) != HS_OK) goto fail;
-        prompt = rendered;
-    }
-    if (hs_tok_encode(tok, prompt, strlen(prompt), HS_TOK_ADD_SPECIAL | (a.chat ? HS_TOK_PARSE_SPECIAL : 0), &ids,
-                      &n_ids) != HS_OK)
-        goto fail;
+    if (hs_cli_prompt_ids(g, tok, text, a.chat, &rendered, &ids, &n_ids) != HS_OK) goto fail;
+    const char *prompt = rendered;
     hs_vk_ctx_options vo = {.device_index = -1, .validation = -1};
     if (hs_vk_ctx_create(&vo, &vk) != HS_OK || hs_ops_create(vk, &ops) != HS_OK) goto fail;
     hs_llama_options lo = {.n_ctx = (uint32_t)a.n_ctx};
-    if (hs_llama_load(ops, g, &lo, &m) != HS_OK) goto fail;
+    if (hs_cli_spec_load(&a.spec, ops, g, &lo, &sm) != HS_OK) goto fail;
+    m = sm.target;
     if (hs_engine_check_fit(m, n_ids, (uint32_t)a.n_predict) != HS_OK) goto fail;
     double t_load = hs_now_s() - t0;
     if (!a.quiet && !a.json) {
         fwrite(prompt, 1, strlen(prompt), stdout);
         fflush(stdout);
     }
-    hs_gen_params gp = {.n_predict = (uint32_t)a.n_predict, .sp = a.sp};
+    hs_gen_params gp = {.n_predict = (uint32_t)a.n_predict, .sp = a.sp, .spec = sm.spec};
     if (!a.quiet && !a.json) {
         gp.on_token = print_token;
         gp.user = tok;
@@ -177,7 +182,10 @@ int hs_cli_generate(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "first_token_s", t_first);
         cJSON_AddNumberToObject(o, "prompt_tokens_per_s", n_ids / t_prompt);
         cJSON_AddNumberToObject(o, "gen_tokens_per_s", gen_tps);
+        cJSON_AddNumberToObject(o, "n_gen", n_gen);
+        cJSON_AddNumberToObject(o, "gen_s", r.gen_s);
         cJSON_AddNumberToObject(o, "dispatches_per_token", hs_llama_last_dispatches(m));
+        hs_cli_spec_json(o, &sm, &r);
         char *s = cJSON_Print(o);
         puts(s);
         free(s);
@@ -188,6 +196,7 @@ int hs_cli_generate(int argc, char **argv) {
                 "%.1f t/s | generated %d tokens, %.1f t/s | %u dispatches/token\n",
                 model_path, hs_vk_ctx_caps(vk)->device_name, t_load, t_first, n_ids, n_ids / t_prompt, n_gen,
                 gen_tps, hs_llama_last_dispatches(m));
+        hs_cli_spec_print(stderr, &sm, &r);
     }
     rc = 0;
 fail:
@@ -197,10 +206,9 @@ fail:
     free(ids);
     free(text);
     free(rendered);
-    hs_llama_destroy(m);
+    hs_cli_spec_unload(&sm);
     hs_ops_destroy(ops);
     hs_vk_ctx_destroy(vk);
-    hs_chat_destroy(chat);
     hs_tok_destroy(tok);
     hs_gguf_close(g);
     return rc;

@@ -22,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "chat.h"
 #include "gguf.h"
 #include "hs_cli.h"
 #include "llama.h"
@@ -139,31 +138,17 @@ static hs_status prompt_ids(const logits_args *a, const hs_gguf *g, uint32_t n_v
                             size_t *n) {
     hs_status st = HS_OK;
     hs_tok *tok = NULL;
-    hs_chat *chat = NULL;
-    char *text = NULL, *rendered = NULL;
+    char *text = NULL;
     if (a->token_list) return parse_token_list(a->token_list, n_vocab, ids, n);
     HS_TRY(hs_tok_from_gguf(g, &tok));
     if (a->prompt_file)
         HS_TRY(hs_cli_read_text(a->prompt_file, &text));
     else if (!(text = strdup(a->prompt)))
         HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory"));
-    const char *prompt = text;
-    if (a->chat) {
-        const char *tmpl = NULL;
-        if (hs_gguf_get_str(g, "tokenizer.chat_template", &tmpl) != HS_OK)
-            HS_TRY(HS_FAIL(HS_ERR_FORMAT, "--chat: the model has no tokenizer.chat_template"));
-        HS_TRY(hs_chat_create(tmpl, &chat));
-        hs_chat_msg msg = {"user", text};
-        HS_TRY(hs_chat_render(chat, &msg, 1, true, &rendered));
-        prompt = rendered;
-    }
-    unsigned flags = HS_TOK_ADD_SPECIAL | (a->chat ? HS_TOK_PARSE_SPECIAL : 0);
-    HS_TRY(hs_tok_encode(tok, prompt, strlen(prompt), flags, ids, n));
+    HS_TRY(hs_cli_prompt_ids(g, tok, text, a->chat, NULL, ids, n));
     if (*n == 0) HS_TRY(HS_FAIL(HS_ERR_INVALID_ARG, "the prompt is empty and the model adds no BOS token"));
 fail:
     free(text);
-    free(rendered);
-    hs_chat_destroy(chat);
     hs_tok_destroy(tok);
     return st;
 }

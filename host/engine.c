@@ -34,6 +34,20 @@ hs_status hs_engine_check_fit(const hs_llama *m, size_t n_prompt, uint32_t n_pre
     return HS_OK;
 }
 
+/* Appends a decided token; returns false when generation stops there. */
+static bool emit(const hs_tok *tok, const hs_gen_params *p, hs_gen_result *out, int32_t id) {
+    if (hs_engine_is_end(tok, id)) {
+        out->stop = HS_GEN_STOP_END;
+        return false;
+    }
+    out->ids[out->n_gen++] = id;
+    if (p->on_token && !p->on_token(p->user, id)) {
+        out->stop = HS_GEN_STOP_CALLER;
+        return false;
+    }
+    return out->n_gen < p->n_predict;
+}
+
 hs_status hs_engine_generate(hs_llama *m, const hs_tok *tok, const int32_t *prompt, size_t n_prompt,
                              const hs_gen_params *p, hs_gen_result *out) {
     hs_status st = HS_OK;
@@ -48,43 +62,62 @@ hs_status hs_engine_generate(hs_llama *m, const hs_tok *tok, const int32_t *prom
         goto fail;
     }
     out->n_prompt = (uint32_t)n_prompt;
+    out->stop = HS_GEN_STOP_LIMIT;
     hs_llama_reset(m);
+    if (p->spec) hs_spec_reset(p->spec);
 
-    /* The prompt in batches; only the last token's logits are needed. */
+    /* The prompt in batches; only the last token's logits are needed. With a
+     * head, each chunk's taps are consumed with the tokens after them (the
+     * last one's is the first generated token). */
     double t0 = hs_now_s();
     const float *logits = NULL;
     const uint32_t *amax = NULL;
+    int32_t next = 0;
     for (size_t done = 0; done < n_prompt;) {
         uint32_t n = (uint32_t)(n_prompt - done < HS_ENGINE_PROMPT_BATCH ? n_prompt - done : HS_ENGINE_PROMPT_BATCH);
         HS_TRY(hs_llama_eval(m, prompt + done, n, NULL, true, true, &logits, &amax));
         done += n;
+        if (done == n_prompt) {
+            for (size_t i = 0; i < n_prompt; i++) HS_TRY(hs_sampler_accept(smp, prompt[i]));
+            if (hs_sampler_is_greedy(smp)) next = (int32_t)amax[0];
+            else HS_TRY(hs_sampler_sample(smp, logits, (int32_t)n_vocab, &next));
+            HS_TRY(hs_sampler_accept(smp, next));
+        }
+        if (p->spec) {
+            int32_t *nt = malloc(sizeof *nt * n);
+            if (!nt) {
+                st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_engine_generate: out of memory");
+                goto fail;
+            }
+            memcpy(nt, prompt + done - n + 1, sizeof *nt * (n - 1));
+            nt[n - 1] = done == n_prompt ? next : prompt[done];
+            st = hs_spec_consume_prompt(p->spec, nt, n);
+            free(nt);
+            HS_TRY(st);
+        }
     }
-    for (size_t i = 0; i < n_prompt; i++) HS_TRY(hs_sampler_accept(smp, prompt[i]));
     out->prompt_s = hs_now_s() - t0;
 
-    /* One token per target pass; the pass after the last token is skipped. */
+    /* One token per target pass, or a speculative round's tokens per pass. */
     double t1 = hs_now_s();
-    out->stop = HS_GEN_STOP_LIMIT;
-    for (uint32_t i = 0; i < p->n_predict; i++) {
-        int32_t next;
-        if (hs_sampler_is_greedy(smp)) next = (int32_t)amax[0];
-        else HS_TRY(hs_sampler_sample(smp, logits, (int32_t)n_vocab, &next));
-        HS_TRY(hs_sampler_accept(smp, next));
-        if (hs_engine_is_end(tok, next)) {
-            out->stop = HS_GEN_STOP_END;
-            break;
-        }
-        out->ids[out->n_gen++] = next;
-        if (p->on_token && !p->on_token(p->user, next)) {
-            out->stop = HS_GEN_STOP_CALLER;
-            break;
-        }
-        if (i + 1 < p->n_predict) {
+    int32_t round[HS_SPEC_MAX_LEN + 1];
+    for (bool more = p->n_predict > 0 && emit(tok, p, out, next); more;) {
+        if (p->spec) {
+            uint32_t k;
+            HS_TRY(hs_spec_round(p->spec, smp, next, p->n_predict - out->n_gen, round, &k));
+            for (uint32_t i = 0; i < k && more; i++) more = emit(tok, p, out, round[i]);
+            next = round[k - 1];
+        } else {
             HS_TRY(hs_llama_eval(m, &next, 1, NULL, true, true, &logits, &amax));
-            out->target_passes++;
+            if (hs_sampler_is_greedy(smp)) next = (int32_t)amax[0];
+            else HS_TRY(hs_sampler_sample(smp, logits, (int32_t)n_vocab, &next));
+            HS_TRY(hs_sampler_accept(smp, next));
+            more = emit(tok, p, out, next);
         }
+        out->target_passes++;
     }
     out->gen_s = hs_now_s() - t1;
+    if (p->spec) out->spec = *hs_spec_stats_get(p->spec);
     hs_sampler_destroy(smp);
     return HS_OK;
 fail:

@@ -1,8 +1,8 @@
-/* engine — the generation loop that `generate` (and later `bench-spec`) runs:
- * the prompt in batches, then one token per target pass until the end token,
- * the token limit or a full context. The speculative round (host/spec, the
- * next step of DESIGN.md section 2) plugs in here as another way to produce
- * the next tokens; the CLI only parses, prints and reports.
+/* engine — the generation loop that `generate`, `bench` and `bench-spec` run:
+ * the prompt in batches, then either one token per target pass or, with a
+ * speculative round (host/spec, DESIGN.md section 2), the tokens a verified
+ * tree yields per pass, until the end token or the token limit. The CLI only
+ * parses, prints and reports.
  *
  * Usage:
  *   hs_gen_params p = hs_gen_default_params();      // greedy, 128 tokens
@@ -11,9 +11,11 @@
  *   ... r.ids[0 .. r.n_gen), r.stop, r.prompt_s, r.gen_s ...
  *   hs_gen_result_free(&r);
  *
- * The model's context is reset first. Greedy decoding takes the argmax the
- * device computes; sampling uses host/sampler with p.sp (seeded, so a run is
- * repeatable). Tokens of the prompt feed the sampler's penalties.
+ * The model's context (and the head's) is reset first. Greedy decoding takes
+ * the argmax the device computes; sampling uses host/sampler with p.sp
+ * (seeded, so a run is repeatable). Tokens of the prompt feed the sampler's
+ * penalties. Greedy output is the same token for token with or without
+ * speculation (DESIGN.md section 3); sampled output has the same distribution.
  *
  * Ownership: the model and tokenizer are borrowed; r.ids is malloc'ed and
  * owned by the caller (hs_gen_result_free). Thread-safety: as the model.
@@ -26,6 +28,7 @@
 
 #include "llama.h"
 #include "sampler.h"
+#include "spec.h"
 #include "tokenizer.h"
 
 /* Called with each new token as soon as it is accepted (streaming); returning
@@ -37,6 +40,9 @@ typedef struct hs_gen_params {
     hs_sampler_params sp; /* temperature 0: greedy */
     hs_gen_token_fn on_token; /* NULL: none */
     void *user;
+    /* Speculative decoding (NULL: plain): made with hs_spec_create for this
+     * model, which must have been loaded with taps. */
+    hs_spec *spec;
 } hs_gen_params;
 
 typedef enum hs_gen_stop {
@@ -51,6 +57,7 @@ typedef struct hs_gen_result {
     uint32_t n_prompt;
     hs_gen_stop stop;
     uint32_t target_passes;  /* forward passes of the target after the prompt */
+    hs_spec_stats spec;      /* speculative rounds (zeros when plain) */
     double prompt_s;         /* prompt processing (wall clock) */
     double gen_s;            /* from the first generated token to the last */
 } hs_gen_result;

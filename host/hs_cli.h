@@ -4,16 +4,67 @@
 #define HS_CLI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
+#include <cJSON.h>
+
+#include "eagle3.h"
+#include "engine.h"
 #include "hs_status.h"
+#include "spec.h"
+#include "tokenizer.h"
+#include "tree.h"
 
 /* The default model, relative to the cache folder ($HS_HOME). */
 #define HS_CLI_DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 /* buf = given, or the default model in the cache folder when given is NULL. */
 hs_status hs_cli_model_path(const char *given, char *buf, size_t n);
+/* The prompt's token ids (*ids malloc'ed): text as it is, or wrapped in the
+ * model's chat template as one user turn; *rendered (NULL-able) receives the
+ * text that was tokenized (malloc'ed). */
+hs_status hs_cli_prompt_ids(const hs_gguf *g, const hs_tok *tok, const char *text, bool chat, char **rendered,
+                            int32_t **ids, size_t *n);
 /* The whole file at path as a NUL-terminated string (*out, malloc'ed). */
 hs_status hs_cli_read_text(const char *path, char **out);
+
+/* Speculative options of generate and bench-spec (host/cli_spec.c):
+ *   --spec none|chain|static|eagle2  --head FILE  --depth D  --draft-top-k K
+ *   --tree-size N  --tree B1,B2,...  (static: children per node per level)
+ * -1 / NULL: the method's default. */
+typedef struct hs_cli_spec {
+    const char *method, *head, *tree;
+    int depth, top_k, tree_size;
+} hs_cli_spec;
+void hs_cli_spec_defaults(hs_cli_spec *s);
+/* 0: not a speculative option; 2: consumed o and its value v; -1: error printed. */
+int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v);
+bool hs_cli_spec_on(const hs_cli_spec *s);
+hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out);
+/* The first head (in $HS_HOME/heads, then the source tree's models/heads,
+ * subfolders one level deep, name order) whose file fits the model: same
+ * hidden size and vocabulary, tap layers inside it, and, when the head names
+ * its target, the model's general.name. */
+hs_status hs_cli_head_find(const hs_gguf *model, char *out, size_t n);
+
+/* The target (with taps when speculating), its head and the round. */
+typedef struct hs_cli_spec_models {
+    hs_llama *target;
+    hs_gguf *head_gguf;
+    hs_eagle3 *head;
+    hs_spec *spec; /* NULL without speculation */
+    hs_tree_policy policy;
+    char head_path[1200];
+} hs_cli_spec_models;
+hs_status hs_cli_spec_load(const hs_cli_spec *s, hs_ops *ops, const hs_gguf *model, const hs_llama_options *lo,
+                           hs_cli_spec_models *out);
+void hs_cli_spec_unload(hs_cli_spec_models *m);
+double hs_spec_tau(const hs_spec_stats *s);
+/* The draft statistics after a run (nothing without speculation). */
+void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result *r);
+/* spec, head, rounds, tau, verified_per_round, drafted, accepted,
+ * accept_per_depth, draft_s, verify_s into o. */
+void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result *r);
 
 int hs_cli_devices(int argc, char **argv);
 int hs_cli_generate(int argc, char **argv);
@@ -21,6 +72,7 @@ int hs_cli_bench(int argc, char **argv);
 int hs_cli_info(int argc, char **argv);
 int hs_cli_tokenize(int argc, char **argv);
 int hs_cli_bench_ops(int argc, char **argv);
+int hs_cli_bench_spec(int argc, char **argv);
 int hs_cli_logits(int argc, char **argv);
 
 #endif

@@ -15,6 +15,7 @@ static void usage(FILE *f) {
             "  tokenize     token ids of a text\n"
             "  info         show a GGUF file's header, metadata and tensors\n"
             "  bench-ops    per-op figures on the chosen device (table or --json)\n"
+            "  bench-spec   speculative methods against plain decoding on question sets\n"
             "  logits       every position's logits of a prompt, in hs-oracle's HSLG file format\n"
             "\n"
             "Run `heterospec <command> --help` for the options of a command.\n");
@@ -32,6 +33,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tokenize")) return hs_cli_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return hs_cli_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench-ops")) return hs_cli_bench_ops(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench-spec")) return hs_cli_bench_spec(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return hs_cli_logits(argc - 1, argv + 1);
     fprintf(stderr, "heterospec: unknown command '%s'\n\n", cmd);
     usage(stderr);

@@ -1,0 +1,461 @@
+/* `heterospec bench-spec`: speculative methods against plain decoding on
+ * question sets in EAGLE's format (DESIGN.md section 8). Every method runs on
+ * the same questions in the same process, question by question (all methods
+ * on one question before the next, so drifts of the machine hit all alike);
+ * each method has one untimed warm-up generation first. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cJSON.h>
+
+#include "gguf.h"
+#include "hs_bench_ops.h"
+#include "hs_cli.h"
+#include "tok_gguf.h"
+
+#ifndef HS_SHARED_DATA
+#define HS_SHARED_DATA "../shared/data/bench"
+#endif
+#ifndef HS_BUILD_ID
+#define HS_BUILD_ID "unknown"
+#endif
+
+#define MAX_METHODS 16
+#define MAX_SETS 16
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: heterospec bench-spec [options]\n\n"
+            "Generates the first turn of each question (chat template) with every method and\n"
+            "reports, per set and method: tokens/s, speedup over ar (same run), tau (tokens per\n"
+            "target pass), verified tokens per round, draft share of the time, and whether the\n"
+            "output equals ar's (greedy).\n\n"
+            "  -m FILE            GGUF model (default: $HS_HOME/" HS_CLI_DEFAULT_MODEL ")\n"
+            "  --head FILE        draft head (default: the first that fits the model)\n"
+            "  --data DIR         folder of <set>/question.jsonl (default: " HS_SHARED_DATA ")\n"
+            "  --sets A,B,..      sets (default mt_bench,humaneval,gsm8k,alpaca,sum)\n"
+            "  --questions F-T    questions F..T of each set, 1-based, in file order (default 1-10)\n"
+            "  -n N               most new tokens per question (default 128)\n"
+            "  -c N               context size (default: model's, at most 4096)\n"
+            "  --temp T           temperature (default 0: greedy); --seed S (default 0)\n"
+            "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
+            "                     ar | chain[/dD] | static[/B1xB2x..] | eagle2[/kK][/dD][/nN]\n"
+            "                     (d: depth, k: draft top-k, n: tree size; defaults as generate)\n"
+            "  -o md|json         markdown tables (default) or one JSON object\n");
+}
+
+typedef struct method {
+    char label[64];
+    bool ar;
+    hs_tree_policy policy;
+    hs_spec *spec;
+} method;
+
+typedef struct acc {
+    double tokens, gen_s, draft_s, verify_s;
+    uint64_t rounds, accepted, verified, passes;
+    uint32_t questions, equal, compared;
+} acc;
+
+typedef struct args {
+    const char *model, *head, *data, *sets, *methods, *out;
+    int q_from, q_to, n_predict, n_ctx;
+    hs_sampler_params sp;
+} args;
+
+static int parse(int argc, char **argv, args *a) {
+    memset(a, 0, sizeof *a);
+    a->data = HS_SHARED_DATA;
+    a->sets = "mt_bench,humaneval,gsm8k,alpaca,sum";
+    a->methods = "ar,chain,eagle2";
+    a->out = "md";
+    a->q_from = 1;
+    a->q_to = 10;
+    a->n_predict = 128;
+    a->sp = hs_sampler_default_params();
+    a->sp.temperature = 0.0f;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            usage(stdout);
+            return 1;
+        }
+        const char *const valued[] = {"-m", "--head", "--data", "--sets", "--questions", "-n",
+                                      "-c", "--temp", "--seed", "--methods", "-o"};
+        int w = -1;
+        for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++)
+            if (!strcmp(o, valued[k])) w = k;
+        if (w < 0) {
+            fprintf(stderr, "heterospec bench-spec: unknown option '%s' (see --help)\n", o);
+            return 2;
+        }
+        if (!v) {
+            fprintf(stderr, "heterospec bench-spec: %s needs a value\n", o);
+            return 2;
+        }
+        i++;
+        switch (w) {
+        case 0: a->model = v; break;
+        case 1: a->head = v; break;
+        case 2: a->data = v; break;
+        case 3: a->sets = v; break;
+        case 4:
+            if (sscanf(v, "%d-%d", &a->q_from, &a->q_to) != 2 || a->q_from < 1 || a->q_to < a->q_from) {
+                fprintf(stderr, "heterospec bench-spec: --questions %s: expected FROM-TO, 1 <= FROM <= TO\n", v);
+                return 2;
+            }
+            break;
+        case 5: a->n_predict = atoi(v); break;
+        case 6: a->n_ctx = atoi(v); break;
+        case 7: a->sp.temperature = (float)atof(v); break;
+        case 8: a->sp.seed = strtoull(v, NULL, 10); break;
+        case 9: a->methods = v; break;
+        default: a->out = v; break;
+        }
+    }
+    if (a->n_predict < 1 || a->n_ctx < 0 || (strcmp(a->out, "md") && strcmp(a->out, "json"))) {
+        fprintf(stderr, "heterospec bench-spec: -n must be >= 1, -c >= 0, -o md or json\n");
+        return 2;
+    }
+    return 0;
+}
+
+/* "eagle2/k8/d4/n32" -> a policy through the generate options' rules. */
+static hs_status parse_method(const char *text, method *m) {
+    hs_status st = HS_OK;
+    memset(m, 0, sizeof *m);
+    snprintf(m->label, sizeof m->label, "%s", text);
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", text);
+    char *save = NULL, *name = strtok_r(buf, "/", &save);
+    if (!name) return HS_FAIL(HS_ERR_INVALID_ARG, "empty method");
+    if (!strcmp(name, "ar")) {
+        m->ar = true;
+        return HS_OK;
+    }
+    hs_cli_spec s;
+    hs_cli_spec_defaults(&s);
+    s.method = name;
+    char tree[64] = "";
+    for (char *part; (part = strtok_r(NULL, "/", &save));) {
+        int *dst = part[0] == 'd' ? &s.depth : part[0] == 'k' ? &s.top_k : part[0] == 'n' ? &s.tree_size : NULL;
+        if (!strcmp(name, "static")) {
+            snprintf(tree, sizeof tree, "%s", part);
+            for (char *c = tree; *c; c++)
+                if (*c == 'x') *c = ',';
+            s.tree = tree;
+        } else if (dst && part[1] >= '0' && part[1] <= '9') {
+            *dst = atoi(part + 1);
+        } else {
+            return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: unknown part '%s'", text, part);
+        }
+    }
+    HS_TRY(hs_cli_spec_policy(&s, &m->policy));
+fail:
+    return st;
+}
+
+/* The first turn and id of each question F..T of a set's question.jsonl. */
+typedef struct question {
+    int id;
+    char *text;
+} question;
+
+static hs_status read_questions(const char *path, int from, int to, question **out, int *n) {
+    hs_status st = HS_OK;
+    char *all = NULL;
+    *out = NULL;
+    *n = 0;
+    HS_TRY(hs_cli_read_text(path, &all));
+    question *qs = calloc((size_t)(to - from + 1), sizeof *qs);
+    if (!qs) HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory"));
+    *out = qs;
+    int line_no = 0;
+    for (char *save = NULL, *line = strtok_r(all, "\n", &save); line && line_no < to;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (++line_no < from) continue;
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *turns = cJSON_GetObjectItem(j, "turns"), *id = cJSON_GetObjectItem(j, "question_id");
+        const cJSON *t0 = cJSON_GetArrayItem(turns, 0);
+        if (!cJSON_IsString(t0)) {
+            cJSON_Delete(j);
+            HS_TRY(HS_FAIL(HS_ERR_FORMAT, "%s line %d: no \"turns\" with a first turn", path, line_no));
+        }
+        qs[*n].id = cJSON_IsNumber(id) ? id->valueint : line_no;
+        qs[*n].text = strdup(t0->valuestring);
+        cJSON_Delete(j);
+        if (!qs[(*n)++].text) HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory"));
+    }
+    if (*n < to - from + 1)
+        HS_TRY(HS_FAIL(HS_ERR_INVALID_ARG, "%s has %d questions; --questions asks for %d-%d", path, line_no, from, to));
+fail:
+    free(all);
+    return st;
+}
+
+static void free_questions(question *qs, int n) {
+    for (int i = 0; i < n; i++) free(qs[i].text);
+    free(qs);
+}
+
+static void add(acc *a, const hs_gen_result *r, bool ar) {
+    a->questions++;
+    a->tokens += r->n_gen > 1 ? r->n_gen - 1 : 0; /* the first token comes from the prompt pass */
+    a->gen_s += r->gen_s;
+    a->passes += r->target_passes;
+    if (!ar) {
+        a->rounds += r->spec.rounds;
+        a->accepted += r->spec.accepted;
+        a->verified += r->spec.verified;
+        a->draft_s += r->spec.draft_s;
+        a->verify_s += r->spec.verify_s;
+    }
+}
+
+static double tps(const acc *a) { return a->gen_s > 0 ? a->tokens / a->gen_s : 0; }
+static double tau(const acc *a, bool ar) { return ar ? 1.0 : a->rounds ? 1.0 + (double)a->accepted / a->rounds : 0; }
+static double vpr(const acc *a, bool ar) { return ar ? 1.0 : a->rounds ? (double)a->verified / a->rounds : 0; }
+static double dshare(const acc *a) { return a->gen_s > 0 ? a->draft_s / a->gen_s : 0; }
+
+static void print_table(const char *title, method *ms, int nm, const acc *row, int ar_index, bool greedy) {
+    printf("\n### %s\n\n| method | tokens/s | speedup | tau | verified/round | draft share | equal to ar |\n"
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+           title);
+    const double base = ar_index >= 0 ? tps(&row[ar_index]) : 0;
+    for (int i = 0; i < nm; i++) {
+        char eq[32] = "n/a";
+        if (greedy && ar_index >= 0) snprintf(eq, sizeof eq, "%u/%u", row[i].equal, row[i].compared);
+        printf("| %s | %.2f | %s%.2fx | %.2f | %.1f | %.1f%% | %s |\n", ms[i].label, tps(&row[i]), base > 0 ? "" : "~",
+               base > 0 ? tps(&row[i]) / base : 0.0, tau(&row[i], ms[i].ar), vpr(&row[i], ms[i].ar),
+               100 * dshare(&row[i]), eq);
+    }
+}
+
+static cJSON *acc_json(const method *m, const acc *a, double base) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "method", m->label);
+    cJSON_AddNumberToObject(o, "questions", a->questions);
+    cJSON_AddNumberToObject(o, "tokens", a->tokens);
+    cJSON_AddNumberToObject(o, "gen_s", a->gen_s);
+    cJSON_AddNumberToObject(o, "tokens_per_s", tps(a));
+    cJSON_AddNumberToObject(o, "speedup", base > 0 ? tps(a) / base : 0);
+    cJSON_AddNumberToObject(o, "tau", tau(a, m->ar));
+    cJSON_AddNumberToObject(o, "verified_per_round", vpr(a, m->ar));
+    cJSON_AddNumberToObject(o, "draft_share", dshare(a));
+    cJSON_AddNumberToObject(o, "equal_to_ar", a->equal);
+    cJSON_AddNumberToObject(o, "compared_to_ar", a->compared);
+    return o;
+}
+
+int hs_cli_bench_spec(int argc, char **argv) {
+    args a;
+    int rc = parse(argc, argv, &a);
+    if (rc) return rc == 1 ? 0 : rc;
+    method ms[MAX_METHODS];
+    int nm = 0, ar_index = -1;
+    char *mlist = strdup(a.methods), *save = NULL;
+    for (char *t = strtok_r(mlist, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (nm == MAX_METHODS || parse_method(t, &ms[nm]) != HS_OK) {
+            fprintf(stderr, "heterospec bench-spec: %s\n", nm == MAX_METHODS ? "too many methods" : hs_last_error());
+            free(mlist);
+            return 2;
+        }
+        nm++;
+    }
+    free(mlist);
+    /* ar first, so every other method is compared with it on each question. */
+    for (int i = 0; i < nm && ar_index < 0; i++)
+        if (ms[i].ar) {
+            method t = ms[i];
+            memmove(&ms[1], &ms[0], sizeof *ms * (size_t)i);
+            ms[0] = t;
+            ar_index = 0;
+        }
+    char sets[MAX_SETS][64];
+    int ns = 0;
+    char *slist = strdup(a.sets);
+    for (char *t = strtok_r(slist, ",", &save); t && ns < MAX_SETS; t = strtok_r(NULL, ",", &save))
+        snprintf(sets[ns++], sizeof sets[0], "%s", t);
+    free(slist);
+
+    char model_path[1200];
+    hs_gguf *g = NULL;
+    hs_tok *tok = NULL;
+    hs_vk_ctx *vk = NULL;
+    hs_ops *ops = NULL;
+    hs_cli_spec_models sm = {0};
+    acc *accs = calloc((size_t)ns * nm, sizeof *accs);
+    cJSON *records = cJSON_CreateArray();
+    rc = 1;
+    if (!accs || hs_cli_model_path(a.model, model_path, sizeof model_path) != HS_OK) goto fail;
+    if (hs_gguf_open(model_path, &g) != HS_OK || hs_tok_from_gguf(g, &tok) != HS_OK) goto fail;
+    if (hs_sampler_params_validate(&a.sp) != HS_OK) goto fail;
+    hs_vk_ctx_options vo = {.device_index = -1, .validation = -1};
+    if (hs_vk_ctx_create(&vo, &vk) != HS_OK || hs_ops_create(vk, &ops) != HS_OK) goto fail;
+    /* One target and head for all methods: the head's K is the largest any
+     * method keeps per node (at least EAGLE-2's default 10). */
+    hs_cli_spec so;
+    hs_cli_spec_defaults(&so);
+    so.head = a.head;
+    int k = 10;
+    for (int i = 0; i < nm; i++) {
+        if (ms[i].ar) continue;
+        so.method = "eagle2";
+        if ((int)ms[i].policy.top_k > k) k = (int)ms[i].policy.top_k;
+        for (uint32_t d = 0; d < ms[i].policy.depth && !strcmp(ms[i].policy.name, "static"); d++)
+            if ((int)ms[i].policy.branch[d] > k) k = (int)ms[i].policy.branch[d];
+    }
+    so.top_k = k;
+    hs_llama_options lo = {.n_ctx = (uint32_t)a.n_ctx};
+    if (hs_cli_spec_load(&so, ops, g, &lo, &sm) != HS_OK) goto fail;
+    for (int i = 0; i < nm; i++)
+        if (!ms[i].ar && hs_spec_create(sm.target, sm.head, &ms[i].policy, &ms[i].spec) != HS_OK) goto fail;
+    const bool greedy = a.sp.temperature <= 0;
+    const bool json = !strcmp(a.out, "json");
+    if (!json)
+        printf("bench-spec: %s on %s (%s), head %s, %s, -n %d, questions %d-%d\n", model_path,
+               hs_vk_ctx_caps(vk)->device_name, hs_vk_ctx_caps(vk)->driver_info, sm.head ? sm.head_path : "none",
+               greedy ? "greedy" : "sampling", a.n_predict, a.q_from, a.q_to);
+
+    for (int si = 0; si < ns; si++) {
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s/question.jsonl", a.data, sets[si]);
+        question *qs = NULL;
+        int nq = 0;
+        if (read_questions(path, a.q_from, a.q_to, &qs, &nq) != HS_OK) goto fail;
+        for (int qi = 0; qi < nq; qi++) {
+            int32_t *ids = NULL, *ar_ids = NULL;
+            size_t n_ids = 0;
+            uint32_t ar_n = 0;
+            hs_status st = hs_cli_prompt_ids(g, tok, qs[qi].text, true, NULL, &ids, &n_ids);
+            uint32_t n_predict = (uint32_t)a.n_predict;
+            if (st == HS_OK && n_ids + n_predict > hs_llama_n_ctx(sm.target))
+                st = hs_engine_check_fit(sm.target, n_ids, n_predict);
+            for (int mi = 0; mi < nm && st == HS_OK; mi++) {
+                fprintf(stderr, "\r[bench-spec] %s %d/%d  question %d/%d  %-20s", sets[si], si + 1, ns, qi + 1, nq,
+                        ms[mi].label);
+                hs_gen_params gp = {.n_predict = n_predict, .sp = a.sp, .spec = ms[mi].spec};
+                hs_gen_result r;
+                if (si == 0 && qi == 0) { /* warm-up: records graphs, compiles pipelines */
+                    hs_gen_params wp = gp;
+                    wp.n_predict = n_predict < 32 ? n_predict : 32;
+                    if ((st = hs_engine_generate(sm.target, tok, ids, n_ids, &wp, &r)) != HS_OK) break;
+                    hs_gen_result_free(&r);
+                }
+                if ((st = hs_engine_generate(sm.target, tok, ids, n_ids, &gp, &r)) != HS_OK) break;
+                acc *A = &accs[si * nm + mi];
+                add(A, &r, ms[mi].ar);
+                bool equal = false;
+                if (mi == ar_index) {
+                    ar_ids = malloc(sizeof *ar_ids * (r.n_gen + 1));
+                    if (ar_ids) memcpy(ar_ids, r.ids, sizeof *ar_ids * r.n_gen);
+                    ar_n = r.n_gen;
+                } else if (greedy && ar_ids) {
+                    equal = r.n_gen == ar_n && !memcmp(r.ids, ar_ids, sizeof *ar_ids * ar_n);
+                    A->compared++;
+                    A->equal += equal;
+                    if (!equal)
+                        fprintf(stderr, "\n[bench-spec] %s question %d: %s differs from ar\n", sets[si], qs[qi].id,
+                                ms[mi].label);
+                }
+                if (mi == ar_index) {
+                    A->compared++;
+                    A->equal++;
+                }
+                cJSON *rec = cJSON_CreateObject();
+                cJSON_AddStringToObject(rec, "set", sets[si]);
+                cJSON_AddNumberToObject(rec, "question_id", qs[qi].id);
+                cJSON_AddStringToObject(rec, "method", ms[mi].label);
+                cJSON_AddNumberToObject(rec, "prompt_tokens", (double)n_ids);
+                cJSON_AddNumberToObject(rec, "n_gen", r.n_gen);
+                cJSON_AddNumberToObject(rec, "gen_s", r.gen_s);
+                cJSON_AddNumberToObject(rec, "target_passes", r.target_passes);
+                if (!ms[mi].ar) {
+                    cJSON_AddNumberToObject(rec, "tau", hs_spec_tau(&r.spec));
+                    cJSON_AddNumberToObject(rec, "verified_per_round",
+                                            r.spec.rounds ? (double)r.spec.verified / r.spec.rounds : 0);
+                    cJSON_AddNumberToObject(rec, "draft_s", r.spec.draft_s);
+                    cJSON_AddNumberToObject(rec, "verify_s", r.spec.verify_s);
+                }
+                if (greedy && ar_index >= 0) cJSON_AddBoolToObject(rec, "equal_to_ar", mi == ar_index || equal);
+                cJSON_AddItemToArray(records, rec);
+                hs_gen_result_free(&r);
+            }
+            free(ids);
+            free(ar_ids);
+            if (st != HS_OK) {
+                free_questions(qs, nq);
+                goto fail;
+            }
+        }
+        free_questions(qs, nq);
+    }
+    fprintf(stderr, "\r%80s\r", "");
+
+    /* Per set, then the mean over sets. */
+    acc *all = calloc((size_t)nm, sizeof *all);
+    if (!all) goto fail;
+    for (int si = 0; si < ns; si++)
+        for (int mi = 0; mi < nm; mi++) {
+            const acc *s = &accs[si * nm + mi];
+            acc *t = &all[mi];
+            t->tokens += s->tokens, t->gen_s += s->gen_s, t->draft_s += s->draft_s, t->verify_s += s->verify_s;
+            t->rounds += s->rounds, t->accepted += s->accepted, t->verified += s->verified;
+            t->questions += s->questions, t->equal += s->equal, t->compared += s->compared;
+        }
+    if (json) {
+        const hs_vk_caps *c = hs_vk_ctx_caps(vk);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "model", model_path);
+        cJSON_AddStringToObject(o, "head", sm.head ? sm.head_path : "");
+        cJSON_AddStringToObject(o, "build", HS_BUILD_ID);
+        cJSON *dev = cJSON_AddObjectToObject(o, "device");
+        cJSON_AddStringToObject(dev, "name", c->device_name);
+        cJSON_AddStringToObject(dev, "driver", c->driver_info);
+        cJSON_AddNumberToObject(dev, "vendor_id", c->vendor_id);
+        cJSON_AddNumberToObject(dev, "subgroup_size", c->subgroup_size);
+        cJSON_AddBoolToObject(dev, "fp16", c->fp16);
+        cJSON_AddBoolToObject(dev, "int8_dot", c->int8_dot);
+        cJSON_AddNumberToObject(dev, "memory_bytes", (double)c->device_local_bytes);
+        cJSON_AddNumberToObject(o, "n_predict", a.n_predict);
+        cJSON_AddNumberToObject(o, "temperature", a.sp.temperature);
+        cJSON_AddNumberToObject(o, "seed", (double)a.sp.seed);
+        cJSON_AddNumberToObject(o, "question_from", a.q_from);
+        cJSON_AddNumberToObject(o, "question_to", a.q_to);
+        cJSON *jsets = cJSON_AddArrayToObject(o, "sets");
+        for (int si = 0; si < ns; si++) {
+            cJSON *js = cJSON_CreateObject();
+            cJSON_AddStringToObject(js, "set", sets[si]);
+            cJSON *jm = cJSON_AddArrayToObject(js, "methods");
+            const double base = ar_index >= 0 ? tps(&accs[si * nm + ar_index]) : 0;
+            for (int mi = 0; mi < nm; mi++) cJSON_AddItemToArray(jm, acc_json(&ms[mi], &accs[si * nm + mi], base));
+            cJSON_AddItemToArray(jsets, js);
+        }
+        cJSON *jall = cJSON_AddArrayToObject(o, "all");
+        const double base = ar_index >= 0 ? tps(&all[ar_index]) : 0;
+        for (int mi = 0; mi < nm; mi++) cJSON_AddItemToArray(jall, acc_json(&ms[mi], &all[mi], base));
+        cJSON_AddItemToObject(o, "questions", records);
+        records = NULL;
+        char *s = cJSON_Print(o);
+        puts(s);
+        free(s);
+        cJSON_Delete(o);
+    } else {
+        for (int si = 0; si < ns; si++) print_table(sets[si], ms, nm, &accs[si * nm], ar_index, greedy);
+        print_table("all sets (tokens and time summed)", ms, nm, all, ar_index, greedy);
+    }
+    free(all);
+    rc = 0;
+fail:
+    if (rc) fprintf(stderr, "\nheterospec bench-spec: %s\n", hs_last_error());
+    cJSON_Delete(records);
+    for (int i = 0; i < nm; i++) hs_spec_destroy(ms[i].spec);
+    free(accs);
+    hs_cli_spec_unload(&sm);
+    hs_ops_destroy(ops);
+    hs_vk_ctx_destroy(vk);
+    hs_tok_destroy(tok);
+    hs_gguf_close(g);
+    return rc;
+}

@@ -1,0 +1,203 @@
+/* The speculative options shared by `generate` and `bench-spec`: parsing,
+ * finding a head that fits the model, loading target and head together, and
+ * the statistics printed after a run. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_cli.h"
+#include "hs_vk.h"
+
+#ifndef HS_SOURCE_HEADS
+#define HS_SOURCE_HEADS "models/heads"
+#endif
+
+void hs_cli_spec_defaults(hs_cli_spec *s) {
+    memset(s, 0, sizeof *s);
+    s->method = "none";
+    s->depth = -1;
+    s->top_k = -1;
+    s->tree_size = -1;
+}
+
+int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
+    const char *const valued[] = {"--spec", "--head", "--depth", "--draft-top-k", "--tree-size", "--tree"};
+    int which = -1;
+    for (int i = 0; i < (int)(sizeof valued / sizeof valued[0]); i++)
+        if (!strcmp(o, valued[i])) which = i;
+    if (which < 0) return 0;
+    if (!v) {
+        fprintf(stderr, "heterospec: %s needs a value\n", o);
+        return -1;
+    }
+    switch (which) {
+    case 0: s->method = v; break;
+    case 1: s->head = v; break;
+    case 2: s->depth = atoi(v); break;
+    case 3: s->top_k = atoi(v); break;
+    case 4: s->tree_size = atoi(v); break;
+    default: s->tree = v; break;
+    }
+    return 2;
+}
+
+bool hs_cli_spec_on(const hs_cli_spec *s) { return strcmp(s->method, "none") != 0; }
+
+static int pick(int given, int dflt) { return given >= 0 ? given : dflt; }
+
+hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out) {
+    hs_status st = HS_OK;
+    if (!strcmp(s->method, "chain")) {
+        const int d = pick(s->depth, 4);
+        if (d < 1 || d >= (int)HS_TREE_MAX_DEPTH)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "--depth %d: a chain drafts 1..%u tokens", d, HS_TREE_MAX_DEPTH - 1);
+        *out = hs_tree_chain((uint32_t)d);
+    } else if (!strcmp(s->method, "static")) {
+        HS_TRY(hs_tree_static_parse(s->tree ? s->tree : "4,2,2,1", out));
+    } else if (!strcmp(s->method, "eagle2")) {
+        const int k = pick(s->top_k, 10), d = pick(s->depth, 5), n = pick(s->tree_size, 60);
+        if (k < 1 || k > (int)HS_TOPK_MAX_K)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "--draft-top-k %d: must be 1..%u", k, HS_TOPK_MAX_K);
+        if (d < 1 || d >= (int)HS_TREE_MAX_DEPTH - 1)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "--depth %d: must be 1..%u", d, HS_TREE_MAX_DEPTH - 2);
+        if (n < 1) return HS_FAIL(HS_ERR_INVALID_ARG, "--tree-size %d: must be >= 1", n);
+        *out = hs_tree_eagle2((uint32_t)k, (uint32_t)d, (uint32_t)n);
+    } else {
+        return HS_FAIL(HS_ERR_INVALID_ARG, "--spec %s: expected none, chain, static or eagle2", s->method);
+    }
+fail:
+    return st;
+}
+
+/* Whether the head file at path fits the model (read from its header only). */
+static bool head_fits(const char *path, const hs_gguf *model) {
+    hs_gguf *g = NULL;
+    bool ok = false;
+    if (hs_gguf_open(path, &g) == HS_OK) {
+        hs_eagle3_config hc;
+        hs_llama_config mc;
+        const char *name = NULL;
+        if (hs_eagle3_config_read(g, &hc) == HS_OK && hs_llama_config_read(model, &mc) == HS_OK) {
+            ok = hc.dim == mc.dim && hc.n_vocab == mc.n_vocab && hc.target_dim == mc.dim;
+            for (uint32_t t = 0; t < HS_LLAMA_TAPS; t++) ok = ok && hc.tap_layers[t] < mc.n_layer;
+            if (hc.target_name[0] && hs_gguf_get_str(model, "general.name", &name) == HS_OK)
+                ok = ok && !strcmp(name, hc.target_name);
+        }
+        hs_gguf_close(g);
+    }
+    return ok;
+}
+
+/* Searches dir and its subfolders (one level) for the first fitting head,
+ * in name order. */
+static bool search_dir(const char *dir, const hs_gguf *model, char *out, size_t n, int levels) {
+    struct dirent **ents = NULL;
+    int m = scandir(dir, &ents, NULL, alphasort);
+    bool found = false;
+    for (int i = 0; i < m; i++) {
+        const char *e = ents[i]->d_name;
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", dir, e);
+        size_t len = strlen(e);
+        if (!found && e[0] != '.') {
+            if (len > 5 && !strcmp(e + len - 5, ".gguf")) {
+                if (head_fits(path, model)) {
+                    snprintf(out, n, "%s", path);
+                    found = true;
+                }
+            } else if (levels > 0) {
+                found = search_dir(path, model, out, n, levels - 1);
+            }
+        }
+        free(ents[i]);
+    }
+    free(ents);
+    return found;
+}
+
+hs_status hs_cli_head_find(const hs_gguf *model, char *out, size_t n) {
+    char home[1024], dir[1100];
+    if (hs_home_dir(home, sizeof home) == HS_OK) {
+        snprintf(dir, sizeof dir, "%s/heads", home);
+        if (search_dir(dir, model, out, n, 1)) return HS_OK;
+    }
+    if (search_dir(HS_SOURCE_HEADS, model, out, n, 1)) return HS_OK;
+    return HS_FAIL(HS_ERR_IO, "no draft head fits this model in %s/heads or %s (use --head FILE)", home,
+                   HS_SOURCE_HEADS);
+}
+
+hs_status hs_cli_spec_load(const hs_cli_spec *s, hs_ops *ops, const hs_gguf *model, const hs_llama_options *lo,
+                           hs_cli_spec_models *out) {
+    hs_status st = HS_OK;
+    memset(out, 0, sizeof *out);
+    hs_llama_options opt = lo ? *lo : (hs_llama_options){0};
+    if (hs_cli_spec_on(s)) {
+        HS_TRY(hs_cli_spec_policy(s, &out->policy));
+        if (s->head) snprintf(out->head_path, sizeof out->head_path, "%s", s->head);
+        else HS_TRY(hs_cli_head_find(model, out->head_path, sizeof out->head_path));
+        HS_TRY(hs_gguf_open(out->head_path, &out->head_gguf));
+        hs_eagle3_config hc;
+        HS_TRY(hs_eagle3_config_read(out->head_gguf, &hc));
+        opt.taps = true;
+        opt.custom_taps = true;
+        memcpy(opt.tap_layers, hc.tap_layers, sizeof opt.tap_layers);
+    }
+    HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
+    if (hs_cli_spec_on(s)) {
+        hs_eagle3_options ho = {.top_k = out->policy.top_k > HS_TOPK_MAX_K ? HS_TOPK_MAX_K : out->policy.top_k};
+        HS_TRY(hs_eagle3_load(ops, out->head_gguf, out->target, &ho, &out->head));
+        HS_TRY(hs_spec_create(out->target, out->head, &out->policy, &out->spec));
+    }
+fail:
+    if (st != HS_OK) hs_cli_spec_unload(out);
+    return st;
+}
+
+void hs_cli_spec_unload(hs_cli_spec_models *m) {
+    hs_spec_destroy(m->spec);
+    hs_eagle3_destroy(m->head);
+    hs_llama_destroy(m->target);
+    hs_gguf_close(m->head_gguf);
+    memset(m, 0, sizeof *m);
+}
+
+double hs_spec_tau(const hs_spec_stats *s) { return s->rounds ? 1.0 + (double)s->accepted / s->rounds : 0.0; }
+
+void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result *r) {
+    const hs_spec_stats *s = &r->spec;
+    if (!m->spec) return;
+    fprintf(f, "[heterospec] draft: %s, head %s\n", m->policy.name, m->head_path);
+    fprintf(f, "[heterospec] n_drafted = %llu, n_accept = %llu, draft acceptance rate = %.3f, mean accepted length = "
+               "%.3f\n",
+            (unsigned long long)s->drafted, (unsigned long long)s->accepted,
+            s->drafted ? (double)s->accepted / s->drafted : 0.0, s->rounds ? (double)s->accepted / s->rounds : 0.0);
+    fprintf(f, "[heterospec] rounds = %u, tau = %.3f tokens per target pass, verified = %.1f tokens per round, "
+               "head rows = %.1f per round\n",
+            s->rounds, hs_spec_tau(s), s->rounds ? (double)s->verified / s->rounds : 0.0,
+            s->rounds ? (double)s->head_rows / s->rounds : 0.0);
+    fprintf(f, "[heterospec] acceptance per depth:");
+    for (uint32_t d = 0; d < HS_SPEC_MAX_LEN && s->tried_depth[d]; d++)
+        fprintf(f, " %u:%.3f", d + 1, s->rounds ? (double)s->accept_depth[d] / s->rounds : 0.0);
+    const double tot = s->draft_s + s->verify_s;
+    fprintf(f, "\n[heterospec] time: draft %.3f s (%.1f%%), verify %.3f s (%.1f%%)\n", s->draft_s,
+            tot > 0 ? 100 * s->draft_s / tot : 0.0, s->verify_s, tot > 0 ? 100 * s->verify_s / tot : 0.0);
+}
+
+void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result *r) {
+    const hs_spec_stats *s = &r->spec;
+    cJSON_AddStringToObject(o, "spec", m->spec ? m->policy.name : "none");
+    if (m->spec) cJSON_AddStringToObject(o, "head", m->head_path);
+    const uint32_t rounds = m->spec ? s->rounds : r->target_passes;
+    cJSON_AddNumberToObject(o, "rounds", rounds);
+    cJSON_AddNumberToObject(o, "tau", m->spec ? hs_spec_tau(s) : 1.0);
+    cJSON_AddNumberToObject(o, "verified_per_round", m->spec && s->rounds ? (double)s->verified / s->rounds : 1.0);
+    cJSON_AddNumberToObject(o, "drafted", (double)s->drafted);
+    cJSON_AddNumberToObject(o, "accepted", (double)s->accepted);
+    cJSON_AddNumberToObject(o, "head_rows_per_round", s->rounds ? (double)s->head_rows / s->rounds : 0.0);
+    cJSON *a = cJSON_AddArrayToObject(o, "accept_per_depth");
+    for (uint32_t d = 0; d < HS_SPEC_MAX_LEN && s->tried_depth[d]; d++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(s->rounds ? (double)s->accept_depth[d] / s->rounds : 0.0));
+    cJSON_AddNumberToObject(o, "draft_s", s->draft_s);
+    cJSON_AddNumberToObject(o, "verify_s", s->verify_s);
+}

@@ -1,0 +1,253 @@
+/* spec: one speculative round (see spec.h). */
+#include "spec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_bench_ops.h"
+
+struct hs_spec {
+    hs_llama *target;
+    hs_eagle3 *head;
+    hs_tree_policy policy;
+    hs_tree tree;
+    hs_topk_result root_topk; /* the head's Top-K after the root token */
+    bool have_root;
+    uint32_t max_verify; /* list entries, root included */
+    /* Scratch: selections, head inputs and the verification list. */
+    uint32_t *sel, *parent_slots, *list_nodes, *path;
+    int32_t *draft_tokens, *tokens, *parents, *next;
+    float *probs;
+    hs_spec_stats stats;
+};
+
+/* Candidates per tree: every expanded node adds the head's K children. */
+static uint32_t tree_cap(const hs_spec *s) {
+    return 1 + (1 + hs_tree_policy_max_drafted(&s->policy)) * hs_eagle3_top_k(s->head);
+}
+
+hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy *policy, hs_spec **out) {
+    hs_status st = HS_OK;
+    *out = NULL;
+    hs_spec *s = calloc(1, sizeof *s);
+    if (!s) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_spec_create: out of memory");
+    s->target = target;
+    s->head = head;
+    s->policy = *policy;
+    const uint32_t want = hs_tree_policy_max_verify(policy) + 1, batch = hs_llama_max_batch(target);
+    if (want > batch) {
+        st = HS_FAIL(HS_ERR_INVALID_ARG, "the %s tree verifies up to %u tokens, over the target's batch limit %u",
+                     policy->name, want, batch);
+        goto fail;
+    }
+    s->max_verify = want;
+    const uint32_t cap = tree_cap(s), v = hs_llama_cfg(target)->n_vocab;
+    HS_TRY(hs_tree_init(&s->tree, cap));
+    s->sel = malloc(sizeof *s->sel * cap);
+    s->parent_slots = malloc(sizeof *s->parent_slots * cap);
+    s->draft_tokens = malloc(sizeof *s->draft_tokens * cap);
+    s->list_nodes = malloc(sizeof *s->list_nodes * cap);
+    s->path = malloc(sizeof *s->path * cap);
+    s->tokens = malloc(sizeof *s->tokens * cap);
+    s->parents = malloc(sizeof *s->parents * cap);
+    s->next = malloc(sizeof *s->next * cap);
+    s->probs = malloc(sizeof *s->probs * v);
+    if (!s->sel || !s->parent_slots || !s->draft_tokens || !s->list_nodes || !s->path || !s->tokens ||
+        !s->parents || !s->next || !s->probs) {
+        st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_spec_create: out of memory");
+        goto fail;
+    }
+    *out = s;
+    return HS_OK;
+fail:
+    hs_spec_destroy(s);
+    return st;
+}
+
+void hs_spec_destroy(hs_spec *s) {
+    if (!s) return;
+    hs_tree_free(&s->tree);
+    free(s->sel);
+    free(s->parent_slots);
+    free(s->draft_tokens);
+    free(s->list_nodes);
+    free(s->path);
+    free(s->tokens);
+    free(s->parents);
+    free(s->next);
+    free(s->probs);
+    free(s);
+}
+
+void hs_spec_reset(hs_spec *s) {
+    hs_eagle3_reset(s->head);
+    s->have_root = false;
+    memset(&s->stats, 0, sizeof s->stats);
+}
+
+const hs_spec_stats *hs_spec_stats_get(const hs_spec *s) { return &s->stats; }
+
+static hs_status consume(hs_spec *s, const uint32_t *slots, const int32_t *next, uint32_t n) {
+    hs_status st = HS_OK;
+    const hs_topk_result *root;
+    const double t0 = hs_now_s();
+    HS_TRY(hs_eagle3_consume(s->head, slots, next, n, &root));
+    s->root_topk = *root;
+    s->have_root = true;
+    s->stats.draft_s += hs_now_s() - t0;
+fail:
+    return st;
+}
+
+hs_status hs_spec_consume_prompt(hs_spec *s, const int32_t *next_tokens, uint32_t n) {
+    for (uint32_t i = 0; i < n; i++) s->path[i] = i;
+    return consume(s, s->path, next_tokens, n);
+}
+
+/* Grows the tree from the root level by level; returns the verification
+ * list size (root included) in *n_list. room: cache rows left. */
+static hs_status draft(hs_spec *s, int32_t root, uint32_t max_new, uint32_t room, uint32_t *n_list) {
+    hs_status st = HS_OK;
+    hs_tree *t = &s->tree;
+    const hs_tree_policy *p = &s->policy;
+    hs_tree_reset(t, root);
+    /* Deepest useful node: max_new - 1 drafts plus the bonus. */
+    const uint32_t max_depth = max_new - 1;
+    if (max_depth > 0) HS_TRY(hs_tree_add_children(t, 0, &s->root_topk));
+    hs_eagle3_reset_tree(s->head);
+    for (uint32_t level = 1; level < max_depth; level++) {
+        /* Head rows past the consumed ones: as many as the cache has left. */
+        const uint32_t used = hs_eagle3_n_slots(s->head);
+        uint32_t cap = room > used + 1 ? room - used - 1 : 0;
+        const uint32_t tcap = (t->cap - t->n) / hs_eagle3_top_k(s->head);
+        if (cap > tcap) cap = tcap;
+        const uint32_t w = cap ? p->expand(p, t, level, s->sel, cap) : 0;
+        if (w == 0) break;
+        for (uint32_t i = 0; i < w; i++) {
+            const hs_tree_node *v = &t->nodes[s->sel[i]];
+            s->parent_slots[i] = (uint32_t)t->nodes[v->parent].slot;
+            s->draft_tokens[i] = v->token;
+        }
+        const hs_topk_result *topk;
+        HS_TRY(hs_eagle3_draft(s->head, s->parent_slots, s->draft_tokens, w, &topk));
+        for (uint32_t i = 0; i < w; i++) {
+            t->nodes[s->sel[i]].slot = (int32_t)(used + 1 + i);
+            HS_TRY(hs_tree_add_children(t, s->sel[i], &topk[i]));
+        }
+        s->stats.draft_steps++;
+        s->stats.head_rows += w;
+    }
+    /* Candidates to verify: what fits the batch and the cache, no deeper
+     * than useful (dropping the deepest keeps the set closed under ancestors). */
+    uint32_t vcap = s->max_verify - 1;
+    if (room - 1 < vcap) vcap = room - 1;
+    uint32_t n = max_depth > 0 && vcap > 0 ? p->select(p, t, s->sel, vcap) : 0, k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (t->nodes[s->sel[i]].depth <= max_depth) s->sel[k++] = s->sel[i];
+    HS_TRY(hs_tree_verify_list(t, s->sel, k, s->tokens, s->parents, s->list_nodes));
+    *n_list = k + 1;
+fail:
+    return st;
+}
+
+/* Lossless acceptance at one node (DESIGN.md section 3): probs is the
+ * target's distribution there; children are list entries c with parents[c]
+ * == cur, tried in order. Returns the accepted child, or -1 with *bonus drawn
+ * from the residual. */
+static hs_status sample_step(hs_spec *s, hs_sampler *smp, uint32_t cur, uint32_t n_list, int32_t *child,
+                             int32_t *bonus) {
+    hs_status st = HS_OK;
+    float *p = s->probs;
+    double mass = 1.0, best = -1.0;
+    int32_t last = -1;
+    *child = -1;
+    for (uint32_t c = cur + 1; c < n_list; c++) {
+        if (s->parents[c] != (int32_t)cur) continue;
+        const int32_t x = s->tokens[c];
+        const double px = p[x];
+        if (mass > 0 && hs_sampler_uniform(smp) * mass < px) {
+            *child = (int32_t)c;
+            return HS_OK;
+        }
+        mass -= px;
+        p[x] = 0.0f;
+        if (px > best) {
+            best = px;
+            last = x;
+        }
+    }
+    double rest = 0;
+    for (int32_t i = 0; i < (int32_t)hs_llama_cfg(s->target)->n_vocab; i++) rest += p[i];
+    if (rest > 0) HS_TRY(hs_sampler_sample_probs(smp, p, (int32_t)hs_llama_cfg(s->target)->n_vocab, bonus));
+    else *bonus = last; /* rounding left no residual (a measure-zero event): the likeliest rejected child */
+fail:
+    return st;
+}
+
+hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_new, int32_t *out,
+                        uint32_t *n_out) {
+    hs_status st = HS_OK;
+    *n_out = 0;
+    if (!s->have_root) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_round: the head has consumed nothing yet");
+    if (max_new == 0) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_round: max_new is 0");
+    const uint32_t n_vocab = hs_llama_cfg(s->target)->n_vocab;
+    const uint32_t room = hs_llama_n_ctx(s->target) - hs_llama_n_past(s->target);
+    if (room == 0) return HS_FAIL(HS_ERR_OUT_OF_RANGE, "context full: %u tokens", hs_llama_n_ctx(s->target));
+    if (max_new > HS_SPEC_MAX_LEN + 1) max_new = HS_SPEC_MAX_LEN + 1;
+
+    double t0 = hs_now_s();
+    uint32_t n_list;
+    HS_TRY(draft(s, root, max_new, room, &n_list));
+    double t1 = hs_now_s();
+    s->stats.draft_s += t1 - t0;
+
+    const float *logits = NULL;
+    const uint32_t *amax = NULL;
+    const bool greedy = hs_sampler_is_greedy(smp);
+    HS_TRY(hs_llama_eval(s->target, s->tokens, n_list, s->parents, false, false, greedy ? NULL : &logits, &amax));
+    /* Walk down from the root. */
+    uint32_t len = 0, cur = 0;
+    s->path[len++] = 0;
+    int32_t bonus;
+    for (;;) {
+        int32_t child = -1;
+        if (greedy) {
+            bonus = (int32_t)amax[cur];
+            for (uint32_t c = cur + 1; c < n_list && child < 0; c++)
+                if (s->parents[c] == (int32_t)cur && s->tokens[c] == bonus) child = (int32_t)c;
+        } else {
+            HS_TRY(hs_sampler_probs(smp, logits + (size_t)cur * n_vocab, (int32_t)n_vocab, s->probs));
+            HS_TRY(sample_step(s, smp, cur, n_list, &child, &bonus));
+        }
+        if (child < 0) break;
+        cur = (uint32_t)child;
+        s->path[len++] = cur;
+        out[(*n_out)++] = s->tokens[cur];
+        HS_TRY(hs_sampler_accept(smp, s->tokens[cur]));
+    }
+    out[(*n_out)++] = bonus;
+    HS_TRY(hs_sampler_accept(smp, bonus));
+    HS_TRY(hs_llama_accept(s->target, s->path, len));
+    double t2 = hs_now_s();
+    s->stats.verify_s += t2 - t1;
+
+    /* The head consumes the kept positions: each with the token after it. */
+    for (uint32_t i = 0; i + 1 < len; i++) s->next[i] = s->tokens[s->path[i + 1]];
+    s->next[len - 1] = bonus;
+    HS_TRY(consume(s, s->path, s->next, len));
+
+    hs_spec_stats *S = &s->stats;
+    S->rounds++;
+    S->verified += n_list;
+    S->drafted += n_list - 1;
+    S->accepted += len - 1;
+    uint32_t deepest = 0;
+    for (uint32_t i = 1; i < n_list; i++) {
+        const uint32_t d = s->tree.nodes[s->list_nodes[i]].depth;
+        if (d > deepest) deepest = d;
+    }
+    for (uint32_t d = 1; d <= deepest && d <= HS_SPEC_MAX_LEN; d++) S->tried_depth[d - 1]++;
+    for (uint32_t d = 1; d < len && d <= HS_SPEC_MAX_LEN; d++) S->accept_depth[d - 1]++;
+fail:
+    return st;
+}

@@ -1,0 +1,77 @@
+/* spec — one speculative round (DESIGN.md section 2), driven by host/engine.
+ *
+ * A round, given the root token x_n (sampled last, not yet in the target's
+ * cache) and the head's Top-K for the token after it:
+ *   1. draft: the tree policy (host/tree) picks nodes level by level and the
+ *      head (models/eagle3) drafts each level in one recorded sequence;
+ *   2. the policy selects the candidates to verify; the target evaluates the
+ *      root and them in one pass (positions n + depth, tree mask);
+ *   3. acceptance walks down from the root: greedy takes the child equal to
+ *      the target's argmax; sampling tries the children in Top-K order and
+ *      accepts child x with probability p(x) / (mass not yet rejected),
+ *      else removes x from p (DESIGN.md section 3). The bonus token is the
+ *      target's choice at the last accepted node (argmax, or a draw from
+ *      the residual p);
+ *   4. the target keeps the accepted path (hs_llama_accept: KV compaction),
+ *      and the head consumes the path's taps with the tokens after them,
+ *      which yields the Top-K for the next round's root (the bonus token).
+ * Every decided token (accepted drafts, then the bonus) is fed to the
+ * sampler's history in order, so penalties see what plain decoding sees.
+ *
+ * Usage (host/engine does this):
+ *   hs_spec *s;  HS_TRY(hs_spec_create(target, head, &policy, &s));
+ *   ... prompt chunks: hs_llama_eval (taps on), then
+ *   HS_TRY(hs_spec_consume_prompt(s, next_tokens, n));    // per chunk
+ *   while (...) HS_TRY(hs_spec_round(s, smp, root, max_new, out, &n_out));
+ *   hs_spec_destroy(s);
+ *
+ * Ownership: borrows the target and the head; the policy is copied.
+ * Thread-safety: one thread.
+ */
+#ifndef HS_SPEC_H
+#define HS_SPEC_H
+
+#include "eagle3.h"
+#include "llama.h"
+#include "sampler.h"
+#include "tree.h"
+
+/* Longest accepted path a round reports on its own (deeper ones count here too). */
+#define HS_SPEC_MAX_LEN HS_TREE_MAX_DEPTH
+
+typedef struct hs_spec_stats {
+    uint32_t rounds;       /* target passes of speculative rounds */
+    uint64_t drafted;      /* candidates verified, root excluded */
+    uint64_t accepted;     /* of those, accepted */
+    uint64_t verified;     /* tokens the target evaluated in rounds, root included */
+    uint64_t head_rows;    /* rows the head drafted (sum of level widths) */
+    uint32_t draft_steps;  /* head draft calls (levels) */
+    /* Rounds whose accepted path reached depth d (d >= 1): accept_depth[d - 1]. */
+    uint32_t accept_depth[HS_SPEC_MAX_LEN];
+    /* Rounds that verified at least one candidate at depth d: tried_depth[d - 1]. */
+    uint32_t tried_depth[HS_SPEC_MAX_LEN];
+    double draft_s;  /* head consume + drafting + policy */
+    double verify_s; /* target pass + acceptance + compaction */
+} hs_spec_stats;
+
+typedef struct hs_spec hs_spec;
+
+hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy *policy, hs_spec **out);
+void hs_spec_destroy(hs_spec *s);
+/* Forgets the head's context and the statistics (the engine resets the target). */
+void hs_spec_reset(hs_spec *s);
+const hs_spec_stats *hs_spec_stats_get(const hs_spec *s);
+
+/* After the target evaluated a prompt chunk of n tokens (slots 0 .. n-1 of
+ * its last eval): the head consumes their taps; next_tokens[i] is the token
+ * after position i (the first generated token for the prompt's last). */
+hs_status hs_spec_consume_prompt(hs_spec *s, const int32_t *next_tokens, uint32_t n);
+
+/* One round after the root token (see above). max_new >= 1 bounds the new
+ * tokens wanted (drafting stops short of it). out receives the decided tokens
+ * in order (at most HS_SPEC_MAX_LEN + 1): accepted drafts, then the bonus,
+ * which is the next round's root. */
+hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_new, int32_t *out,
+                        uint32_t *n_out);
+
+#endif

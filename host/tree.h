@@ -1,0 +1,110 @@
+/* tree — the draft tree of one speculative round and the policies that grow
+ * it (DESIGN.md sections 2 and 4): chain, static and EAGLE-2 here; HeteroSpec
+ * (host/heterospec) plugs in behind the same interface.
+ *
+ * The tree is grown level by level by host/spec: node 0 is the root (the
+ * token the target sampled last, not yet verified); every node the head
+ * expands gets all of its Top-K children as candidates (hs_tree_add_children).
+ * A policy only decides
+ *   expand: which candidates of the newest level the head drafts next (each
+ *           drafted node's own Top-K then adds its children), 0 to stop;
+ *   select: which candidates the target verifies (closed under ancestors).
+ * Node values for those decisions are on the node: the draft probability q,
+ * its rank among its siblings, the path's cumulative log-probability S
+ * (EAGLE-2's score) and cumulative Top-K entropy C (HeteroSpec's meta-path
+ * entropy), the parent's Top-K entropy.
+ *
+ * Usage (host/spec does this):
+ *   hs_tree_reset(t, root_token);
+ *   hs_tree_add_children(t, 0, &root_topk);
+ *   for (level = 1; (w = pol->expand(pol, t, level, sel, cap)); level++) {
+ *       ... draft sel[0..w) with the head ...
+ *       for (i < w) hs_tree_add_children(t, sel[i], &topk[i]);
+ *   }
+ *   n = pol->select(pol, t, sel, cap);
+ *   hs_tree_verify_list(t, sel, n, tokens, parents, nodes);   // root first
+ *
+ * Ownership: the tree owns its node array; policies are plain structs the
+ * caller owns. Thread-safety: one thread.
+ */
+#ifndef HS_TREE_H
+#define HS_TREE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hs_status.h"
+#include "op_select.h"
+
+/* Deepest tree any policy may build (root at depth 0). */
+#define HS_TREE_MAX_DEPTH 32u
+
+typedef struct hs_tree_node {
+    int32_t token;   /* target id */
+    int32_t parent;  /* node index; -1 for the root */
+    uint32_t depth;  /* root 0 */
+    uint32_t rank;   /* 0-based place among its siblings (Top-K order) */
+    float q;         /* draft probability given the parent */
+    float logq;      /* log q */
+    float path_logp; /* S(v): sum of logq from the root's child down to v */
+    float path_ent;  /* C(v): sum of H_K of v's ancestors (root included) */
+    float parent_ent;/* H_K of the parent's Top-K */
+    float entropy;   /* H_K of v's own Top-K, once expanded; -1 before */
+    int32_t slot;    /* head slot once expanded (root: 0); -1 before */
+    uint32_t first_child, n_children; /* candidates, contiguous */
+} hs_tree_node;
+
+typedef struct hs_tree {
+    hs_tree_node *nodes;
+    uint32_t n, cap;
+} hs_tree;
+
+hs_status hs_tree_init(hs_tree *t, uint32_t cap);
+void hs_tree_free(hs_tree *t);
+/* Starts a tree whose root carries token. */
+void hs_tree_reset(hs_tree *t, int32_t root_token);
+/* Adds the Top-K of an expanded node as its children (target ids, in Top-K
+ * order), and records its entropy. HS_ERR_OUT_OF_RANGE when the tree is full. */
+hs_status hs_tree_add_children(hs_tree *t, uint32_t node, const hs_topk_result *topk);
+
+/* The verification list: root at index 0, then the selected nodes in
+ * increasing node order (parents precede children). tokens/parents/nodes get
+ * n + 1 entries: the verify eval's tokens, its parent indices (into the list)
+ * and which tree node each entry is. HS_ERR_INVALID_ARG when the selection is
+ * not closed under ancestors or repeats a node. */
+hs_status hs_tree_verify_list(const hs_tree *t, const uint32_t *sel, uint32_t n, int32_t *tokens,
+                              int32_t *parents, uint32_t *nodes);
+
+typedef struct hs_tree_policy hs_tree_policy;
+struct hs_tree_policy {
+    const char *name;
+    /* Nodes to draft at this level (all of depth == level, unexpanded), at
+     * most cap; 0 stops drafting. */
+    uint32_t (*expand)(const hs_tree_policy *p, const hs_tree *t, uint32_t level, uint32_t *sel, uint32_t cap);
+    /* Candidates to verify (root excluded), at most cap. */
+    uint32_t (*select)(const hs_tree_policy *p, const hs_tree *t, uint32_t *sel, uint32_t cap);
+    /* Settings of the built-in policies. */
+    uint32_t depth;       /* chain/static/eagle2: deepest drafted token */
+    uint32_t top_k;       /* eagle2: nodes expanded per level */
+    uint32_t total;       /* eagle2: most verified candidates */
+    uint32_t branch[HS_TREE_MAX_DEPTH]; /* static: children kept per node at depth d + 1 */
+    void *state;          /* for other policies */
+};
+
+/* Chain: the top-1 child at every level, depth tokens. */
+hs_tree_policy hs_tree_chain(uint32_t depth);
+/* Static: branch[d] children of every kept node at depth d (the root's at
+ * d = 0), for d < depth. */
+hs_tree_policy hs_tree_static(const uint32_t *branch, uint32_t depth);
+/* Parses "4,2,2,1" into a static policy. HS_ERR_INVALID_ARG on bad text. */
+hs_status hs_tree_static_parse(const char *text, hs_tree_policy *out);
+/* EAGLE-2: each level expands the top_k candidates of the newest level by S,
+ * depth expansions; the total candidates of highest S are verified. */
+hs_tree_policy hs_tree_eagle2(uint32_t top_k, uint32_t depth, uint32_t total);
+
+/* Most nodes a policy can ask to verify (root excluded) and the most it can
+ * ask to draft in one tree, for sizing buffers. */
+uint32_t hs_tree_policy_max_verify(const hs_tree_policy *p);
+uint32_t hs_tree_policy_max_drafted(const hs_tree_policy *p);
+
+#endif
