@@ -1,0 +1,220 @@
+/* Tree policies (host/tree) on synthetic Top-K results: no device needed.
+ * Expected trees are computed here by brute force over the candidates, not
+ * with the code under test. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+#include "tree.h"
+
+#define K 4u
+
+/* A deterministic Top-K for a node: K distinct tokens with decreasing
+ * probabilities that depend on the node (so paths get different scores). */
+static hs_topk_result fake_topk(uint32_t node, uint32_t k) {
+    hs_topk_result r = {.k = k};
+    float sum = 0;
+    for (uint32_t j = 0; j < k; j++) {
+        r.ids[j] = (node * 31u + j * 7u + 3u) % 500u;
+        r.probs[j] = (float)(1.0 / (j + 1.5 + (node % 5) * 0.37));
+        sum += r.probs[j];
+    }
+    for (uint32_t j = 0; j < k; j++) r.probs[j] /= sum * 1.25f; /* tail 0.2 */
+    r.tail = 0.2f;
+    r.entropy = 0.1f + (float)(node % 7) / 10.0f;
+    return r;
+}
+
+/* Grows a tree the way host/spec does, with fake Top-Ks; returns the
+ * number of levels drafted and the expanded nodes per level. */
+static uint32_t grow(hs_tree *t, const hs_tree_policy *p, uint32_t k, uint32_t expanded[][64], uint32_t *widths) {
+    hs_tree_reset(t, 7);
+    hs_topk_result r = fake_topk(0, k);
+    HS_CHECK(hs_tree_add_children(t, 0, &r));
+    uint32_t sel[256], levels = 0;
+    int32_t slot = 1;
+    for (uint32_t level = 1;; level++) {
+        uint32_t w = p->expand(p, t, level, sel, 64);
+        if (!w) break;
+        for (uint32_t i = 0; i < w; i++) {
+            assert_int_equal(t->nodes[sel[i]].depth, level);
+            assert_true(t->nodes[sel[i]].slot < 0);
+            expanded[levels][i] = sel[i];
+            t->nodes[sel[i]].slot = slot++;
+            r = fake_topk(sel[i], k);
+            HS_CHECK(hs_tree_add_children(t, sel[i], &r));
+        }
+        widths[levels++] = w;
+    }
+    return levels;
+}
+
+static void check_node_values(const hs_tree *t) {
+    for (uint32_t v = 1; v < t->n; v++) {
+        const hs_tree_node *x = &t->nodes[v], *p = &t->nodes[x->parent];
+        assert_int_equal(x->depth, p->depth + 1);
+        assert_float_equal(x->logq, logf(x->q), 1e-6);
+        assert_float_equal(x->path_logp, p->path_logp + x->logq, 1e-5);
+        assert_float_equal(x->path_ent, p->path_ent + p->entropy, 1e-5);
+        assert_float_equal(x->parent_ent, p->entropy, 0);
+    }
+}
+
+static void test_chain(void **state) {
+    (void)state;
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 256));
+    hs_tree_policy p = hs_tree_chain(5);
+    uint32_t ex[32][64], w[32];
+    uint32_t levels = grow(&t, &p, K, ex, w);
+    assert_int_equal(levels, 4); /* depth 5: 4 drafts after the root's Top-K */
+    for (uint32_t l = 0; l < levels; l++) {
+        assert_int_equal(w[l], 1);
+        assert_int_equal(t.nodes[ex[l][0]].rank, 0);
+    }
+    check_node_values(&t);
+    uint32_t sel[64];
+    uint32_t n = p.select(&p, &t, sel, 64);
+    assert_int_equal(n, 5);
+    int32_t tokens[64], parents[64];
+    uint32_t nodes[64];
+    HS_CHECK(hs_tree_verify_list(&t, sel, n, tokens, parents, nodes));
+    for (uint32_t i = 0; i <= n; i++) {
+        assert_int_equal(parents[i], (int32_t)i - 1);
+        assert_int_equal(t.nodes[nodes[i]].depth, i);
+        assert_int_equal(tokens[i], t.nodes[nodes[i]].token);
+    }
+    assert_int_equal(hs_tree_policy_max_verify(&p), 5);
+    assert_int_equal(hs_tree_policy_max_drafted(&p), 4);
+    /* The cap bounds the selection and keeps it closed under ancestors. */
+    n = p.select(&p, &t, sel, 2);
+    assert_int_equal(n, 2);
+    HS_CHECK(hs_tree_verify_list(&t, sel, n, tokens, parents, nodes));
+    hs_tree_free(&t);
+}
+
+static void test_static(void **state) {
+    (void)state;
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 256));
+    hs_tree_policy p;
+    HS_CHECK(hs_tree_static_parse("3,2,1", &p));
+    uint32_t ex[32][64], w[32];
+    uint32_t levels = grow(&t, &p, K, ex, w);
+    assert_int_equal(levels, 2);
+    assert_int_equal(w[0], 3);
+    assert_int_equal(w[1], 6);
+    uint32_t sel[64];
+    uint32_t n = p.select(&p, &t, sel, 64);
+    assert_int_equal(n, 3 + 6 + 6);
+    assert_int_equal(hs_tree_policy_max_verify(&p), 15);
+    assert_int_equal(hs_tree_policy_max_drafted(&p), 9);
+    /* Every selected node: rank below its level's branch count. */
+    const uint32_t b[3] = {3, 2, 1};
+    for (uint32_t i = 0; i < n; i++) assert_true(t.nodes[sel[i]].rank < b[t.nodes[sel[i]].depth - 1]);
+    int32_t tokens[64], parents[64];
+    uint32_t nodes[64];
+    HS_CHECK(hs_tree_verify_list(&t, sel, n, tokens, parents, nodes));
+    for (uint32_t i = 1; i <= n; i++) {
+        assert_true(parents[i] >= 0 && parents[i] < (int32_t)i);
+        assert_int_equal(t.nodes[nodes[i]].parent, (int32_t)nodes[parents[i]]);
+    }
+    hs_tree_policy bad;
+    assert_int_equal(hs_tree_static_parse("3,,1", &bad), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_tree_static_parse("0", &bad), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_tree_static_parse("", &bad), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_tree_static_parse("2,x", &bad), HS_ERR_INVALID_ARG);
+    hs_tree_free(&t);
+}
+
+/* Brute force: the indices of the candidates with the m best scores among
+ * those passing filter (ties: shallower, then lower index). */
+static int cmp_desc(const void *a, const void *b) {
+    const double x = ((const double *)a)[0], y = ((const double *)b)[0];
+    return x > y ? -1 : x < y ? 1 : 0;
+}
+
+static void test_eagle2(void **state) {
+    (void)state;
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 1024));
+    const uint32_t top_k = 3, depth = 4, total = 12;
+    hs_tree_policy p = hs_tree_eagle2(top_k, depth, total);
+    uint32_t ex[32][64], w[32];
+    uint32_t levels = grow(&t, &p, K, ex, w);
+    assert_int_equal(levels, depth);
+    check_node_values(&t);
+    /* Each level expands the top_k best-scoring candidates of that depth. */
+    for (uint32_t l = 0; l < levels; l++) {
+        assert_int_equal(w[l], top_k);
+        float worst_in = INFINITY, best_out = -INFINITY;
+        for (uint32_t i = 0; i < w[l]; i++)
+            if (t.nodes[ex[l][i]].path_logp < worst_in) worst_in = t.nodes[ex[l][i]].path_logp;
+        for (uint32_t v = 1; v < t.n; v++) {
+            if (t.nodes[v].depth != l + 1) continue;
+            bool in = false;
+            for (uint32_t i = 0; i < w[l]; i++) in = in || ex[l][i] == v;
+            if (!in && t.nodes[v].path_logp > best_out) best_out = t.nodes[v].path_logp;
+        }
+        assert_true(worst_in >= best_out);
+    }
+    /* The verified set: the total best scores of all candidates. */
+    uint32_t sel[64];
+    uint32_t n = p.select(&p, &t, sel, 64);
+    assert_int_equal(n, total);
+    double (*sc)[2] = malloc(sizeof *sc * t.n);
+    for (uint32_t v = 1; v < t.n; v++) {
+        sc[v - 1][0] = t.nodes[v].path_logp;
+        sc[v - 1][1] = v;
+    }
+    qsort(sc, t.n - 1, sizeof *sc, cmp_desc);
+    const double cut = sc[total - 1][0];
+    for (uint32_t i = 0; i < n; i++) assert_true(t.nodes[sel[i]].path_logp >= cut);
+    free(sc);
+    int32_t tokens[64], parents[64];
+    uint32_t nodes[64];
+    HS_CHECK(hs_tree_verify_list(&t, sel, n, tokens, parents, nodes));
+    assert_int_equal(hs_tree_policy_max_verify(&p), total);
+    assert_int_equal(hs_tree_policy_max_drafted(&p), top_k * depth);
+    hs_tree_free(&t);
+}
+
+static void test_verify_list_errors(void **state) {
+    (void)state;
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 64));
+    hs_tree_reset(&t, 1);
+    hs_topk_result r = fake_topk(0, K);
+    HS_CHECK(hs_tree_add_children(&t, 0, &r));
+    r = fake_topk(1, K);
+    HS_CHECK(hs_tree_add_children(&t, 1, &r)); /* nodes 5..8 are children of node 1 */
+    int32_t tokens[16], parents[16];
+    uint32_t nodes[16];
+    assert_int_equal(hs_tree_verify_list(&t, (uint32_t[]){5}, 1, tokens, parents, nodes), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_tree_verify_list(&t, (uint32_t[]){0}, 1, tokens, parents, nodes), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_tree_verify_list(&t, (uint32_t[]){1, 1}, 2, tokens, parents, nodes), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_tree_verify_list(&t, (uint32_t[]){99}, 1, tokens, parents, nodes), HS_ERR_INVALID_ARG);
+    /* Out of order in the selection is fine: the list is in node order. */
+    HS_CHECK(hs_tree_verify_list(&t, (uint32_t[]){6, 1}, 2, tokens, parents, nodes));
+    assert_int_equal(nodes[1], 1);
+    assert_int_equal(nodes[2], 6);
+    assert_int_equal(parents[2], 1);
+    /* A full tree refuses more children. */
+    hs_tree small;
+    HS_CHECK(hs_tree_init(&small, 3));
+    hs_tree_reset(&small, 1);
+    assert_int_equal(hs_tree_add_children(&small, 0, &r), HS_ERR_OUT_OF_RANGE);
+    hs_tree_free(&small);
+    hs_tree_free(&t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_chain),
+        cmocka_unit_test(test_static),
+        cmocka_unit_test(test_eagle2),
+        cmocka_unit_test(test_verify_list_errors),
+    };
+    return hs_test_run_group("tree", tests, NULL, NULL);
+}
