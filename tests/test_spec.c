@@ -1,0 +1,363 @@
+/* Exactness of speculative decoding (DESIGN.md section 3) on stories260K
+ * with its committed draft head: greedy output equals plain greedy output
+ * token for token for every method and tree setting (also when the context
+ * fills up inside a round, at the token limit and at the end token), and
+ * sampled output has the plain sampler's distribution (a two-sample
+ * chi-square test over many seeds, per generated position). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "hs_cli.h"
+#include "tok_gguf.h"
+#include "testutil.h"
+
+typedef struct spec_env {
+    hs_test_env base;
+    hs_gguf *g, *hg;
+    hs_tok *tok;
+    hs_llama *m;
+    hs_eagle3 *head;
+    char head_path[1200];
+} spec_env;
+
+static hs_status load_pair(spec_env *e, uint32_t n_ctx, hs_llama **m, hs_eagle3 **head) {
+    hs_status st = HS_OK;
+    hs_eagle3_config hc;
+    HS_TRY(hs_eagle3_config_read(e->hg, &hc));
+    hs_llama_options opt = {.n_ctx = n_ctx, .max_batch = 128, .taps = true, .custom_taps = true};
+    memcpy(opt.tap_layers, hc.tap_layers, sizeof opt.tap_layers);
+    HS_TRY(hs_llama_load(e->base.ops, e->g, &opt, m));
+    hs_eagle3_options ho = {.top_k = 10};
+    HS_TRY(hs_eagle3_load(e->base.ops, e->hg, *m, &ho, head));
+fail:
+    return st;
+}
+
+static int setup(void **state) {
+    if (hs_test_setup(state)) return -1;
+    spec_env *e = calloc(1, sizeof *e);
+    e->base = *(hs_test_env *)*state;
+    free(*state);
+    *state = e;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/stories260K/stories260K.gguf", hs_test_shared_dir());
+    if (hs_gguf_open(path, &e->g) != HS_OK || hs_tok_from_gguf(e->g, &e->tok) != HS_OK ||
+        hs_cli_head_find(e->g, e->head_path, sizeof e->head_path) != HS_OK ||
+        hs_gguf_open(e->head_path, &e->hg) != HS_OK || load_pair(e, 512, &e->m, &e->head) != HS_OK) {
+        fprintf(stderr, "setup: %s\n", hs_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state) {
+    spec_env *e = *state;
+    hs_eagle3_destroy(e->head);
+    hs_llama_destroy(e->m);
+    hs_tok_destroy(e->tok);
+    hs_gguf_close(e->hg);
+    hs_gguf_close(e->g);
+    hs_test_env *base = malloc(sizeof *base);
+    *base = e->base;
+    free(e);
+    *state = base;
+    return hs_test_teardown(state);
+}
+
+/* The methods every exactness test runs (parsed as the CLI parses them). */
+static const char *const methods[][4] = {
+    /* method, depth, top-k, tree-size or static shape */
+    {"chain", "1", NULL, NULL},  {"chain", "3", NULL, NULL},  {"chain", "7", NULL, NULL},
+    {"static", NULL, NULL, "3,2,1"}, {"static", NULL, NULL, "1,1,1,1,1,1,1,1"},
+    {"eagle2", "5", "10", "60"}, {"eagle2", "3", "4", "8"},  {"eagle2", "6", "2", "16"},
+};
+#define N_METHODS (sizeof methods / sizeof methods[0])
+
+static hs_tree_policy policy_of(size_t i) {
+    hs_cli_spec s;
+    hs_cli_spec_defaults(&s);
+    s.method = methods[i][0];
+    if (methods[i][1]) s.depth = atoi(methods[i][1]);
+    if (methods[i][2]) s.top_k = atoi(methods[i][2]);
+    if (methods[i][3] && !strcmp(s.method, "static")) s.tree = methods[i][3];
+    else if (methods[i][3]) s.tree_size = atoi(methods[i][3]);
+    hs_tree_policy p;
+    HS_CHECK(hs_cli_spec_policy(&s, &p));
+    return p;
+}
+
+static void gen(hs_llama *m, const hs_tok *tok, hs_spec *spec, const int32_t *prompt, size_t np, uint32_t n,
+                const hs_sampler_params *sp, hs_gen_result *r) {
+    hs_gen_params p = hs_gen_default_params();
+    p.n_predict = n;
+    if (sp) p.sp = *sp;
+    p.spec = spec;
+    HS_CHECK(hs_engine_generate(m, tok, prompt, np, &p, r));
+}
+
+static void assert_same(const hs_gen_result *a, const hs_gen_result *b, const char *what) {
+    if (a->n_gen != b->n_gen || a->stop != b->stop)
+        fail_msg("%s: %u tokens (stop %d), plain %u (stop %d)", what, b->n_gen, b->stop, a->n_gen, a->stop);
+    for (uint32_t i = 0; i < a->n_gen; i++)
+        if (a->ids[i] != b->ids[i]) fail_msg("%s: token %u is %d, plain %d", what, i, b->ids[i], a->ids[i]);
+}
+
+/* Several prompts, every method, long enough for many rounds; the head must
+ * get tokens accepted (else compaction would go untested). */
+static void test_greedy_equals_plain(void **state) {
+    spec_env *e = *state;
+    const int32_t prompts[][6] = {{1}, {1, 403, 407}, {1, 68, 401, 259, 400, 266}, {1, 80, 87, 79}};
+    const size_t lens[] = {1, 3, 6, 4};
+    uint64_t accepted = 0, moved = 0;
+    for (size_t pi = 0; pi < sizeof lens / sizeof lens[0]; pi++) {
+        hs_gen_result ref;
+        gen(e->m, e->tok, NULL, prompts[pi], lens[pi], 200, NULL, &ref);
+        for (size_t mi = 0; mi < N_METHODS; mi++) {
+            hs_tree_policy pol = policy_of(mi);
+            hs_spec *spec;
+            HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
+            hs_gen_result r;
+            gen(e->m, e->tok, spec, prompts[pi], lens[pi], 200, NULL, &r);
+            char what[96];
+            snprintf(what, sizeof what, "prompt %zu, %s %s/%s/%s", pi, methods[mi][0], methods[mi][1],
+                     methods[mi][2], methods[mi][3]);
+            assert_same(&ref, &r, what);
+            accepted += r.spec.accepted;
+            if (r.spec.verified > r.spec.rounds * 2) moved++;
+            hs_gen_result_free(&r);
+            hs_spec_destroy(spec);
+        }
+        hs_gen_result_free(&ref);
+    }
+    if (accepted < 100) fail_msg("the head got only %llu tokens accepted", (unsigned long long)accepted);
+    assert_true(moved > 0);
+}
+
+/* A context that ends inside rounds: trees must shrink to what fits, and the
+ * output still equals plain decoding's up to the last token that fits. */
+static void test_context_fills_in_a_round(void **state) {
+    spec_env *e = *state;
+    const int32_t prompt[] = {1, 403, 407};
+    for (uint32_t n_ctx = 40; n_ctx <= 43; n_ctx++) {
+        hs_llama *m;
+        hs_eagle3 *head;
+        HS_CHECK(load_pair(e, n_ctx, &m, &head));
+        const uint32_t n = n_ctx - 3;
+        hs_gen_result ref;
+        gen(m, e->tok, NULL, prompt, 3, n, NULL, &ref);
+        for (size_t mi = 0; mi < N_METHODS; mi++) {
+            hs_tree_policy pol = policy_of(mi);
+            hs_spec *spec;
+            HS_CHECK(hs_spec_create(m, head, &pol, &spec));
+            hs_gen_result r;
+            gen(m, e->tok, spec, prompt, 3, n, NULL, &r);
+            assert_same(&ref, &r, methods[mi][0]);
+            hs_gen_result_free(&r);
+            hs_spec_destroy(spec);
+        }
+        hs_gen_result_free(&ref);
+        hs_eagle3_destroy(head);
+        hs_llama_destroy(m);
+    }
+}
+
+/* Token limits that end inside a round, and the end token (stories260K's
+ * greedy story from BOS ends with EOS after 345 tokens). */
+static void test_limits_and_end(void **state) {
+    spec_env *e = *state;
+    const int32_t bos[] = {1};
+    const uint32_t limits[] = {1, 2, 3, 5, 8, 400};
+    for (size_t li = 0; li < sizeof limits / sizeof limits[0]; li++) {
+        hs_gen_result ref;
+        gen(e->m, e->tok, NULL, bos, 1, limits[li], NULL, &ref);
+        if (limits[li] == 400) assert_int_equal(ref.stop, HS_GEN_STOP_END);
+        for (size_t mi = 0; mi < N_METHODS; mi++) {
+            hs_tree_policy pol = policy_of(mi);
+            hs_spec *spec;
+            HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
+            hs_gen_result r;
+            gen(e->m, e->tok, spec, bos, 1, limits[li], NULL, &r);
+            assert_same(&ref, &r, methods[mi][0]);
+            hs_gen_result_free(&r);
+            hs_spec_destroy(spec);
+        }
+        hs_gen_result_free(&ref);
+    }
+}
+
+/* Upper tail of chi-square with dof degrees of freedom, as a standard normal
+ * z score (Wilson-Hilferty). */
+static double chi2_z(double stat, double dof) {
+    const double c = 2.0 / (9.0 * dof);
+    return (cbrt(stat / dof) - (1.0 - c)) / sqrt(c);
+}
+
+/* Two-sample chi-square of equal-size histograms a, b over n_bins: bins
+ * with fewer than 10 counts together are pooled. Returns the z score. */
+static double two_sample_z(const uint32_t *a, const uint32_t *b, uint32_t n_bins, uint32_t *dof_out) {
+    double stat = 0, pa = 0, pb = 0;
+    uint32_t bins = 0;
+    for (uint32_t i = 0; i < n_bins; i++) {
+        if (a[i] + b[i] < 10) {
+            pa += a[i];
+            pb += b[i];
+            continue;
+        }
+        stat += ((double)a[i] - b[i]) * ((double)a[i] - b[i]) / (a[i] + b[i]);
+        bins++;
+    }
+    if (pa + pb > 0) {
+        stat += (pa - pb) * (pa - pb) / (pa + pb);
+        bins++;
+    }
+    *dof_out = bins > 1 ? bins - 1 : 1;
+    return chi2_z(stat, *dof_out);
+}
+
+/* Sampling at temperature 1 (no filters) and with llama.cpp's default
+ * filters: for each of the first generated positions after the prompt's,
+ * the token histogram over many seeds under speculation must match plain
+ * sampling's. A biased acceptance rule (accepting a child with probability
+ * min(1, 1.5 p)) fails this by far (z > 20 on positions 2-4). */
+static void test_sampling_distribution(void **state) {
+    spec_env *e = *state;
+    enum { SEEDS = 600, POS = 4 };
+    const int32_t prompt[] = {1, 403};
+    const char *const which[] = {"eagle2", "chain"};
+    hs_sampler_params sps[2] = {hs_sampler_default_params(), hs_sampler_default_params()};
+    sps[0].top_k = 0;
+    sps[0].top_p = 1.0f;
+    sps[0].min_p = 0.0f;
+    sps[0].temperature = 1.0f;
+    sps[1].temperature = 1.0f;
+    for (int cfg = 0; cfg < 2; cfg++) {
+        static uint32_t plain[POS][512], spec_h[POS][512];
+        memset(plain, 0, sizeof plain);
+        memset(spec_h, 0, sizeof spec_h);
+        hs_tree_policy pol = cfg == 0 ? hs_tree_eagle2(4, 3, 12) : hs_tree_chain(4);
+        hs_spec *spec;
+        HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
+        uint64_t accepted = 0;
+        for (uint32_t seed = 0; seed < SEEDS; seed++) {
+            hs_sampler_params sp = sps[cfg];
+            sp.seed = seed;
+            hs_gen_result a, b;
+            gen(e->m, e->tok, NULL, prompt, 2, POS + 1, &sp, &a);
+            sp.seed = seed + 1000003u; /* independent draws for the other sample */
+            gen(e->m, e->tok, spec, prompt, 2, POS + 1, &sp, &b);
+            accepted += b.spec.accepted;
+            for (uint32_t k = 1; k <= POS; k++) {
+                if (k < a.n_gen) plain[k - 1][a.ids[k]]++;
+                if (k < b.n_gen) spec_h[k - 1][b.ids[k]]++;
+            }
+            hs_gen_result_free(&a);
+            hs_gen_result_free(&b);
+        }
+        hs_spec_destroy(spec);
+        assert_true(accepted > SEEDS / 2); /* drafts were accepted, so acceptance was exercised */
+        for (int k = 0; k < POS; k++) {
+            uint32_t dof;
+            const double z = two_sample_z(plain[k], spec_h[k], 512, &dof);
+            if (z > 4.0)
+                fail_msg("%s, filters %d, position %d: speculative tokens differ from plain sampling (chi-square z %.1f, "
+                         "dof %u)",
+                         which[cfg], cfg, k + 1, z, dof);
+        }
+    }
+}
+
+/* ---- SmolLM2-135M-Instruct (Q4_1) with its head, on benchmark prompts ---- */
+
+static int setup_smollm2(void **state) {
+    if (hs_test_setup(state)) return -1;
+    spec_env *e = calloc(1, sizeof *e);
+    e->base = *(hs_test_env *)*state;
+    free(*state);
+    *state = e;
+    char path[1024];
+    if (!hs_test_model_path("SmolLM2-135M-Instruct.Q4_1.gguf", path, sizeof path)) {
+        fprintf(stderr, "setup: SmolLM2-135M-Instruct.Q4_1.gguf not found (tools/fetch_model.sh smollm2)\n");
+        return -1;
+    }
+    if (hs_gguf_open(path, &e->g) != HS_OK || hs_tok_from_gguf(e->g, &e->tok) != HS_OK ||
+        hs_cli_head_find(e->g, e->head_path, sizeof e->head_path) != HS_OK ||
+        hs_gguf_open(e->head_path, &e->hg) != HS_OK || load_pair(e, 1024, &e->m, &e->head) != HS_OK) {
+        fprintf(stderr, "setup: %s\n", hs_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* The first turn of question `index` (0-based) of a benchmark set, through
+ * the chat template. */
+static void bench_prompt(spec_env *e, const char *set, int index, int32_t **ids, size_t *n) {
+    char path[1024], *all = NULL;
+    snprintf(path, sizeof path, "%s/data/bench/%s/question.jsonl", hs_test_shared_dir(), set);
+    HS_CHECK(hs_cli_read_text(path, &all));
+    char *line = all;
+    for (int i = 0; i < index && line; i++) line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL;
+    assert_non_null(line);
+    char *end = strchr(line, '\n');
+    if (end) *end = '\0';
+    cJSON *j = cJSON_Parse(line);
+    const cJSON *t0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "turns"), 0);
+    assert_true(cJSON_IsString(t0));
+    HS_CHECK(hs_cli_prompt_ids(e->g, e->tok, t0->valuestring, true, NULL, ids, n));
+    cJSON_Delete(j);
+    free(all);
+}
+
+static void test_smollm2_greedy_equals_plain(void **state) {
+    spec_env *e = *state;
+    const char *const sets[] = {"mt_bench", "gsm8k", "humaneval"};
+    const char *const trees[][4] = {{"eagle2", "5", "10", "60"}, {"eagle2", "3", "4", "8"}, {"chain", "4", NULL, NULL},
+                                    {"static", NULL, NULL, "3,2,1"}};
+    uint64_t accepted = 0;
+    for (int si = 0; si < 3; si++) {
+        int32_t *ids;
+        size_t n;
+        bench_prompt(e, sets[si], si, &ids, &n);
+        hs_gen_result ref;
+        gen(e->m, e->tok, NULL, ids, n, 40, NULL, &ref);
+        for (int ti = si == 0 ? 0 : 1; ti < 4; ti++) { /* EAGLE's defaults (61 nodes) once: they are slow here */
+            hs_cli_spec s;
+            hs_cli_spec_defaults(&s);
+            s.method = trees[ti][0];
+            if (trees[ti][1]) s.depth = atoi(trees[ti][1]);
+            if (trees[ti][2]) s.top_k = atoi(trees[ti][2]);
+            if (trees[ti][3] && !strcmp(s.method, "static")) s.tree = trees[ti][3];
+            else if (trees[ti][3]) s.tree_size = atoi(trees[ti][3]);
+            hs_tree_policy pol;
+            HS_CHECK(hs_cli_spec_policy(&s, &pol));
+            hs_spec *spec;
+            HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
+            hs_gen_result r;
+            gen(e->m, e->tok, spec, ids, n, 40, NULL, &r);
+            char what[96];
+            snprintf(what, sizeof what, "%s question %d, %s", sets[si], si + 1, trees[ti][0]);
+            assert_same(&ref, &r, what);
+            accepted += r.spec.accepted;
+            hs_gen_result_free(&r);
+            hs_spec_destroy(spec);
+        }
+        hs_gen_result_free(&ref);
+        free(ids);
+    }
+    if (accepted < 30) fail_msg("the SmolLM2 head got only %llu tokens accepted", (unsigned long long)accepted);
+}
+
+int main(void) {
+    const struct CMUnitTest smollm2[] = {
+        cmocka_unit_test(test_smollm2_greedy_equals_plain),
+    };
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy_equals_plain),
+        cmocka_unit_test(test_context_fills_in_a_round),
+        cmocka_unit_test(test_limits_and_end),
+        cmocka_unit_test(test_sampling_distribution),
+    };
+    int failed = hs_test_run_group("spec", tests, setup, teardown);
+    return failed + hs_test_run_group("spec_smollm2", smollm2, setup_smollm2, teardown);
+}
