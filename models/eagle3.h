@@ -33,6 +33,9 @@
  *         hidden(parent)        draft: the parent's layer output (below)
  *   e   = embed(token)          the target's token_embd (shared, as EAGLE-3)
  *   u   = [rmsnorm(e) * attn_norm, rmsnorm(x) * hidden_norm]     (2 dim)
+ *         (computed as W u = W[:, :dim] rmsnorm(e).. + W[:, dim:] rmsnorm(x)..
+ *         for W = the stacked Wq, Wk, Wv: two products with RMSNorm
+ *         prologues, the second adding to the first; no u buffer)
  *   x  += Wo attention(rope(Wq u), rope(Wk u), Wv u)
  *   x  += Wdown swiglu(Wgate, Wup; rmsnorm(x) * ffn_norm)
  *   hidden = x                   (kept per slot: the input of its children)
@@ -41,21 +44,44 @@
  *   i maps to target id i + d2t[i]. Only the K ids, K probabilities, the tail
  *   mass and the entropy per node come back to the host.
  *
+ * ---- Dispatches (DESIGN.md section 9: the count is the speed) ----
+ *   consume (13): gather taps by slot; fc; embedding rows; Q/K/V embedding
+ *     half; Q/K/V hidden half (+=); RoPE + KV write; attention; Wo (+= x);
+ *     gate/up; down (+= x); last row -> hidden slot 0; output; Top-K
+ *   draft level (12): gather the parents' hidden rows; embedding rows; the
+ *     same layer (7); the rows -> their hidden slots; output; Top-K
+ * Weights split past maxStorageBufferRange add one product per extra chunk.
+ * Each is one recorded sequence per capacity bucket (the next power of two of
+ * n or w, at most max_batch or max_nodes), replayed with a small host-written
+ * step buffer (tokens, positions, cache rows, slot lists, attention info and
+ * mask); the bucket's extra rows are inert. A node's results are bitwise the
+ * same whatever the level's width or bucket (batch-invariant kernels; the
+ * attention sees the same rows in the same order), and a consume in chunks
+ * gives bitwise what one consume gives.
+ *
  * ---- Head file (GGUF, general.architecture = "eagle3") ----
  * keys (prefix "eagle3."): embedding_length (dim), feed_forward_length,
- *   attention.head_count, attention.head_count_kv, attention.layer_norm_rms_epsilon,
+ *   attention.head_count, attention.layer_norm_rms_epsilon,
  *   rope.freq_base, context_length, vocab_size (the target's), draft_vocab_size,
- *   target_hidden_size, target_layers (int32 array of HS_LLAMA_TAPS layers),
- *   optional target_name (the target GGUF's general.name, for finding a head
- *   automatically).
+ *   target_hidden_size, target_layers (int32 array of HS_LLAMA_TAPS layers);
+ *   optional: attention.head_count_kv (default head_count),
+ *   attention.key_length (head_dim; default dim / head_count; a multiple of 4,
+ *   at most 256), target_name (the target GGUF's general.name, for finding a
+ *   head automatically).
  * tensors: fc.weight [dim][3 target_hidden_size], blk.0.attn_norm.weight,
  *   blk.0.hidden_norm.weight, blk.0.attn_q.weight [q_dim][2 dim],
  *   blk.0.attn_k.weight, blk.0.attn_v.weight [kv_dim][2 dim],
  *   blk.0.attn_output.weight [dim][q_dim], blk.0.ffn_norm.weight,
  *   blk.0.ffn_gate.weight, blk.0.ffn_up.weight [ff][dim],
  *   blk.0.ffn_down.weight [dim][ff], output_norm.weight,
- *   output.weight [draft_vocab][dim], d2t (i32 [draft_vocab]).
- *   Norm vectors f32; matrices in any type hs_type_supported() takes.
+ *   output.weight [draft_vocab][dim], d2t (i32 [draft_vocab]; every
+ *   i + d2t[i] inside the vocabulary; may be left out only when draft_vocab
+ *   == vocab_size, meaning the identity).
+ *   Norm vectors f32; matrices in any type hs_type_supported() takes, with
+ *   attn_q, attn_k, attn_v of one type (stacked into one product, whose
+ *   2 dim columns are split at dim: dim a multiple of the type's block) and
+ *   ffn_gate, ffn_up of one type. A file that breaks any of this fails to
+ *   load with HS_ERR_FORMAT (HS_ERR_UNSUPPORTED_TYPE for types) naming it.
  *   Q and K rows are in the checkpoint's (Hugging Face) order, not permuted
  *   as llama.cpp permutes a target's: the head rotates with HS_ROPE_NEOX
  *   (pairs i, i + head_dim/2; rotate_half), n_rot = head_dim.
@@ -86,8 +112,10 @@ typedef struct hs_eagle3_config {
 typedef struct hs_eagle3_options {
     uint32_t n_ctx;     /* head cache rows; 0: the target's n_ctx */
     uint32_t max_batch; /* most rows of one consume; 0: the target's max_batch */
-    uint32_t max_nodes; /* most drafted slots per tree (slot 0 excluded); 0: 128 */
-    uint32_t top_k;     /* K of the Top-K per node, <= HS_TOPK_MAX_K; 0: 10 */
+    uint32_t max_nodes; /* most drafted slots per tree (slot 0 excluded), also the
+                           width of the attention mask of a level; 0: 128 */
+    uint32_t top_k;     /* K of the Top-K per node, <= HS_TOPK_MAX_K and <= the
+                           draft vocabulary; 0: 10 */
 } hs_eagle3_options;
 
 typedef struct hs_eagle3 hs_eagle3;
@@ -96,10 +124,15 @@ typedef struct hs_eagle3 hs_eagle3;
  * file that is not an eagle3 head, naming what is missing. */
 hs_status hs_eagle3_config_read(const hs_gguf *g, hs_eagle3_config *c);
 
-/* HS_ERR_INVALID_ARG naming every mismatch (hidden size, vocabulary, tap
- * layers; the target must have been loaded with taps at the head's layers). */
+/* HS_ERR_INVALID_ARG naming every mismatch (hidden size, dim, vocabulary,
+ * taps off, tap layers; the target must have been loaded with taps at the
+ * head's layers: hs_llama_options.taps, and custom_taps unless they are
+ * EAGLE-3's 2, L/2, L-3). */
 hs_status hs_eagle3_check_target(const hs_eagle3_config *c, const hs_llama *target);
 
+/* Reads the configuration, checks the fit (hs_eagle3_check_target), uploads
+ * the weights and allocates the cache. opt may be NULL (all defaults). On
+ * failure *out is NULL and nothing is left alive. */
 hs_status hs_eagle3_load(hs_ops *ops, const hs_gguf *g, hs_llama *target, const hs_eagle3_options *opt,
                          hs_eagle3 **out);
 void hs_eagle3_destroy(hs_eagle3 *h);
@@ -112,23 +145,33 @@ void hs_eagle3_reset(hs_eagle3 *h);
 void hs_eagle3_reset_tree(hs_eagle3 *h);
 
 /* Consumes n rows at n_past .. n_past + n - 1: row i pairs the target's taps
- * at slot tap_slots[i] of the target's last eval (hs_llama_taps) with the
- * token next_tokens[i]. Commits them (n_past += n), drops any drafted nodes,
- * makes the last row slot 0 and returns its Top-K (*root, target ids, valid
- * until the next call). n <= max_batch. */
+ * at slot tap_slots[i] of the target's last eval (hs_llama_taps; slots below
+ * the target's max_batch) with the token next_tokens[i]. Commits them
+ * (n_past += n), drops any drafted nodes, makes the last row slot 0 and
+ * returns its Top-K (*root, target ids, valid until the next call; root may
+ * be NULL). n <= max_batch; HS_ERR_OUT_OF_RANGE when the head's cache is
+ * full. On an error nothing changes. */
 hs_status hs_eagle3_consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32_t *next_tokens, uint32_t n,
                             const hs_topk_result **root);
 
 /* Drafts one tree level: w new nodes at the next free slots; node i has the
- * parent slot parent_slots[i] (an existing slot) and the target token
- * tokens[i]. One recorded sequence (per capacity bucket of w). *topk
- * receives w results (target ids), valid until the next call. */
+ * parent slot parent_slots[i] (an existing slot: 0 .. hs_eagle3_n_slots(),
+ * not one of this call's) and the target token tokens[i]. One recorded
+ * sequence (per capacity bucket of w). *topk receives w results (target
+ * ids), valid until the next call. Needs a consumed root (n_past >= 1), room
+ * for w more slots under max_nodes and in the head's cache
+ * (n_past + n_slots + w <= n_ctx, HS_ERR_OUT_OF_RANGE otherwise). */
 hs_status hs_eagle3_draft(hs_eagle3 *h, const uint32_t *parent_slots, const int32_t *tokens, uint32_t w,
                           const hs_topk_result **topk);
 
 /* Slots drafted so far (excluding slot 0). */
 uint32_t hs_eagle3_n_slots(const hs_eagle3 *h);
+uint32_t hs_eagle3_max_nodes(const hs_eagle3 *h);
 /* Dispatches of the last consume or draft (for reports). */
 uint32_t hs_eagle3_last_dispatches(const hs_eagle3 *h);
+/* Bytes of the head's own weights on the device (token_embd is the target's). */
+uint64_t hs_eagle3_weight_bytes(const hs_eagle3 *h);
+/* Graphs recorded so far (one per kind and capacity bucket). */
+uint32_t hs_eagle3_graph_count(const hs_eagle3 *h);
 
 #endif

@@ -27,9 +27,10 @@ typedef struct hs_attn_push {
     uint32_t group, mask_words, q_base;
     float scale_log2;
     uint32_t q_off, k_off, v_off, o_off;
-    uint32_t info_off, mask_off, chunk_rows, pad1;
+    uint32_t info_off, mask_off, chunk_rows, n_cols;
+    uint32_t live_word, pad0;
 } hs_attn_push;
-static_assert(sizeof(hs_attn_push) == 64 && sizeof(hs_attn_push) <= 128, "attention push constants");
+static_assert(sizeof(hs_attn_push) == 72 && sizeof(hs_attn_push) <= 128, "attention push constants");
 
 /* Mirrors the push block of tree_mask.comp. */
 typedef struct hs_tree_mask_push {
@@ -178,9 +179,11 @@ static hs_status attn_plan_for(const hs_ops *ops, uint32_t head_dim, uint32_t gr
     return HS_OK;
 }
 
-hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
-                          uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask, uint32_t n,
-                          float scale, const hs_vk_binding *out) {
+/* Both attention ops: n_cols mask columns; live queries from info word
+ * live_word (HS_ATTN_INFO_N_USED: the tree's nodes are the queries). */
+static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
+                           uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask, uint32_t n,
+                           uint32_t n_cols, uint32_t live_word, float scale, const hs_vk_binding *out) {
     hs_status st = HS_OK;
     const hs_vk_caps *c = hs_ops_caps(ops);
     if (!kv) return HS_FAIL(HS_ERR_INVALID_ARG, "attention: no KV cache");
@@ -188,9 +191,10 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
     if (kv->type != HS_TYPE_F32 && kv->type != HS_TYPE_F16)
         return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "attention: KV cache type %s (f32 or f16 only)",
                        hs_type_name(kv->type));
-    if (n == 0 || kv->n_ctx == 0 || nkv == 0 || n_head == 0)
-        return HS_FAIL(HS_ERR_INVALID_ARG, "attention: empty shape (n %u, n_ctx %u, n_kv_head %u, n_head %u)",
-                       n, kv->n_ctx, nkv, n_head);
+    if (n == 0 || n_cols == 0 || kv->n_ctx == 0 || nkv == 0 || n_head == 0)
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "attention: empty shape (n %u, n_cols %u, n_ctx %u, n_kv_head %u, n_head %u)", n, n_cols,
+                       kv->n_ctx, nkv, n_head);
     if (n_head % nkv)
         return HS_FAIL(HS_ERR_INVALID_ARG, "attention: n_head %u is not a multiple of n_kv_head %u", n_head,
                        nkv);
@@ -211,7 +215,7 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
     if (gx > c->max_wg_count[0])
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "attention: %u head blocks exceed the grid limit", gx);
 
-    const uint32_t words = hs_attn_mask_words(n);
+    const uint32_t words = hs_attn_mask_words(n_cols);
     const uint64_t esize = kv->type == HS_TYPE_F16 ? 2 : 4;
     const uint64_t row_bytes = (uint64_t)nkv * hd * esize, kv_bytes = kv->n_ctx * row_bytes;
     const uint64_t q_row = (uint64_t)n_head * hd * 4; /* one query's heads */
@@ -225,7 +229,9 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
                        .n = n,
                        .group = group,
                        .mask_words = words,
-                       .scale_log2 = (float)(scale * 1.4426950408889634)};
+                       .scale_log2 = (float)(scale * 1.4426950408889634),
+                       .n_cols = n_cols,
+                       .live_word = live_word};
     /* The cache's load unit: vec4 (f32), eight halves as a uvec4 when head_dim
      * and both offsets allow, else four halves as a uvec2. Each in one binding
      * per cache, or (_kv4) in HS_KV_MAX_CHUNKS windows. */
@@ -250,7 +256,7 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
     hs_kv_bind_windows(ops, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp, variant->unit, 1, 2, 6, b, &pc.k_off,
                        &pc.v_off);
     pc.chunk_rows = sp.chunk_rows;
-    HS_TRY(bind_range(ops, "attention", "info", info, 0, HS_ATTN_INFO_WORDS * 4, 4, &b[3], &pc.info_off));
+    HS_TRY(bind_range(ops, "attention", "info", info, 0, (uint64_t)(live_word + 1) * 4, 4, &b[3], &pc.info_off));
     HS_TRY(bind_range(ops, "attention", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[4], &pc.mask_off));
     /* Whole q and out must exist even if they are bound chunk by chunk. */
     if (!q || !q->buf || !out || !out->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "attention: q or out missing");
@@ -288,6 +294,18 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
     }
 fail:
     return st;
+}
+
+hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
+                          uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask, uint32_t n,
+                          float scale, const hs_vk_binding *out) {
+    return attention(ops, seq, q, kv, n_head, info, mask, n, n, HS_ATTN_INFO_N_USED, scale, out);
+}
+
+hs_status hs_op_attention_cols(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
+                               uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask, uint32_t n,
+                               uint32_t n_cols, float scale, const hs_vk_binding *out) {
+    return attention(ops, seq, q, kv, n_head, info, mask, n, n_cols, HS_ATTN_INFO_N_LIVE, scale, out);
 }
 
 /* ---- KV compaction ---- */

@@ -53,6 +53,9 @@ enum {
     HS_ATTN_INFO_N_PREFIX = 0, /* cache rows every query sees */
     HS_ATTN_INFO_N_USED = 1,   /* live tree nodes (queries); clamped to n */
     HS_ATTN_INFO_WORDS = 2,
+    /* hs_op_attention_cols only: live queries, apart from the tree's nodes */
+    HS_ATTN_INFO_N_LIVE = 2,
+    HS_ATTN_INFO_COLS_WORDS = 3,
 };
 
 /* uint32 words of the kv_gather rows buffer: {dst_base, m, src[cap]}. */
@@ -98,6 +101,23 @@ hs_status hs_op_tree_mask(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *pare
 hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
                           uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask, uint32_t n,
                           float scale, const hs_vk_binding *out);
+
+/* Attention whose queries are not the tree's nodes: a draft head's tree level
+ * (models/eagle3) has w new queries that must also see nodes of earlier
+ * levels. The tree has n_cols node columns, the call n query rows:
+ *   info uint32 {n_prefix, n_used, n_live} (HS_ATTN_INFO_*, read on the
+ *        device): n_used <= n_cols tree nodes own cache rows
+ *        n_prefix .. n_prefix + n_used - 1; queries 0 .. n_live - 1 are live
+ *   mask uint32 [n][hs_attn_mask_words(n_cols)]: row i = what query i sees
+ * Query i < min(n_live, n) sees cache rows [0, n_prefix) and n_prefix + j for
+ * every bit j < n_used of mask row i; queries past n_live get zeros at once
+ * (no key is read). q, kv, out, scale and the clamps as hs_op_attention,
+ * which is this op with n_cols = n and n_live = n_used. Same kernel: a query
+ * with the same visible rows gives bitwise the same output whatever n, n_cols
+ * and n_live are. */
+hs_status hs_op_attention_cols(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
+                               uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask, uint32_t n,
+                               uint32_t n_cols, float scale, const hs_vk_binding *out);
 
 /* KV compaction, one dispatch for all layers (one per layer when a layer is
  * bound in windows, see above): for i < m, row dst_base + i :=

@@ -58,6 +58,13 @@ typedef struct hs_rope_push {
 static_assert(sizeof(hs_rope_push) == 80, "hs_rope_push must match rope.comp");
 static_assert(sizeof(hs_rope_push) <= 128, "push constants are limited to 128 bytes");
 
+typedef struct hs_gather_rows_push {
+    uint32_t n, i0, cols, src_stride, dst_stride, src_rows, dst_rows, src_row0, src_nrows, dst_row0;
+    uint32_t src_off, dst_off, sids_off, dids_off, flags, pad;
+} hs_gather_rows_push;
+static_assert(sizeof(hs_gather_rows_push) == 64, "hs_gather_rows_push must match gather_rows.comp");
+#define HS_GATHER_WG 64u
+
 /* ---- operands ---- */
 
 /* One tensor operand of an op: the caller's binding and what the op touches.
@@ -383,6 +390,112 @@ hs_status hs_op_swiglu(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *gu, con
 hs_status hs_op_geglu(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *gu, const hs_vk_binding *y,
                       uint32_t n, uint32_t ff) {
     return eltwise(ops, seq, ELT_GEGLU, gu, NULL, y, n, ff, 0.0f);
+}
+
+/* ---- row gather / scatter ---- */
+
+/* Rows of `stride` bytes (the last one `row` bytes) that one binding holds from
+ * offsets off + i stride on, with the slack those windows can have; 0 if not
+ * even one. */
+static uint64_t rows_in_range(const hs_vk_caps *c, uint64_t off, uint64_t stride, uint64_t row) {
+    const uint64_t slack = hs_ops_max_slack(c, off, stride), range = c->max_storage_buffer_range;
+    if (slack + row > range) return 0;
+    return 1 + (range - slack - row) / stride;
+}
+
+/* Binds rows [r0, r0 + nr) of a [..][stride] f32 tensor at b; *off gets the
+ * slack in floats. */
+static void bind_rows(const hs_vk_caps *c, const hs_vk_binding *b, uint64_t r0, uint64_t nr, uint64_t stride,
+                      uint64_t row, hs_vk_binding *out, uint32_t *off) {
+    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+    const uint64_t base = b->offset + r0 * stride, aligned = base - base % align;
+    *out = (hs_vk_binding){b->buf, aligned, base - aligned + (nr - 1) * stride + row};
+    *off = (uint32_t)((base - aligned) / 4);
+}
+
+hs_status hs_op_gather_rows(hs_ops *ops, hs_vk_seq *seq, const hs_gather_rows *g, uint32_t n) {
+    static const char *op = "hs_op_gather_rows";
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    if (!g) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: no arguments", op);
+    if (g->cols == 0 || g->cols > g->src_stride || g->cols > g->dst_stride || g->src_rows == 0 || g->dst_rows == 0)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %u columns of rows with strides %u (src, %u rows) and %u (dst, %u rows)",
+                       op, g->cols, g->src_stride, g->src_rows, g->dst_stride, g->dst_rows);
+    const bool sidx = g->src_ids != NULL, didx = g->dst_ids != NULL;
+    if ((!sidx && n > g->src_rows) || (!didx && n > g->dst_rows))
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %u entries without an index list need as many %s rows (it has %u)",
+                       op, n, !sidx && n > g->src_rows ? "source" : "destination",
+                       !sidx && n > g->src_rows ? g->src_rows : g->dst_rows);
+    const uint64_t row = (uint64_t)g->cols * 4, ss = (uint64_t)g->src_stride * 4, ds = (uint64_t)g->dst_stride * 4;
+    const uint64_t src_bytes = (g->src_rows - 1) * ss + row, dst_bytes = (g->dst_rows - 1) * ds + row;
+    hs_operand a[4] = {{&g->src, "src", 0, src_bytes},
+                       {&g->dst, "dst", 0, dst_bytes},
+                       {sidx ? g->src_ids : &g->src, "src_ids", 4, 4ull * n},
+                       {didx ? g->dst_ids : &g->dst, "dst_ids", 4, 4ull * n}};
+    hs_status st = check_operands(op, a, 4);
+    if (st != HS_OK || n == 0) return st;
+
+    /* Entries per dispatch: the grid, the id lists, and the unindexed sides'
+     * rows (bound from the dispatch's first entry). */
+    uint64_t per = max_groups_2d(c);
+    st = plan_rows(c, op, &a[2], 2, per, &per);
+    if (st != HS_OK) return st;
+    const uint64_t src_fit = rows_in_range(c, g->src.offset, ss, row);
+    const uint64_t dst_fit = rows_in_range(c, g->dst.offset, ds, row);
+    if (src_fit == 0 || dst_fit == 0)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "%s: one %s row (%llu bytes) exceeds maxStorageBufferRange %llu", op,
+                       src_fit ? "dst" : "src", (unsigned long long)row,
+                       (unsigned long long)c->max_storage_buffer_range);
+    if (!sidx && src_fit < per) per = src_fit;
+    if (!didx && dst_fit < per) per = dst_fit;
+    if (didx && dst_fit < g->dst_rows)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
+                       "%s: an indexed destination of %u rows (%llu bytes) exceeds maxStorageBufferRange %llu", op,
+                       g->dst_rows, (unsigned long long)dst_bytes, (unsigned long long)c->max_storage_buffer_range);
+    /* An indexed source larger than one binding: one dispatch per window. */
+    const uint64_t win = sidx ? (src_fit < g->src_rows ? src_fit : g->src_rows) : 0;
+
+    const uint32_t wg = clamp_wg(c, HS_GATHER_WG);
+    hs_vk_pipeline *p;
+    st = get_pipeline(ops, "gather_rows", hs_spv_gather_rows, hs_spv_gather_rows_size, 4, 1u << 3,
+                      sizeof(hs_gather_rows_push), wg, false, &p);
+    if (st != HS_OK) return st;
+    for (uint64_t i0 = 0; i0 < n; i0 += per) {
+        const uint64_t ni = n - i0 < per ? n - i0 : per;
+        for (uint64_t r0 = 0; r0 < (sidx ? g->src_rows : 1); r0 += sidx ? win : 1) {
+            hs_vk_binding b[4];
+            hs_gather_rows_push pc = {.n = (uint32_t)ni, .i0 = (uint32_t)i0, .cols = g->cols,
+                                      .src_stride = g->src_stride, .dst_stride = g->dst_stride,
+                                      .src_rows = g->src_rows, .dst_rows = g->dst_rows};
+            if (sidx) {
+                const uint64_t nr = g->src_rows - r0 < win ? g->src_rows - r0 : win;
+                bind_rows(c, &g->src, r0, nr, ss, row, &b[0], &pc.src_off);
+                pc.src_row0 = (uint32_t)r0;
+                pc.src_nrows = (uint32_t)nr;
+                bind_window(c, &a[2], i0, ni, 4, &b[1], &pc.sids_off);
+                pc.flags |= 1u | (r0 == 0 ? 4u : 0u);
+            } else {
+                bind_rows(c, &g->src, i0, ni, ss, row, &b[0], &pc.src_off);
+                pc.src_row0 = (uint32_t)i0;
+                pc.src_nrows = (uint32_t)ni;
+                b[1] = b[0]; /* unused by the shader; any valid binding */
+            }
+            if (didx) {
+                bind_rows(c, &g->dst, 0, g->dst_rows, ds, row, &b[3], &pc.dst_off);
+                bind_window(c, &a[3], i0, ni, 4, &b[2], &pc.dids_off);
+                pc.flags |= 2u;
+            } else {
+                bind_rows(c, &g->dst, i0, ni, ds, row, &b[3], &pc.dst_off);
+                pc.dst_row0 = (uint32_t)i0;
+                b[2] = b[0];
+            }
+            if ((g->cols | g->src_stride | g->dst_stride | pc.src_off | pc.dst_off) % 4 == 0) pc.flags |= 8u;
+            uint32_t gx, gy;
+            grid_2d(c, ni, &gx, &gy);
+            st = hs_vk_seq_dispatch(seq, p, b, 4, &pc, gx, gy, 1);
+            if (st != HS_OK) return st;
+        }
+    }
+    return HS_OK;
 }
 
 /* ---- KV caches in windows (op_elem.h) ---- */

@@ -1,6 +1,7 @@
 /* op_elem — row and element-wise ops (RMSNorm, softmax, add/mul/scale, GELU,
- * SiLU, SwiGLU/GeGLU) and rotary position embedding, including the fused RoPE +
- * KV-cache write that follows the QKV projection.
+ * SiLU, SwiGLU/GeGLU, row gather/scatter by index) and rotary position
+ * embedding, including the fused RoPE + KV-cache write that follows the QKV
+ * projection.
  *
  * Every function records one op into a hs_vk_seq (nothing is submitted) and
  * returns HS_ERR_INVALID_ARG / HS_ERR_OUT_OF_RANGE with a message on bad sizes.
@@ -80,6 +81,30 @@ hs_status hs_op_swiglu(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *gu, con
                        uint32_t n, uint32_t ff);
 hs_status hs_op_geglu(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *gu, const hs_vk_binding *y,
                       uint32_t n, uint32_t ff);
+
+/* ---- row gather / scatter ----
+ * Copies f32 rows picked by device-read index lists, so a recorded sequence
+ * replays with new rows (hs_op_get_rows does this for weight tables; this op
+ * for activations: a draft head's tap features by slot, its parents' hidden
+ * states, its new nodes' hidden states into their slots). One dispatch; more
+ * only when the source is larger than maxStorageBufferRange (one per window of
+ * source rows) or an unindexed side, or n, must be cut into chunks. An indexed
+ * destination must fit one binding. */
+typedef struct hs_gather_rows {
+    hs_vk_binding src; /* f32 [src_rows][src_stride] */
+    uint32_t src_rows, src_stride;
+    hs_vk_binding dst; /* f32 [dst_rows][dst_stride] */
+    uint32_t dst_rows, dst_stride;
+    uint32_t cols;                /* floats copied per row, <= both strides */
+    const hs_vk_binding *src_ids; /* uint32 [n]: source row of entry i; NULL: row i */
+    const hs_vk_binding *dst_ids; /* uint32 [n]: destination row of entry i; NULL: row i */
+} hs_gather_rows;
+
+/* For i < n: dst row d_i := src row s_i (the first cols floats). A source id
+ * >= src_rows writes zeros; a destination id >= dst_rows skips the entry
+ * (padding of a capacity bucket). Destination ids must not repeat, and dst
+ * must not overlap src. Without an index list a side needs n rows. */
+hs_status hs_op_gather_rows(hs_ops *ops, hs_vk_seq *seq, const hs_gather_rows *g, uint32_t n);
 
 /* RoPE modes, values as ggml's rope type. */
 typedef enum hs_rope_mode {

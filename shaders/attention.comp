@@ -4,7 +4,10 @@
  * 0 .. n_prefix-1 and the rows n_prefix + j for every bit j set in mask row i
  * (tree nodes live at rows n_prefix .. n_prefix + n_used - 1). n_prefix and
  * n_used are read from the info buffer at run time, so a recorded sequence is
- * replayed unchanged from one decoding step to the next.
+ * replayed unchanged from one decoding step to the next. With live_word = 2
+ * (hs_op_attention_cols) the live queries are counted apart, by info word 2,
+ * and mask rows span n_cols tree columns instead of n: a draft level's few
+ * queries see nodes of earlier levels.
  *
  * Exactness (DESIGN.md section 3): the visible keys of a query form ONE ordered
  * sequence -- prefix rows ascending, then its visible tree rows ascending --
@@ -71,7 +74,7 @@ layout(push_constant) uniform Push {
     uint n_head;
     uint n;          /* query capacity (mask rows) */
     uint group;      /* n_head / n_kv_head */
-    uint mask_words; /* ceil(n / 32): uints per mask row */
+    uint mask_words; /* ceil(n_cols / 32): uints per mask row */
     uint q_base;     /* first query of this dispatch (q, out bound from it) */
     float scale_log2; /* scale * log2(e): exp2 replaces exp */
     uint q_off;
@@ -81,7 +84,9 @@ layout(push_constant) uniform Push {
     uint info_off;
     uint mask_off;
     uint chunk_rows; /* rows per cache window (KV_CHUNKS > 1) */
-    uint pad1;
+    uint n_cols;     /* tree columns (mask bits per row); n for hs_op_attention */
+    uint live_word;  /* info word of the live query count: 1 (= n_used) or 2 */
+    uint pad0;
 } p;
 
 #if KV_F16 == 4
@@ -98,7 +103,7 @@ layout(push_constant) uniform Push {
 layout(binding = 0) readonly buffer Q { vec4 q4[]; };       /* [n][n_head][HEAD_DIM] */
 layout(binding = 1) readonly buffer K { KV_UNIT kc[]; };    /* [n_ctx][n_kv_head][HEAD_DIM] */
 layout(binding = 2) readonly buffer V { KV_UNIT vc[]; };
-layout(binding = 3) readonly buffer Info { uint info[]; };  /* {n_prefix, n_used} */
+layout(binding = 3) readonly buffer Info { uint info[]; };  /* {n_prefix, n_used[, n_live]} */
 layout(binding = 4) readonly buffer Mask { uint mask[]; };  /* [n][mask_words] */
 layout(binding = 5) writeonly buffer O { vec4 o4[]; };      /* [n][n_head][HEAD_DIM] */
 #if KV_CHUNKS > 1
@@ -232,8 +237,10 @@ void main() {
     const uint ob = p.o_off + (ql * p.n_head + h0) * D4;
 
     const uint n_prefix = min(info[p.info_off], p.n_ctx);
-    g_n_used = min(min(info[p.info_off + 1u], p.n), p.n_ctx - n_prefix);
-    if (g_qi >= g_n_used) {
+    g_n_used = min(min(info[p.info_off + 1u], p.n_cols), p.n_ctx - n_prefix);
+    uint n_live = g_n_used;
+    if (p.live_word != 1u) n_live = min(info[p.info_off + 2u], p.n); /* word 2 is bound only then */
+    if (g_qi >= n_live) {
         /* A slot beyond the live tree: defined zeros for the ops downstream. */
         for (uint c = lane; c < HPW * D4; c += LANES) o4[ob + c] = vec4(0.0);
         return; /* uniform per workgroup */

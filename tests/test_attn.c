@@ -521,6 +521,87 @@ static void test_attention_replay(void **state) {
     free(mask);
 }
 
+/* ---- queries apart from the tree's columns (hs_op_attention_cols) ---- */
+
+/* Runs hs_op_attention_cols: n queries, mask [n][words(n_cols)]; returns out. */
+static float *run_attention_cols(hs_test_env *env, const shape *s, const float *q, const void *k, const void *v,
+                                 const uint32_t info[3], const uint32_t *mask, uint32_t n, uint32_t n_cols,
+                                 float scale, bool pads) {
+    const size_t qb = (size_t)n * s->n_head * s->hd * 4;
+    const size_t kvb = (size_t)s->n_ctx * s->n_kv * s->hd * elem_size(s->type);
+    const size_t mb = (size_t)n * hs_attn_mask_words(n_cols) * 4;
+    const size_t pad = pads ? 16 : 0;
+    hs_vk_buffer *bq = padded(env, q, qb, pad), *bk = padded(env, k, kvb, pad), *bv = padded(env, v, kvb, pad);
+    hs_vk_buffer *binfo = padded(env, info, 12, pads ? 4 : 0), *bmask = padded(env, mask, mb, pads ? 8 : 0);
+    hs_vk_buffer *bout = padded(env, NULL, qb, pad);
+    hs_vk_binding Q = {bq, pad, 0}, O = {bout, pad, 0}, I = {binfo, pads ? 4 : 0, 0}, M = {bmask, pads ? 8 : 0, 0};
+    hs_kv_layer kv = {.k = {bk, pad, 0}, .v = {bv, pad, 0}, .type = s->type, .n_ctx = s->n_ctx,
+                      .n_kv_head = s->n_kv, .head_dim = s->hd};
+    hs_vk_seq *seq = hs_test_seq_begin(env);
+    HS_CHECK(hs_op_attention_cols(env->ops, seq, &Q, &kv, s->n_head, &I, &M, n, n_cols, scale, &O));
+    assert_int_equal(hs_vk_seq_dispatch_count(seq), 1);
+    hs_test_seq_run(seq);
+    float *o = malloc(qb);
+    HS_CHECK(hs_vk_buffer_download(bout, pad, o, qb));
+    hs_vk_buffer *bufs[] = {bq, bk, bv, binfo, bmask, bout};
+    for (int i = 0; i < 6; i++) hs_vk_buffer_destroy(bufs[i]);
+    return o;
+}
+
+/* A level of a draft tree: few queries whose mask rows span more tree columns
+ * than there are queries. Live queries match the double reference and give
+ * bitwise what hs_op_attention gives the same visibility (as the only query
+ * of a call whose nodes are the columns, and alone); the rest are zeros. */
+static void test_attention_cols(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 11);
+    static const shape shapes[] = {{9, 3, 64, 80, HS_TYPE_F32}, {8, 2, 40, 80, HS_TYPE_F16}};
+    for (size_t c = 0; c < 2; c++) {
+        const shape *s = &shapes[c];
+        const uint32_t n = 8, n_cols = 40, words = hs_attn_mask_words(n_cols), n_prefix = 13, n_used = 29;
+        const size_t hn = (size_t)s->n_head * s->hd;
+        float *q = hs_test_rand_array(&r, n * hn, -1, 1);
+        void *k = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
+        void *v = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
+        uint32_t *mask = malloc((size_t)n * words * 4);
+        for (uint32_t i = 0; i < n * words; i++) mask[i] = hs_rng_u32(&r) & hs_rng_u32(&r);
+        mask[1 * words] = mask[1 * words + 1] = 0; /* query 1 sees the prefix only */
+        const float scale = 1.0f / sqrtf((float)s->hd);
+        for (uint32_t n_live = 5; n_live <= 100; n_live += 95) { /* 100: clamped to n */
+            const uint32_t info[3] = {n_prefix, n_used, n_live}, live = n_live < n ? n_live : n;
+            float *got = run_attention_cols(env, s, q, k, v, info, mask, n, n_cols, scale, n_live == 5);
+            float *q40 = calloc((size_t)n_cols * hn, 4), *ref = malloc((size_t)n_cols * hn * 4);
+            uint32_t *m40 = calloc((size_t)n_cols * words, 4);
+            for (uint32_t i = 0; i < n; i++) {
+                if (i >= live) {
+                    for (size_t e = 0; e < hn; e++)
+                        if (got[i * hn + e] != 0.0f) fail_msg("query %u past n_live %u is not zero", i, n_live);
+                    continue;
+                }
+                /* The same visibility as query 0 of a call whose nodes are the columns. */
+                memcpy(q40, q + i * hn, hn * 4);
+                memcpy(m40, mask + (size_t)i * words, words * 4);
+                ref_attention(q40, k, v, s->type, s->n_ctx, s->n_kv, s->hd, s->n_head, n_prefix, n_used, m40,
+                              n_cols, scale, ref);
+                char what[96];
+                snprintf(what, sizeof what, "attention_cols %s query %u", hs_type_name(s->type), i);
+                check_close(got + i * hn, ref, hn, what);
+                float *tree = run_attention(env, s, q40, k, v, n_prefix, n_used, m40, n_cols, scale, false);
+                if (memcmp(tree, got + i * hn, hn * 4)) fail_msg("%s differs from hs_op_attention's", what);
+                free(tree);
+                const uint32_t one[3] = {n_prefix, n_used, 1};
+                float *alone = run_attention_cols(env, s, q + i * hn, k, v, one, mask + (size_t)i * words, 1,
+                                                  n_cols, scale, false);
+                if (memcmp(alone, got + i * hn, hn * 4)) fail_msg("%s differs from the query alone", what);
+                free(alone);
+            }
+            free(q40), free(ref), free(m40), free(got);
+        }
+        free(q), free(k), free(v), free(mask);
+    }
+}
+
 static void test_attention_bad_args(void **state) {
     hs_test_env *env = *state;
     const shape s = {4, 2, 16, 32, HS_TYPE_F32};
@@ -970,6 +1051,7 @@ int main(void) {
         cmocka_unit_test(test_attention_ref),    cmocka_unit_test(test_attention_causal),
         cmocka_unit_test(test_attention_exact),  cmocka_unit_test(test_attention_long),
         cmocka_unit_test(test_attention_replay), cmocka_unit_test(test_attention_bad_args),
+        cmocka_unit_test(test_attention_cols),
         cmocka_unit_test(test_kv_gather),        cmocka_unit_test(test_round),
         cmocka_unit_test(test_attention_split_ref),
     };
