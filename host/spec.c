@@ -34,13 +34,10 @@ hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy
     s->target = target;
     s->head = head;
     s->policy = *policy;
+    /* A tree larger than the target's batch is trimmed to it (each round
+     * also trims to the context left). */
     const uint32_t want = hs_tree_policy_max_verify(policy) + 1, batch = hs_llama_max_batch(target);
-    if (want > batch) {
-        st = HS_FAIL(HS_ERR_INVALID_ARG, "the %s tree verifies up to %u tokens, over the target's batch limit %u",
-                     policy->name, want, batch);
-        goto fail;
-    }
-    s->max_verify = want;
+    s->max_verify = want < batch ? want : batch;
     const uint32_t cap = tree_cap(s), v = hs_llama_cfg(target)->n_vocab;
     HS_TRY(hs_tree_init(&s->tree, cap));
     s->sel = malloc(sizeof *s->sel * cap);
@@ -116,9 +113,10 @@ static hs_status draft(hs_spec *s, int32_t root, uint32_t max_new, uint32_t room
     if (max_depth > 0) HS_TRY(hs_tree_add_children(t, 0, &s->root_topk));
     hs_eagle3_reset_tree(s->head);
     for (uint32_t level = 1; level < max_depth; level++) {
-        /* Head rows past the consumed ones: as many as the cache has left. */
-        const uint32_t used = hs_eagle3_n_slots(s->head);
-        uint32_t cap = room > used + 1 ? room - used - 1 : 0;
+        /* Head slots: as many as its tree and its cache have left. */
+        const uint32_t used = hs_eagle3_n_slots(s->head), max_nodes = hs_eagle3_max_nodes(s->head);
+        uint32_t cap = room > used ? room - used : 0;
+        if (cap > max_nodes - used) cap = max_nodes - used;
         const uint32_t tcap = (t->cap - t->n) / hs_eagle3_top_k(s->head);
         if (cap > tcap) cap = tcap;
         const uint32_t w = cap ? p->expand(p, t, level, s->sel, cap) : 0;

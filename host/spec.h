@@ -4,7 +4,8 @@
  * cache) and the head's Top-K for the token after it:
  *   1. draft: the tree policy (host/tree) picks nodes level by level and the
  *      head (models/eagle3) drafts each level in one recorded sequence;
- *   2. the policy selects the candidates to verify; the target evaluates the
+ *   2. the policy selects the candidates to verify (at most what the
+ *      target's batch and the context left hold); the target evaluates the
  *      root and them in one pass (positions n + depth, tree mask);
  *   3. acceptance walks down from the root: greedy takes the child equal to
  *      the target's argmax; sampling tries the children in Top-K order and
