@@ -92,8 +92,8 @@ class _StorageType:
 class _Storage:
     """One data/<key> record as a flat array of its element type."""
 
-    def __init__(self, name, array, bf16):
-        self.name, self.array, self.bf16 = name, array, bf16
+    def __init__(self, key, name, array, bf16):
+        self.key, self.name, self.array, self.bf16 = key, name, array, bf16
 
 
 def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None,
@@ -102,14 +102,14 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
         raise TorchZipError(f"_rebuild_tensor_v2 got {type(storage).__name__} instead of a storage")
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     if len(size) != len(stride) or storage_offset < 0 or any(s < 0 for s in size + stride):
-        raise TorchZipError(f"tensor over storage {storage.name}: bad offset {storage_offset}, size {size} or "
+        raise TorchZipError(f"tensor over storage {storage.key} ({storage.name}): bad offset {storage_offset}, size {size} or "
                             f"stride {stride}")
     numel = storage.array.size
     if 0 not in size:
         last = storage_offset + sum((n - 1) * s for n, s in zip(size, stride))
         if last >= numel:
             raise TorchZipError(f"tensor of size {size}, stride {stride} at offset {storage_offset} reads element "
-                                f"{last} of storage {storage.name}, which has {numel}")
+                                f"{last} of storage {storage.key} ({storage.name}), which has {numel}")
     item = storage.array.itemsize
     base = storage.array[storage_offset:] if numel else storage.array
     t = np.lib.stride_tricks.as_strided(base, shape=size, strides=tuple(s * item for s in stride)).copy()
@@ -191,12 +191,13 @@ def load_torch_zip(path):
             if len(raw) != numel * dt.itemsize:
                 raise TorchZipError(f"{path}: record {rec} holds {len(raw)} bytes, but its {type_name} has {numel} "
                                     f"elements of {dt.itemsize} bytes")
-            return _Storage(type_name, np.frombuffer(raw, dtype=dt).astype(dt.newbyteorder("<")), bf16)
+            return _Storage(key, type_name, np.frombuffer(raw, dtype=dt).astype(dt.newbyteorder("<")), bf16)
 
         try:
             obj = _RestrictedUnpickler(zf.read(pkl[0]), f"{path}:{pkl[0]}", read_storage).load()
-        except TorchZipError:
-            raise
+        except TorchZipError as e:
+            msg = str(e)
+            raise TorchZipError(msg if msg.startswith(str(path)) else f"{path}:{pkl[0]}: {msg}") from None
         except Exception as e:  # a malformed pickle: name it rather than show a traceback
             raise TorchZipError(f"{path}:{pkl[0]}: cannot unpickle: {type(e).__name__}: {e}") from None
     if not isinstance(obj, dict):
