@@ -357,6 +357,36 @@ class TestConvert(TmpDirTest):
         self.assertIn("model.safetensors (2 shards)", stdout)
         _, back = read_eagle3_gguf(out)
         np.testing.assert_array_equal(back["lm_head.weight"], self.tensors["lm_head.weight"])
+        save_file({"norm.weight": self.tensors["norm.weight"]}, os.path.join(d, "model-00001-of-00002.safetensors"))
+        self.assert_fails(d, "model.safetensors.index.json: tensor norm.weight is in more than one shard")
+
+    def test_bf16_safetensors(self):
+        """numpy has no bfloat16: such tensors are read from the file's bytes (safetensors layout: 8-byte header
+        length, JSON header, data) and widened to f32."""
+        bf16 = {"fc.weight", "midlayer.hidden_norm.weight", "lm_head.weight"}
+        header, blobs, at = {}, [], 0
+        for k, a in self.tensors.items():
+            dtype, data = {np.dtype("float32"): "F32", np.dtype("int64"): "I64", np.dtype("bool"): "BOOL"}[a.dtype], a
+            if k in bf16:
+                dtype, data = "BF16", torch_zip.f32_to_bf16(a)
+            raw = np.ascontiguousarray(data).tobytes()
+            header[k] = {"dtype": dtype, "shape": list(a.shape), "data_offsets": [at, at + len(raw)]}
+            blobs.append(raw)
+            at += len(raw)
+        text = json.dumps(header).encode()
+        text += b" " * (-len(text) % 8)
+        os.makedirs(self.path("bf16"))
+        with open(self.path("bf16", "model.safetensors"), "wb") as f:
+            f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+        with open(self.path("bf16", "config.json"), "w") as f:
+            json.dump(CFG, f)
+        out, _, _ = self.convert(self.path("bf16"), "--target-layers", 24, "--dtype", "f32")
+        _, back = read_eagle3_gguf(out)
+        for name in TENSORS:
+            want = self.tensors[name]
+            if name in bf16:
+                want = torch_zip.bf16_to_f32(torch_zip.f32_to_bf16(want))
+            np.testing.assert_array_equal(back[name], want, err_msg=name)
 
     def test_keys_types_and_shapes_as_eagle3_h(self):
         out, _, _ = self.convert(self.ckpt(), "--target-layers", 24)
@@ -452,9 +482,12 @@ class TestConvert(TmpDirTest):
         t = dict(self.tensors)
         t["midlayer.self_attn.k_proj.weight"] = np.zeros((32, 64), np.float32)
         t["fc.weight"] = np.zeros((64, 192), np.float32)  # 3 * hidden, not 3 * target_hidden
+        t["midlayer.mlp.down_proj.weight"] = np.zeros((172, 64), np.float32)  # [in][out]: the right size
         err = self.assert_fails(self.ckpt(tensors=t), r"midlayer.self_attn.k_proj.weight has shape \[32, 64\], "
                                 r"expected \[32, 128\] \(num_key_value_heads \* head_dim, 2 \* hidden_size\)")
         self.assertIn("fc.weight has shape [64, 192], expected [64, 288] (hidden_size, 3 * target_hidden_size)", err)
+        self.assertIn("midlayer.mlp.down_proj.weight has shape [172, 64], expected [64, 172] (hidden_size, "
+                      "intermediate_size)", err)
         t = dict(self.tensors, d2t=self.tensors["d2t"][:-1])
         self.assert_fails(self.ckpt("d2t", tensors=t), r"d2t has shape \[255\], expected \[256\] \(draft_vocab_size\)")
 
