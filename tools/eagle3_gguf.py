@@ -54,9 +54,14 @@ def head_config(cfg, log=_note):
     draft_vocab, target_hidden, eps, rope_theta, n_ctx."""
     errors = []
 
-    def integer(key, default=None):
+    def default(key):
+        if key in CONFIG_DEFAULTS:
+            log(f"config.json has no {key}; using {CONFIG_DEFAULTS[key]} (Hugging Face LlamaConfig's default)")
+        return CONFIG_DEFAULTS.get(key)
+
+    def integer(key, fallback=None):
         v = cfg.get(key)
-        v = default if v is None else v
+        v = (fallback or default(key)) if v is None else v
         if v is None:
             errors.append(f"config: missing {key}")
             return 0
@@ -67,9 +72,7 @@ def head_config(cfg, log=_note):
 
     def number(key):
         v = cfg.get(key)
-        if v is None and key in CONFIG_DEFAULTS:
-            v = CONFIG_DEFAULTS[key]
-            log(f"config.json has no {key}; using {v} (Hugging Face LlamaConfig's default)")
+        v = default(key) if v is None else v
         if v is None:
             errors.append(f"config: missing {key}")
             return 0.0
@@ -87,7 +90,7 @@ def head_config(cfg, log=_note):
         "draft_vocab": integer("draft_vocab_size"),
         "eps": number("rms_norm_eps"),
         "rope_theta": number("rope_theta"),
-        "n_ctx": int(number("max_position_embeddings")),
+        "n_ctx": integer("max_position_embeddings"),
     }
     h["target_hidden"] = integer("target_hidden_size", h["hidden"] or None)
     if h["hidden"] and h["heads"]:

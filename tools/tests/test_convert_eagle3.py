@@ -45,9 +45,15 @@ MATRICES = [n for n, (_, matrix) in TENSORS.items() if matrix]
 
 
 def run_cli(*args):
-    """(exit status, stdout, stderr) of convert_eagle3.py in its own process."""
-    p = subprocess.run([sys.executable, CONVERT, *map(str, args)], capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
+    """(exit status, stdout, stderr) of convert_eagle3.py's main() in this process, which is much quicker than a
+    process per run (TestConvert.test_cli_process checks that main's status is the script's)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = convert_eagle3.main([str(a) for a in args])
+        except SystemExit as e:  # argparse's usage errors
+            rc = e.code
+    return rc, out.getvalue(), err.getvalue()
 
 
 def quiet(fn, *args, **kwargs):
@@ -520,6 +526,8 @@ class TestConvert(TmpDirTest):
     def test_error_config_and_target(self):
         self.assert_fails(self.ckpt("a", cfg={k: v for k, v in CFG.items() if k != "intermediate_size"}),
                           "config: missing intermediate_size")
+        self.assert_fails(self.ckpt("a2", cfg=dict(CFG, max_position_embeddings=2048.5)),
+                          "config: max_position_embeddings = 2048.5 is not a positive integer")
         self.assert_fails(self.ckpt("b", cfg=dict(CFG, head_dim=16)),
                           "config: head_dim 16 is not hidden_size / num_attention_heads = 8")
         self.assert_fails(self.ckpt("c", cfg=dict(CFG, rope_scaling={"rope_type": "llama3", "factor": 8.0})),
@@ -542,11 +550,25 @@ class TestConvert(TmpDirTest):
             pickle.dump({"fc.weight": 1}, f)
         self.assert_fails(self.path("empty"), "pytorch_model.bin: not a zip archive")
 
-    def test_error_no_target_given(self):
-        p = subprocess.run([sys.executable, CONVERT, self.ckpt(), "-o", self.path("x.gguf")], capture_output=True,
-                           text=True)
+    def test_cli_process(self):
+        """The script itself: exit status 0 with a summary, 1 with the error, 2 for a usage error."""
+        d = self.ckpt()
+
+        def cli(*args):
+            return subprocess.run([sys.executable, CONVERT, d, *map(str, args)], capture_output=True, text=True)
+
+        p = cli("-o", self.path("ok.gguf"), "--target-layers", 24)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("taps [2, 12, 21] of a 24-layer target", p.stdout)
+        self.assertTrue(os.path.exists(self.path("ok.gguf")))
+        p = cli("-o", self.path("bad.gguf"), "--target-layers", 1)
+        self.assertEqual(p.returncode, 1)
+        self.assertEqual(p.stderr, "convert_eagle3: error: a target of 1 layers has no layers 2, L/2, L-3 to tap "
+                         "(EAGLE-3 needs at least 3)\n")
+        p = cli("-o", self.path("x.gguf"))
         self.assertEqual(p.returncode, 2)
         self.assertIn("one of the arguments --target --target-layers is required", p.stderr)
+        self.assertFalse(os.path.exists(self.path("bad.gguf")) or os.path.exists(self.path("x.gguf")))
 
     def test_library_errors(self):
         cases = [
@@ -575,6 +597,7 @@ class TestConvert(TmpDirTest):
         cfg = {k: v for k, v in CFG.items() if k not in ("rope_theta", "max_position_embeddings")}
         _, notes = quiet(write_eagle3_gguf, self.path("z.gguf"), cfg, self.tensors, target_layers=24)
         self.assertIn("config.json has no rope_theta; using 10000.0", notes)
+        self.assertIn("config.json has no max_position_embeddings; using 2048", notes)
         got, _ = read_eagle3_gguf(self.path("z.gguf"))
         self.assertEqual((got["rope_theta"], got["max_position_embeddings"]), (10000.0, 2048))
 
