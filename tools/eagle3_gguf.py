@@ -121,7 +121,8 @@ def head_config(cfg, log=_note):
 
 def expected_shapes(h):
     """checkpoint name -> (shape, how the shape follows from the config)"""
-    H, T, q, kv, ff = h["hidden"], h["target_hidden"], h["heads"] * h["head_dim"], h["kv_heads"] * h["head_dim"], h["ff"]
+    H, T, ff = h["hidden"], h["target_hidden"], h["ff"]
+    q, kv = h["heads"] * h["head_dim"], h["kv_heads"] * h["head_dim"]
     qkv = "num_key_value_heads * head_dim, 2 * hidden_size"
     return {
         "fc.weight": ((H, 3 * T), "hidden_size, 3 * target_hidden_size"),

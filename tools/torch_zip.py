@@ -102,8 +102,8 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
         raise TorchZipError(f"_rebuild_tensor_v2 got {type(storage).__name__} instead of a storage")
     size, stride = tuple(int(s) for s in size), tuple(int(s) for s in stride)
     if len(size) != len(stride) or storage_offset < 0 or any(s < 0 for s in size + stride):
-        raise TorchZipError(f"tensor over storage {storage.key} ({storage.name}): bad offset {storage_offset}, size {size} or "
-                            f"stride {stride}")
+        raise TorchZipError(f"tensor over storage {storage.key} ({storage.name}): bad offset {storage_offset}, "
+                            f"size {size} or stride {stride}")
     numel = storage.array.size
     if 0 not in size:
         last = storage_offset + sum((n - 1) * s for n, s in zip(size, stride))

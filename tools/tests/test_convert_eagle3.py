@@ -248,7 +248,8 @@ class TestTorchZip(TmpDirTest):
         bad = pkl[:i] + b"K\x05\x85" + pkl[i + 3 :]
         with open(self.path("oob.bin"), "wb") as f:
             f.write(torch_zip._zip_records([("data.pkl", bad), ("data/0", storages[0][1])], "oob"))
-        with self.assertRaisesRegex(torch_zip.TorchZipError, "oob.bin:oob/data.pkl: tensor of size \\(5,\\), stride \\(1,\\) at offset 0 reads element 4 of storage 0 \\(FloatStorage\\), which has 4"):
+        with self.assertRaisesRegex(torch_zip.TorchZipError, r"oob.bin:oob/data.pkl: tensor of size \(5,\), stride "
+                                    r"\(1,\) at offset 0 reads element 4 of storage 0 \(FloatStorage\), which has 4"):
             torch_zip.load_torch_zip(self.path("oob.bin"))
 
     def test_big_endian_records(self):
@@ -440,7 +441,8 @@ class TestConvert(TmpDirTest):
             "blk.0.attn_v.weight": "midlayer.self_attn.v_proj.weight",
             "blk.0.attn_output.weight": "midlayer.self_attn.o_proj.weight",
             "blk.0.ffn_norm.weight": "midlayer.post_attention_layernorm.weight",
-            "blk.0.ffn_gate.weight": "midlayer.mlp.gate_proj.weight", "blk.0.ffn_up.weight": "midlayer.mlp.up_proj.weight",
+            "blk.0.ffn_gate.weight": "midlayer.mlp.gate_proj.weight",
+            "blk.0.ffn_up.weight": "midlayer.mlp.up_proj.weight",
             "blk.0.ffn_down.weight": "midlayer.mlp.down_proj.weight", "output_norm.weight": "norm.weight",
             "output.weight": "lm_head.weight", "d2t": "d2t",
         }
