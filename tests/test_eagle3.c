@@ -267,7 +267,7 @@ static int teardown(void **state) {
  * here: max logit 2.4e-6, lse 1e-6 at most). A probability moves by p times
  * the logit error (measured 5.5e-7; tail 3e-7, entropy 2.4e-7). The bounds
  * keep a margin of 8 to 40 over these and stay far below what a wrong mask,
- * position or weight half gives (1e-2 and more): 1e-5 for probabilities,
+ * position or weight half gives (7e-4 and more): 1e-5 for probabilities,
  * tail and entropy, 2e-5 for the max logit and lse. An id may differ from the
  * reference's at the same rank only in a near tie: its reference probability
  * within 1e-5 of the reference's id at that rank. */
