@@ -43,13 +43,13 @@ struct hs_eagle3 {
     hs_vk_binding taps;        /* (tap_rows, HS_LLAMA_TAPS, target_dim) */
     uint32_t tap_rows;
 
-    hs_weight *fc;    /* (dim, 3 target_dim) */
-    hs_weight *qkv_e; /* (q_dim + 2 kv_dim, dim): columns [0, dim) of Q, K, V, on rmsnorm(e) */
-    hs_weight *qkv_x; /* (q_dim + 2 kv_dim, dim): columns [dim, 2 dim), on rmsnorm(x) */
-    hs_weight *wo;    /* (dim, q_dim) */
-    hs_weight *gu;    /* (2 ff, dim): gate, up */
-    hs_weight *wdown; /* (dim, ff) */
-    hs_weight *out;   /* (n_draft_vocab, dim) */
+    hs_weight *fc;      /* (dim, 3 target_dim) */
+    hs_weight *qkv_e;   /* (q_dim + 2 kv_dim, dim): columns [0, dim) of Q, K, V, on rmsnorm(e) */
+    hs_weight *qkv_x;   /* (q_dim + 2 kv_dim, dim): columns [dim, 2 dim), on rmsnorm(x) */
+    hs_weight *wo;      /* (dim, q_dim) */
+    hs_weight *gu;      /* (2 ff, dim): gate, up */
+    hs_weight *wdown;   /* (dim, ff) */
+    hs_weight *out;     /* (n_draft_vocab, dim) */
     hs_vk_buffer *vecs; /* f32 vectors at multiples of `slot` bytes (VEC_*) */
     uint64_t slot;
     int32_t *d2t; /* (n_draft_vocab): target id = draft id + d2t[draft id] */
@@ -73,9 +73,9 @@ struct hs_eagle3 {
 
     /* The tree on the host: per slot its depth and its ancestors (and
      * itself) as bits over the mask columns (column j = slot j + 1). */
-    uint32_t *depth;      /* (1 + max_nodes) */
-    uint32_t *anc;        /* (1 + max_nodes, node_words) */
-    uint32_t node_words;  /* hs_attn_mask_words(max_nodes) */
+    uint32_t *depth;         /* (1 + max_nodes) */
+    uint32_t *anc;           /* (1 + max_nodes, node_words) */
+    uint32_t node_words;     /* hs_attn_mask_words(max_nodes) */
     hs_topk_result *results; /* (rows) */
 
     eagle3_graph *graphs; /* stb_ds array */
@@ -84,7 +84,9 @@ struct hs_eagle3 {
 };
 
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-static hs_vk_binding B(hs_vk_buffer *b, uint64_t off, uint64_t bytes) { return (hs_vk_binding){b, off, bytes}; }
+static hs_vk_binding B(hs_vk_buffer *b, uint64_t off, uint64_t bytes) {
+    return (hs_vk_binding){b, off, bytes};
+}
 
 /* ---- configuration ---- */
 
@@ -94,7 +96,8 @@ hs_status hs_eagle3_config_read(const hs_gguf *g, hs_eagle3_config *c) {
     const char *arch = NULL;
     HS_TRY(hs_gguf_architecture(g, &arch));
     if (strcmp(arch, "eagle3") != 0)
-        return HS_FAIL(HS_ERR_FORMAT, "%s: architecture '%s' is not an eagle3 draft head", hs_gguf_name(g), arch);
+        return HS_FAIL(HS_ERR_FORMAT, "%s: architecture '%s' is not an eagle3 draft head", hs_gguf_name(g),
+                       arch);
     HS_TRY(hs_gguf_get_u32(g, "eagle3.embedding_length", &c->dim));
     HS_TRY(hs_gguf_get_u32(g, "eagle3.feed_forward_length", &c->ff));
     HS_TRY(hs_gguf_get_u32(g, "eagle3.attention.head_count", &c->n_head));
@@ -110,32 +113,35 @@ hs_status hs_eagle3_config_read(const hs_gguf *g, hs_eagle3_config *c) {
     const hs_gguf_value *layers;
     HS_TRY(hs_gguf_get_arr(g, "eagle3.target_layers", HS_GGUF_TYPE_COUNT, &layers));
     if (layers->v.arr.n != HS_LLAMA_TAPS)
-        return HS_FAIL(HS_ERR_FORMAT, "%s: eagle3.target_layers has %llu entries, expected %u", hs_gguf_name(g),
-                       (unsigned long long)layers->v.arr.n, HS_LLAMA_TAPS);
-    for (uint32_t t = 0; t < HS_LLAMA_TAPS; t++) HS_TRY(hs_gguf_arr_u32(layers, t, &c->tap_layers[t]));
+        return HS_FAIL(HS_ERR_FORMAT, "%s: eagle3.target_layers has %llu entries, expected %u",
+                       hs_gguf_name(g), (unsigned long long)layers->v.arr.n, HS_LLAMA_TAPS);
+    for (uint32_t t = 0; t < HS_LLAMA_TAPS; t++)
+        HS_TRY(hs_gguf_arr_u32(layers, t, &c->tap_layers[t]));
     if (hs_gguf_find_key(g, "eagle3.target_name")) {
         const char *name;
         HS_TRY(hs_gguf_get_str(g, "eagle3.target_name", &name));
         snprintf(c->target_name, sizeof c->target_name, "%s", name);
     }
     if (c->n_head == 0 || c->n_kv_head == 0 || c->n_head % c->n_kv_head)
-        return HS_FAIL(HS_ERR_FORMAT, "%s: bad head counts (heads %u, kv heads %u)", hs_gguf_name(g), c->n_head,
-                       c->n_kv_head);
+        return HS_FAIL(HS_ERR_FORMAT, "%s: bad head counts (heads %u, kv heads %u)", hs_gguf_name(g),
+                       c->n_head, c->n_kv_head);
     c->head_dim = c->dim / c->n_head;
     if (hs_gguf_find_key(g, "eagle3.attention.key_length"))
         HS_TRY(hs_gguf_get_u32(g, "eagle3.attention.key_length", &c->head_dim));
     if (c->head_dim == 0 || c->head_dim % 4 || c->head_dim > HS_ATTN_MAX_HEAD_DIM)
-        return HS_FAIL(HS_ERR_FORMAT, "%s: head dimension %u (dim %u, %u heads) is not a multiple of 4 in [4, %u]",
+        return HS_FAIL(HS_ERR_FORMAT,
+                       "%s: head dimension %u (dim %u, %u heads) is not a multiple of 4 in [4, %u]",
                        hs_gguf_name(g), c->head_dim, c->dim, c->n_head, HS_ATTN_MAX_HEAD_DIM);
     if (c->dim == 0 || c->ff == 0 || c->target_dim == 0)
-        return HS_FAIL(HS_ERR_FORMAT, "%s: empty shape (dim %u, feed_forward_length %u, target_hidden_size %u)",
+        return HS_FAIL(HS_ERR_FORMAT,
+                       "%s: empty shape (dim %u, feed_forward_length %u, target_hidden_size %u)",
                        hs_gguf_name(g), c->dim, c->ff, c->target_dim);
     if (c->n_draft_vocab == 0 || c->n_draft_vocab > c->n_vocab)
-        return HS_FAIL(HS_ERR_FORMAT, "%s: draft vocabulary of %u ids for a vocabulary of %u", hs_gguf_name(g),
-                       c->n_draft_vocab, c->n_vocab);
+        return HS_FAIL(HS_ERR_FORMAT, "%s: draft vocabulary of %u ids for a vocabulary of %u",
+                       hs_gguf_name(g), c->n_draft_vocab, c->n_vocab);
     if (!(c->eps >= 0.0f) || !isfinite(c->eps) || !(c->rope_base > 0.0f) || !isfinite(c->rope_base))
-        return HS_FAIL(HS_ERR_FORMAT, "%s: bad epsilon %g or rope.freq_base %g", hs_gguf_name(g), (double)c->eps,
-                       (double)c->rope_base);
+        return HS_FAIL(HS_ERR_FORMAT, "%s: bad epsilon %g or rope.freq_base %g", hs_gguf_name(g),
+                       (double)c->eps, (double)c->rope_base);
 fail:
     return st;
 }
@@ -158,7 +164,8 @@ hs_status hs_eagle3_check_target(const hs_eagle3_config *c, const hs_llama *targ
         MISFIT("; taps: the target was loaded without taps (hs_llama_options.taps, tap layers %u, %u, %u)",
                c->tap_layers[0], c->tap_layers[1], c->tap_layers[2]);
     } else if (memcmp(layers, c->tap_layers, sizeof layers) != 0) {
-        MISFIT("; tap layers: the head reads %u, %u, %u, the target taps %u, %u, %u (hs_llama_options.custom_taps)",
+        MISFIT("; tap layers: the head reads %u, %u, %u, the target taps %u, %u, %u "
+               "(hs_llama_options.custom_taps)",
                c->tap_layers[0], c->tap_layers[1], c->tap_layers[2], layers[0], layers[1], layers[2]);
     }
 #undef MISFIT
@@ -178,8 +185,9 @@ static hs_status get_matrix(const hs_gguf *g, const char *name, uint32_t rows, u
                        hs_gguf_name(g), name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
                        (long long)t->ne[3], cols, rows);
     if (!hs_type_supported(t->type))
-        return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "%s: tensor %s has type %s, which heterospec cannot compute with",
-                       hs_gguf_name(g), name, hs_ggml_type_get(t->type) ? hs_ggml_type_get(t->type)->name : "?");
+        return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE,
+                       "%s: tensor %s has type %s, which heterospec cannot compute with", hs_gguf_name(g),
+                       name, hs_ggml_type_get(t->type) ? hs_ggml_type_get(t->type)->name : "?");
     *out = t;
     return HS_OK;
 }
@@ -207,7 +215,8 @@ static hs_status load_stacked(hs_eagle3 *h, const hs_gguf *g, const char *const 
     for (uint32_t i = 0; i < count; i++) {
         HS_TRY(get_matrix(g, names[i], rows[i], file_cols, &t[i]));
         if (t[i]->type != t[0]->type)
-            return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "%s: %s is %s but %s is %s; the head stacks them into one product",
+            return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE,
+                           "%s: %s is %s but %s is %s; the head stacks them into one product",
                            hs_gguf_name(g), names[i], hs_type_name((hs_type)t[i]->type), names[0],
                            hs_type_name((hs_type)t[0]->type));
     }
@@ -235,7 +244,8 @@ static hs_status load_stacked(hs_eagle3 *h, const hs_gguf *g, const char *const 
     HS_TRY(hs_weight_create_stacked(h->ops, type, cols, count, rows, data, out));
     h->weight_bytes += hs_weight_device_bytes(*out);
 fail:
-    for (uint32_t i = 0; i < 3; i++) free(part[i]);
+    for (uint32_t i = 0; i < 3; i++)
+        free(part[i]);
     return st;
 }
 
@@ -260,8 +270,8 @@ static hs_status load_d2t(hs_eagle3 *h, const hs_gguf *g) {
     const hs_gguf_tensor *t = hs_gguf_find_tensor(g, "d2t");
     if (!t) {
         if (c->n_draft_vocab == c->n_vocab) return HS_OK;
-        return HS_FAIL(HS_ERR_FORMAT, "%s: tensor d2t missing (draft vocabulary %u of %u ids)", hs_gguf_name(g),
-                       c->n_draft_vocab, c->n_vocab);
+        return HS_FAIL(HS_ERR_FORMAT, "%s: tensor d2t missing (draft vocabulary %u of %u ids)",
+                       hs_gguf_name(g), c->n_draft_vocab, c->n_vocab);
     }
     if (t->type != HS_GGML_TYPE_I32 || hs_gguf_tensor_nelements(t) != c->n_draft_vocab)
         return HS_FAIL(HS_ERR_FORMAT, "%s: tensor d2t must be i32 [%u]", hs_gguf_name(g), c->n_draft_vocab);
@@ -299,8 +309,9 @@ hs_status hs_eagle3_load(hs_ops *ops, const hs_gguf *g, hs_llama *target, const 
     h->max_nodes = opt && opt->max_nodes ? opt->max_nodes : EAGLE3_DEFAULT_NODES;
     h->top_k = opt && opt->top_k ? opt->top_k : EAGLE3_DEFAULT_TOP_K;
     if (h->top_k > HS_TOPK_MAX_K || h->top_k > c->n_draft_vocab) {
-        st = HS_FAIL(HS_ERR_INVALID_ARG, "hs_eagle3_load: top_k %u exceeds %u (and the draft vocabulary of %u)",
-                     h->top_k, HS_TOPK_MAX_K, c->n_draft_vocab);
+        st = HS_FAIL(HS_ERR_INVALID_ARG,
+                     "hs_eagle3_load: top_k %u exceeds %u (and the draft vocabulary of %u)", h->top_k,
+                     HS_TOPK_MAX_K, c->n_draft_vocab);
         goto fail;
     }
     h->rows = h->max_batch > h->max_nodes ? h->max_batch : h->max_nodes;
@@ -335,8 +346,8 @@ hs_status hs_eagle3_load(hs_ops *ops, const hs_gguf *g, hs_llama *target, const 
     HS_TRY(upload_vec(h, g, "blk.0.ffn_norm.weight", VEC_FFN_NORM));
     HS_TRY(upload_vec(h, g, "output_norm.weight", VEC_OUTPUT_NORM));
     {
-        hs_rope_params rp = {.n_rot = c->head_dim, .mode = HS_ROPE_NEOX, .freq_base = c->rope_base,
-                             .freq_scale = 1.0f};
+        hs_rope_params rp = {
+            .n_rot = c->head_dim, .mode = HS_ROPE_NEOX, .freq_base = c->rope_base, .freq_scale = 1.0f};
         float freqs[HS_ATTN_MAX_HEAD_DIM / 2];
         hs_rope_freqs(&rp, freqs);
         HS_TRY(hs_vk_buffer_upload(h->vecs, h->slot * VEC_FREQS, freqs, (uint64_t)c->head_dim / 2 * 4));
@@ -381,13 +392,16 @@ fail:
 
 void hs_eagle3_destroy(hs_eagle3 *h) {
     if (!h) return;
-    for (ptrdiff_t i = 0; i < stbds_arrlen(h->graphs); i++) hs_vk_seq_destroy(h->graphs[i].seq);
+    for (ptrdiff_t i = 0; i < stbds_arrlen(h->graphs); i++)
+        hs_vk_seq_destroy(h->graphs[i].seq);
     stbds_arrfree(h->graphs);
     hs_weight *w[] = {h->fc, h->qkv_e, h->qkv_x, h->wo, h->gu, h->wdown, h->out};
-    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) hs_weight_destroy(w[i]);
-    hs_vk_buffer *bufs[] = {h->vecs, h->k_cache, h->v_cache, h->fcin, h->x,   h->e,      h->qkv, h->q,
-                            h->att,  h->gub,     h->logits,  h->hidden, h->step, h->records};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hs_vk_buffer_destroy(bufs[i]);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        hs_weight_destroy(w[i]);
+    hs_vk_buffer *bufs[] = {h->vecs, h->k_cache, h->v_cache, h->fcin,   h->x,      h->e,    h->qkv,
+                            h->q,    h->att,     h->gub,     h->logits, h->hidden, h->step, h->records};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        hs_vk_buffer_destroy(bufs[i]);
     free(h->d2t);
     free(h->depth);
     free(h->anc);
@@ -428,18 +442,28 @@ static hs_status record_layer(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, uint32_t
     hs_vk_binding info = B(h->step, h->off_info, HS_ATTN_INFO_COLS_WORDS * 4);
     hs_vk_binding mask = B(h->step, h->off_mask, n * hs_attn_mask_words(n_cols) * 4);
     hs_vk_binding freqs = vec(h, VEC_FREQS, c->head_dim / 2);
-    hs_rope_params rp = {.n_rot = c->head_dim, .mode = HS_ROPE_NEOX, .freq_base = c->rope_base,
-                         .freq_scale = 1.0f, .freqs = &freqs};
+    hs_rope_params rp = {.n_rot = c->head_dim,
+                         .mode = HS_ROPE_NEOX,
+                         .freq_base = c->rope_base,
+                         .freq_scale = 1.0f,
+                         .freqs = &freqs};
     const uint64_t cache_bytes = (uint64_t)h->n_ctx * kv_dim * 4;
-    hs_kv_layer kv = {.k = B(h->k_cache, 0, cache_bytes), .v = B(h->v_cache, 0, cache_bytes), .type = HS_TYPE_F32,
-                      .n_ctx = h->n_ctx, .n_kv_head = c->n_kv_head, .head_dim = c->head_dim};
+    hs_kv_layer kv = {.k = B(h->k_cache, 0, cache_bytes),
+                      .v = B(h->v_cache, 0, cache_bytes),
+                      .type = HS_TYPE_F32,
+                      .n_ctx = h->n_ctx,
+                      .n_kv_head = c->n_kv_head,
+                      .head_dim = c->head_dim};
 
     /* qkv = Wqkv [rmsnorm(e) attn_norm, rmsnorm(x) hidden_norm]: the
      * embedding half, then the hidden half added to it. */
     hs_matmul_opts ne = {.prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_ATTN_NORM, c->dim), .eps = c->eps};
     HS_TRY(hs_op_matmul(ops, s, h->qkv_e, e, cap, qkv, &ne));
-    hs_matmul_opts nx = {.prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_HIDDEN_NORM, c->dim), .eps = c->eps,
-                         .residual = true, .res = qkv};
+    hs_matmul_opts nx = {.prologue = HS_MATMUL_RMSNORM,
+                         .norm = vec(h, VEC_HIDDEN_NORM, c->dim),
+                         .eps = c->eps,
+                         .residual = true,
+                         .res = qkv};
     HS_TRY(hs_op_matmul(ops, s, h->qkv_x, x, cap, qkv, &nx));
     HS_TRY(hs_op_rope_kv(ops, s, &qkv, &pos, &rows, &q, &kv, cap, c->n_head, &rp));
     HS_TRY(hs_op_attention_cols(ops, s, &q, &kv, c->n_head, &info, &mask, cap, n_cols,
@@ -459,7 +483,8 @@ static hs_status record_head(hs_eagle3 *h, hs_vk_seq *s, hs_vk_binding rows, uin
     hs_status st = HS_OK;
     const hs_eagle3_config *c = &h->cfg;
     hs_vk_binding logits = B(h->logits, 0, (uint64_t)n * c->n_draft_vocab * 4);
-    hs_matmul_opts no = {.prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_OUTPUT_NORM, c->dim), .eps = c->eps};
+    hs_matmul_opts no = {
+        .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_OUTPUT_NORM, c->dim), .eps = c->eps};
     HS_TRY(hs_op_matmul(h->ops, s, h->out, rows, n, logits, &no));
     hs_vk_binding rec = B(h->records, 0, hs_topk_out_bytes(n, h->top_k));
     HS_TRY(hs_op_topk(h->ops, s, &logits, n, c->n_draft_vocab, h->top_k, 1.0f, &rec));
@@ -478,14 +503,26 @@ static hs_status record_consume(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap) {
     hs_vk_binding fcin = B(h->fcin, 0, (uint64_t)cap * fc_cols * 4);
     hs_vk_binding x = B(h->x, 0, (uint64_t)cap * c->dim * 4), e = B(h->e, 0, (uint64_t)cap * c->dim * 4);
     hs_vk_binding root = B(h->hidden, 0, (uint64_t)c->dim * 4);
-    hs_gather_rows taps = {.src = h->taps, .src_rows = h->tap_rows, .src_stride = fc_cols, .dst = fcin,
-                           .dst_rows = cap, .dst_stride = fc_cols, .cols = fc_cols, .src_ids = &ids_a};
+    hs_gather_rows taps = {.src = h->taps,
+                           .src_rows = h->tap_rows,
+                           .src_stride = fc_cols,
+                           .dst = fcin,
+                           .dst_rows = cap,
+                           .dst_stride = fc_cols,
+                           .cols = fc_cols,
+                           .src_ids = &ids_a};
     HS_TRY(hs_op_gather_rows(h->ops, s, &taps, cap));
     HS_TRY(hs_op_matmul(h->ops, s, h->fc, fcin, cap, x, NULL));
     HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, e));
     HS_TRY(record_layer(h, s, cap, cap));
-    hs_gather_rows last = {.src = x, .src_rows = cap, .src_stride = c->dim, .dst = root, .dst_rows = 1,
-                           .dst_stride = c->dim, .cols = c->dim, .src_ids = &ids_b};
+    hs_gather_rows last = {.src = x,
+                           .src_rows = cap,
+                           .src_stride = c->dim,
+                           .dst = root,
+                           .dst_rows = 1,
+                           .dst_stride = c->dim,
+                           .cols = c->dim,
+                           .src_ids = &ids_b};
     HS_TRY(hs_op_gather_rows(h->ops, s, &last, 1));
     HS_TRY(record_head(h, s, root, 1));
 fail:
@@ -503,13 +540,25 @@ static hs_status record_draft(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap) {
     hs_vk_binding tokens = B(h->step, h->off_tokens, (uint64_t)cap * 4);
     hs_vk_binding x = B(h->x, 0, (uint64_t)cap * c->dim * 4), e = B(h->e, 0, (uint64_t)cap * c->dim * 4);
     hs_vk_binding hidden = B(h->hidden, 0, (1ull + h->max_nodes) * c->dim * 4);
-    hs_gather_rows in = {.src = hidden, .src_rows = 1 + h->max_nodes, .src_stride = c->dim, .dst = x,
-                         .dst_rows = cap, .dst_stride = c->dim, .cols = c->dim, .src_ids = &ids_a};
+    hs_gather_rows in = {.src = hidden,
+                         .src_rows = 1 + h->max_nodes,
+                         .src_stride = c->dim,
+                         .dst = x,
+                         .dst_rows = cap,
+                         .dst_stride = c->dim,
+                         .cols = c->dim,
+                         .src_ids = &ids_a};
     HS_TRY(hs_op_gather_rows(h->ops, s, &in, cap));
     HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, e));
     HS_TRY(record_layer(h, s, cap, h->max_nodes));
-    hs_gather_rows keep = {.src = x, .src_rows = cap, .src_stride = c->dim, .dst = hidden,
-                           .dst_rows = 1 + h->max_nodes, .dst_stride = c->dim, .cols = c->dim, .dst_ids = &ids_b};
+    hs_gather_rows keep = {.src = x,
+                           .src_rows = cap,
+                           .src_stride = c->dim,
+                           .dst = hidden,
+                           .dst_rows = 1 + h->max_nodes,
+                           .dst_stride = c->dim,
+                           .cols = c->dim,
+                           .dst_ids = &ids_b};
     HS_TRY(hs_op_gather_rows(h->ops, s, &keep, cap));
     HS_TRY(record_head(h, s, x, cap));
 fail:
@@ -519,7 +568,8 @@ fail:
 /* The next power of two of n, at most limit. */
 static uint32_t bucket(uint32_t n, uint32_t limit) {
     uint32_t cap = 1;
-    while (cap < n) cap *= 2;
+    while (cap < n)
+        cap *= 2;
     return cap < limit ? cap : limit;
 }
 
@@ -533,7 +583,8 @@ static hs_status get_graph(hs_eagle3 *h, eagle3_kind kind, uint32_t cap, eagle3_
     eagle3_graph gr = {.kind = kind, .cap = cap};
     HS_TRY(hs_vk_seq_create(h->vk, &gr.seq));
     st = hs_vk_seq_begin(gr.seq);
-    if (st == HS_OK) st = kind == EAGLE3_CONSUME ? record_consume(h, gr.seq, cap) : record_draft(h, gr.seq, cap);
+    if (st == HS_OK)
+        st = kind == EAGLE3_CONSUME ? record_consume(h, gr.seq, cap) : record_draft(h, gr.seq, cap);
     if (st == HS_OK) st = hs_vk_seq_end(gr.seq);
     if (st != HS_OK) {
         hs_vk_seq_destroy(gr.seq);
@@ -562,7 +613,8 @@ static hs_status run(hs_eagle3 *h, eagle3_kind kind, uint32_t cap, uint32_t word
         hs_topk_result *r = &h->results[i];
         hs_topk_unpack(rec, h->top_k, i, r);
         for (uint32_t j = 0; j < r->k; j++)
-            if (r->ids[j] < h->cfg.n_draft_vocab) r->ids[j] = (uint32_t)((int32_t)r->ids[j] + h->d2t[r->ids[j]]);
+            if (r->ids[j] < h->cfg.n_draft_vocab)
+                r->ids[j] = (uint32_t)((int32_t)r->ids[j] + h->d2t[r->ids[j]]);
     }
 fail:
     return st;
@@ -580,10 +632,12 @@ hs_status hs_eagle3_consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32
                        h->n_past, n, h->n_ctx);
     for (uint32_t i = 0; i < n; i++) {
         if (tap_slots[i] >= h->tap_rows)
-            return HS_FAIL(HS_ERR_INVALID_ARG, "hs_eagle3_consume: tap slot %u of row %u is past the target's %u",
-                           tap_slots[i], i, h->tap_rows);
+            return HS_FAIL(HS_ERR_INVALID_ARG,
+                           "hs_eagle3_consume: tap slot %u of row %u is past the target's %u", tap_slots[i],
+                           i, h->tap_rows);
         if (next_tokens[i] < 0 || (uint32_t)next_tokens[i] >= h->cfg.n_vocab)
-            return HS_FAIL(HS_ERR_INVALID_ARG, "hs_eagle3_consume: token %d of row %u is out of the vocabulary (%u)",
+            return HS_FAIL(HS_ERR_INVALID_ARG,
+                           "hs_eagle3_consume: token %d of row %u is out of the vocabulary (%u)",
                            next_tokens[i], i, h->cfg.n_vocab);
     }
     /* Rows n .. cap-1 of the bucket are inert: no taps (zeros), token 0, a
@@ -603,7 +657,8 @@ hs_status hs_eagle3_consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32
         rows[i] = live ? h->n_past + i : UINT32_MAX;
         ids_a[i] = live ? tap_slots[i] : UINT32_MAX;
         /* Causal: row i sees the committed rows and rows 0 .. i of this call. */
-        for (uint32_t j = 0; live && j <= i; j++) mask[(size_t)i * words + j / 32] |= 1u << (j % 32);
+        for (uint32_t j = 0; live && j <= i; j++)
+            mask[(size_t)i * words + j / 32] |= 1u << (j % 32);
     }
     ids_b[0] = n - 1;
     info[HS_ATTN_INFO_N_PREFIX] = h->n_past;
@@ -627,16 +682,19 @@ hs_status hs_eagle3_draft(hs_eagle3 *h, const uint32_t *parent_slots, const int3
                        h->n_slots, h->max_nodes);
     /* Slot s keeps its K/V at cache row n_past + s - 1. */
     if ((uint64_t)h->n_past + h->n_slots + w > h->n_ctx)
-        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "hs_eagle3_draft: head context full: %u rows + %u nodes exceed %u",
-                       h->n_past, h->n_slots + w, h->n_ctx);
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE,
+                       "hs_eagle3_draft: head context full: %u rows + %u nodes exceed %u", h->n_past,
+                       h->n_slots + w, h->n_ctx);
     const uint32_t first = h->n_slots + 1; /* slot of node 0 */
     for (uint32_t i = 0; i < w; i++) {
         if (parent_slots[i] >= first)
-            return HS_FAIL(HS_ERR_INVALID_ARG, "hs_eagle3_draft: node %u: parent slot %u is not drafted yet (slots 0 .. %u)",
-                           i, parent_slots[i], first - 1);
+            return HS_FAIL(HS_ERR_INVALID_ARG,
+                           "hs_eagle3_draft: node %u: parent slot %u is not drafted yet (slots 0 .. %u)", i,
+                           parent_slots[i], first - 1);
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= h->cfg.n_vocab)
-            return HS_FAIL(HS_ERR_INVALID_ARG, "hs_eagle3_draft: token %d of node %u is out of the vocabulary (%u)",
-                           tokens[i], i, h->cfg.n_vocab);
+            return HS_FAIL(HS_ERR_INVALID_ARG,
+                           "hs_eagle3_draft: token %d of node %u is out of the vocabulary (%u)", tokens[i], i,
+                           h->cfg.n_vocab);
     }
     const uint32_t cap = bucket(w, h->max_nodes), words = h->node_words;
     uint8_t *step = hs_vk_buffer_map(h->step);
@@ -658,8 +716,10 @@ hs_status hs_eagle3_draft(hs_eagle3 *h, const uint32_t *parent_slots, const int3
          * slot 0, is the last committed row, inside the prefix). */
         h->depth[s] = h->depth[p] + 1;
         uint32_t *a = h->anc + (size_t)s * words;
-        if (p) memcpy(a, h->anc + (size_t)p * words, words * 4);
-        else memset(a, 0, words * 4);
+        if (p)
+            memcpy(a, h->anc + (size_t)p * words, words * 4);
+        else
+            memset(a, 0, words * 4);
         a[(s - 1) / 32] |= 1u << ((s - 1) % 32);
         memcpy(mask + (size_t)i * words, a, words * 4);
         tok[i] = tokens[i];

@@ -50,7 +50,8 @@
  *     gate/up; down (+= x); last row -> hidden slot 0; output; Top-K
  *   draft level (12): gather the parents' hidden rows; embedding rows; the
  *     same layer (7); the rows -> their hidden slots; output; Top-K
- * Weights split past maxStorageBufferRange add one product per extra chunk.
+ * Past maxStorageBufferRange, a weight in row chunks adds one product per
+ * extra chunk and the target's taps buffer one gather per extra window.
  * Each is one recorded sequence per capacity bucket (the next power of two of
  * n or w, at most max_batch or max_nodes), replayed with a small host-written
  * step buffer (tokens, positions, cache rows, slot lists, attention info and
@@ -145,12 +146,14 @@ void hs_eagle3_reset(hs_eagle3 *h);
 void hs_eagle3_reset_tree(hs_eagle3 *h);
 
 /* Consumes n rows at n_past .. n_past + n - 1: row i pairs the target's taps
- * at slot tap_slots[i] of the target's last eval (hs_llama_taps; slots below
- * the target's max_batch) with the token next_tokens[i]. Commits them
- * (n_past += n), drops any drafted nodes, makes the last row slot 0 and
- * returns its Top-K (*root, target ids, valid until the next call; root may
- * be NULL). n <= max_batch; HS_ERR_OUT_OF_RANGE when the head's cache is
- * full. On an error nothing changes. */
+ * at slot tap_slots[i] of the target's last eval (hs_llama_taps: the row of
+ * that eval, e.g. an accepted node's index in the verified tree; below the
+ * target's max_batch) with the token next_tokens[i]. Call it before the
+ * target's next eval overwrites the taps. Commits the rows (n_past += n),
+ * drops any drafted nodes, makes the last row slot 0 and returns its Top-K
+ * (*root, target ids, valid until the next call; root may be NULL).
+ * n <= max_batch; HS_ERR_OUT_OF_RANGE when the head's cache is full. On an
+ * error nothing changes. */
 hs_status hs_eagle3_consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32_t *next_tokens, uint32_t n,
                             const hs_topk_result **root);
 

@@ -193,8 +193,8 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
                        hs_type_name(kv->type));
     if (n == 0 || n_cols == 0 || kv->n_ctx == 0 || nkv == 0 || n_head == 0)
         return HS_FAIL(HS_ERR_INVALID_ARG,
-                       "attention: empty shape (n %u, n_cols %u, n_ctx %u, n_kv_head %u, n_head %u)", n, n_cols,
-                       kv->n_ctx, nkv, n_head);
+                       "attention: empty shape (n %u, n_cols %u, n_ctx %u, n_kv_head %u, n_head %u)", n,
+                       n_cols, kv->n_ctx, nkv, n_head);
     if (n_head % nkv)
         return HS_FAIL(HS_ERR_INVALID_ARG, "attention: n_head %u is not a multiple of n_kv_head %u", n_head,
                        nkv);
@@ -256,7 +256,8 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     hs_kv_bind_windows(ops, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp, variant->unit, 1, 2, 6, b, &pc.k_off,
                        &pc.v_off);
     pc.chunk_rows = sp.chunk_rows;
-    HS_TRY(bind_range(ops, "attention", "info", info, 0, (uint64_t)(live_word + 1) * 4, 4, &b[3], &pc.info_off));
+    HS_TRY(
+        bind_range(ops, "attention", "info", info, 0, (uint64_t)(live_word + 1) * 4, 4, &b[3], &pc.info_off));
     HS_TRY(bind_range(ops, "attention", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[4], &pc.mask_off));
     /* Whole q and out must exist even if they are bound chunk by chunk. */
     if (!q || !q->buf || !out || !out->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "attention: q or out missing");
@@ -303,8 +304,8 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
 }
 
 hs_status hs_op_attention_cols(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
-                               uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask, uint32_t n,
-                               uint32_t n_cols, float scale, const hs_vk_binding *out) {
+                               uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask,
+                               uint32_t n, uint32_t n_cols, float scale, const hs_vk_binding *out) {
     return attention(ops, seq, q, kv, n_head, info, mask, n, n_cols, HS_ATTN_INFO_N_LIVE, scale, out);
 }
 

@@ -417,15 +417,19 @@ hs_status hs_op_gather_rows(hs_ops *ops, hs_vk_seq *seq, const hs_gather_rows *g
     static const char *op = "hs_op_gather_rows";
     const hs_vk_caps *c = hs_ops_caps(ops);
     if (!g) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: no arguments", op);
-    if (g->cols == 0 || g->cols > g->src_stride || g->cols > g->dst_stride || g->src_rows == 0 || g->dst_rows == 0)
-        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %u columns of rows with strides %u (src, %u rows) and %u (dst, %u rows)",
-                       op, g->cols, g->src_stride, g->src_rows, g->dst_stride, g->dst_rows);
+    if (g->cols == 0 || g->cols > g->src_stride || g->cols > g->dst_stride || g->src_rows == 0 ||
+        g->dst_rows == 0)
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "%s: %u columns of rows with strides %u (src, %u rows) and %u (dst, %u rows)", op,
+                       g->cols, g->src_stride, g->src_rows, g->dst_stride, g->dst_rows);
     const bool sidx = g->src_ids != NULL, didx = g->dst_ids != NULL;
     if ((!sidx && n > g->src_rows) || (!didx && n > g->dst_rows))
-        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %u entries without an index list need as many %s rows (it has %u)",
-                       op, n, !sidx && n > g->src_rows ? "source" : "destination",
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "%s: %u entries without an index list need as many %s rows (it has %u)", op, n,
+                       !sidx && n > g->src_rows ? "source" : "destination",
                        !sidx && n > g->src_rows ? g->src_rows : g->dst_rows);
-    const uint64_t row = (uint64_t)g->cols * 4, ss = (uint64_t)g->src_stride * 4, ds = (uint64_t)g->dst_stride * 4;
+    const uint64_t row = (uint64_t)g->cols * 4, ss = (uint64_t)g->src_stride * 4,
+                   ds = (uint64_t)g->dst_stride * 4;
     const uint64_t src_bytes = (g->src_rows - 1) * ss + row, dst_bytes = (g->dst_rows - 1) * ds + row;
     hs_operand a[4] = {{&g->src, "src", 0, src_bytes},
                        {&g->dst, "dst", 0, dst_bytes},
@@ -442,15 +446,17 @@ hs_status hs_op_gather_rows(hs_ops *ops, hs_vk_seq *seq, const hs_gather_rows *g
     const uint64_t src_fit = rows_in_range(c, g->src.offset, ss, row);
     const uint64_t dst_fit = rows_in_range(c, g->dst.offset, ds, row);
     if (src_fit == 0 || dst_fit == 0)
-        return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "%s: one %s row (%llu bytes) exceeds maxStorageBufferRange %llu", op,
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
+                       "%s: one %s row (%llu bytes) exceeds maxStorageBufferRange %llu", op,
                        src_fit ? "dst" : "src", (unsigned long long)row,
                        (unsigned long long)c->max_storage_buffer_range);
     if (!sidx && src_fit < per) per = src_fit;
     if (!didx && dst_fit < per) per = dst_fit;
     if (didx && dst_fit < g->dst_rows)
-        return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
-                       "%s: an indexed destination of %u rows (%llu bytes) exceeds maxStorageBufferRange %llu", op,
-                       g->dst_rows, (unsigned long long)dst_bytes, (unsigned long long)c->max_storage_buffer_range);
+        return HS_FAIL(
+            HS_ERR_VK_UNSUPPORTED,
+            "%s: an indexed destination of %u rows (%llu bytes) exceeds maxStorageBufferRange %llu", op,
+            g->dst_rows, (unsigned long long)dst_bytes, (unsigned long long)c->max_storage_buffer_range);
     /* An indexed source larger than one binding: one dispatch per window. */
     const uint64_t win = sidx ? (src_fit < g->src_rows ? src_fit : g->src_rows) : 0;
 
@@ -463,9 +469,13 @@ hs_status hs_op_gather_rows(hs_ops *ops, hs_vk_seq *seq, const hs_gather_rows *g
         const uint64_t ni = n - i0 < per ? n - i0 : per;
         for (uint64_t r0 = 0; r0 < (sidx ? g->src_rows : 1); r0 += sidx ? win : 1) {
             hs_vk_binding b[4];
-            hs_gather_rows_push pc = {.n = (uint32_t)ni, .i0 = (uint32_t)i0, .cols = g->cols,
-                                      .src_stride = g->src_stride, .dst_stride = g->dst_stride,
-                                      .src_rows = g->src_rows, .dst_rows = g->dst_rows};
+            hs_gather_rows_push pc = {.n = (uint32_t)ni,
+                                      .i0 = (uint32_t)i0,
+                                      .cols = g->cols,
+                                      .src_stride = g->src_stride,
+                                      .dst_stride = g->dst_stride,
+                                      .src_rows = g->src_rows,
+                                      .dst_rows = g->dst_rows};
             if (sidx) {
                 const uint64_t nr = g->src_rows - r0 < win ? g->src_rows - r0 : win;
                 bind_rows(c, &g->src, r0, nr, ss, row, &b[0], &pc.src_off);

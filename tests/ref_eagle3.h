@@ -17,18 +17,18 @@
 typedef struct ref_eagle3_weights {
     uint32_t dim, n_head, n_kv_head, head_dim, ff, n_vocab, n_draft_vocab, target_dim;
     float eps, rope_base;
-    const float *fc;                /* [dim][3 target_dim] */
-    const float *attn_norm;         /* [dim], on the embedding */
-    const float *hidden_norm;       /* [dim], on the hidden state */
+    const float *fc;                     /* [dim][3 target_dim] */
+    const float *attn_norm;              /* [dim], on the embedding */
+    const float *hidden_norm;            /* [dim], on the hidden state */
     const float *ffn_norm, *output_norm; /* [dim] */
-    const float *wq;                /* [n_head head_dim][2 dim] */
-    const float *wk, *wv;           /* [n_kv_head head_dim][2 dim] */
-    const float *wo;                /* [dim][n_head head_dim] */
-    const float *wgate, *wup;       /* [ff][dim] */
-    const float *wdown;             /* [dim][ff] */
-    const float *out;               /* [n_draft_vocab][dim] */
-    const int32_t *d2t;             /* [n_draft_vocab] */
-    const float *embd;              /* [n_vocab][dim]: the target's token_embd */
+    const float *wq;                     /* [n_head head_dim][2 dim] */
+    const float *wk, *wv;                /* [n_kv_head head_dim][2 dim] */
+    const float *wo;                     /* [dim][n_head head_dim] */
+    const float *wgate, *wup;            /* [ff][dim] */
+    const float *wdown;                  /* [dim][ff] */
+    const float *out;                    /* [n_draft_vocab][dim] */
+    const int32_t *d2t;                  /* [n_draft_vocab] */
+    const float *embd;                   /* [n_vocab][dim]: the target's token_embd */
 } ref_eagle3_weights;
 
 typedef struct ref_eagle3 ref_eagle3;
@@ -43,7 +43,8 @@ void ref_eagle3_reset_tree(ref_eagle3 *r);
 void ref_eagle3_consume(ref_eagle3 *r, const float *feats, const int32_t *tokens, uint32_t n, double *logits);
 /* One tree level of w nodes (parent slots, target tokens) at the next slots;
  * logits [w][n_draft_vocab]. */
-void ref_eagle3_draft(ref_eagle3 *r, const uint32_t *parents, const int32_t *tokens, uint32_t w, double *logits);
+void ref_eagle3_draft(ref_eagle3 *r, const uint32_t *parents, const int32_t *tokens, uint32_t w,
+                      double *logits);
 
 /* The Top-K record of softmax(logits) over the draft vocabulary, as
  * op_select.h defines it, with target ids (id + d2t[id]); ties to the lower

@@ -524,19 +524,25 @@ static void test_attention_replay(void **state) {
 /* ---- queries apart from the tree's columns (hs_op_attention_cols) ---- */
 
 /* Runs hs_op_attention_cols: n queries, mask [n][words(n_cols)]; returns out. */
-static float *run_attention_cols(hs_test_env *env, const shape *s, const float *q, const void *k, const void *v,
-                                 const uint32_t info[3], const uint32_t *mask, uint32_t n, uint32_t n_cols,
-                                 float scale, bool pads) {
+static float *run_attention_cols(hs_test_env *env, const shape *s, const float *q, const void *k,
+                                 const void *v, const uint32_t info[3], const uint32_t *mask, uint32_t n,
+                                 uint32_t n_cols, float scale, bool pads) {
     const size_t qb = (size_t)n * s->n_head * s->hd * 4;
     const size_t kvb = (size_t)s->n_ctx * s->n_kv * s->hd * elem_size(s->type);
     const size_t mb = (size_t)n * hs_attn_mask_words(n_cols) * 4;
     const size_t pad = pads ? 16 : 0;
-    hs_vk_buffer *bq = padded(env, q, qb, pad), *bk = padded(env, k, kvb, pad), *bv = padded(env, v, kvb, pad);
+    hs_vk_buffer *bq = padded(env, q, qb, pad), *bk = padded(env, k, kvb, pad),
+                 *bv = padded(env, v, kvb, pad);
     hs_vk_buffer *binfo = padded(env, info, 12, pads ? 4 : 0), *bmask = padded(env, mask, mb, pads ? 8 : 0);
     hs_vk_buffer *bout = padded(env, NULL, qb, pad);
-    hs_vk_binding Q = {bq, pad, 0}, O = {bout, pad, 0}, I = {binfo, pads ? 4 : 0, 0}, M = {bmask, pads ? 8 : 0, 0};
-    hs_kv_layer kv = {.k = {bk, pad, 0}, .v = {bv, pad, 0}, .type = s->type, .n_ctx = s->n_ctx,
-                      .n_kv_head = s->n_kv, .head_dim = s->hd};
+    hs_vk_binding Q = {bq, pad, 0}, O = {bout, pad, 0}, I = {binfo, pads ? 4 : 0, 0},
+                  M = {bmask, pads ? 8 : 0, 0};
+    hs_kv_layer kv = {.k = {bk, pad, 0},
+                      .v = {bv, pad, 0},
+                      .type = s->type,
+                      .n_ctx = s->n_ctx,
+                      .n_kv_head = s->n_kv,
+                      .head_dim = s->hd};
     hs_vk_seq *seq = hs_test_seq_begin(env);
     HS_CHECK(hs_op_attention_cols(env->ops, seq, &Q, &kv, s->n_head, &I, &M, n, n_cols, scale, &O));
     assert_int_equal(hs_vk_seq_dispatch_count(seq), 1);
@@ -544,7 +550,8 @@ static float *run_attention_cols(hs_test_env *env, const shape *s, const float *
     float *o = malloc(qb);
     HS_CHECK(hs_vk_buffer_download(bout, pad, o, qb));
     hs_vk_buffer *bufs[] = {bq, bk, bv, binfo, bmask, bout};
-    for (int i = 0; i < 6; i++) hs_vk_buffer_destroy(bufs[i]);
+    for (int i = 0; i < 6; i++)
+        hs_vk_buffer_destroy(bufs[i]);
     return o;
 }
 
@@ -565,7 +572,8 @@ static void test_attention_cols(void **state) {
         void *k = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
         void *v = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
         uint32_t *mask = malloc((size_t)n * words * 4);
-        for (uint32_t i = 0; i < n * words; i++) mask[i] = hs_rng_u32(&r) & hs_rng_u32(&r);
+        for (uint32_t i = 0; i < n * words; i++)
+            mask[i] = hs_rng_u32(&r) & hs_rng_u32(&r);
         mask[1 * words] = mask[1 * words + 1] = 0; /* query 1 sees the prefix only */
         const float scale = 1.0f / sqrtf((float)s->hd);
         for (uint32_t n_live = 5; n_live <= 100; n_live += 95) { /* 100: clamped to n */
@@ -576,7 +584,8 @@ static void test_attention_cols(void **state) {
             for (uint32_t i = 0; i < n; i++) {
                 if (i >= live) {
                     for (size_t e = 0; e < hn; e++)
-                        if (got[i * hn + e] != 0.0f) fail_msg("query %u past n_live %u is not zero", i, n_live);
+                        if (got[i * hn + e] != 0.0f)
+                            fail_msg("query %u past n_live %u is not zero", i, n_live);
                     continue;
                 }
                 /* The same visibility as query 0 of a call whose nodes are the columns. */
@@ -1047,12 +1056,17 @@ static void test_split_binding_limit(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tree_mask),        cmocka_unit_test(test_check_parents),
-        cmocka_unit_test(test_attention_ref),    cmocka_unit_test(test_attention_causal),
-        cmocka_unit_test(test_attention_exact),  cmocka_unit_test(test_attention_long),
-        cmocka_unit_test(test_attention_replay), cmocka_unit_test(test_attention_bad_args),
+        cmocka_unit_test(test_tree_mask),
+        cmocka_unit_test(test_check_parents),
+        cmocka_unit_test(test_attention_ref),
+        cmocka_unit_test(test_attention_causal),
+        cmocka_unit_test(test_attention_exact),
+        cmocka_unit_test(test_attention_long),
+        cmocka_unit_test(test_attention_replay),
+        cmocka_unit_test(test_attention_bad_args),
         cmocka_unit_test(test_attention_cols),
-        cmocka_unit_test(test_kv_gather),        cmocka_unit_test(test_round),
+        cmocka_unit_test(test_kv_gather),
+        cmocka_unit_test(test_round),
         cmocka_unit_test(test_attention_split_ref),
     };
     /* test_round again: tree, compaction and decoding over caches in windows. */

@@ -32,8 +32,18 @@
 /* ---- the random head ---- */
 
 enum {
-    DIM = 64, HEADS = 4, KV_HEADS = 2, HEAD_DIM = 16, FF = 96, VOCAB = 512, DVOCAB = 200, TDIM = 64,
-    QD = HEADS * HEAD_DIM, KVD = KV_HEADS * HEAD_DIM, TOPK = 8, MAX_NODES = 24,
+    DIM = 64,
+    HEADS = 4,
+    KV_HEADS = 2,
+    HEAD_DIM = 16,
+    FF = 96,
+    VOCAB = 512,
+    DVOCAB = 200,
+    TDIM = 64,
+    QD = HEADS * HEAD_DIM,
+    KVD = KV_HEADS * HEAD_DIM,
+    TOPK = 8,
+    MAX_NODES = 24,
 };
 static const uint32_t k_layers[3] = {1, 2, 3};
 /* maxStorageBufferRange of the split group (below). */
@@ -47,8 +57,23 @@ typedef struct head_tensor {
     float *data;         /* NULL: d2t */
 } head_tensor;
 
-enum { T_FC, T_ATTN_NORM, T_HIDDEN_NORM, T_Q, T_K, T_V, T_O, T_FFN_NORM, T_GATE, T_UP, T_DOWN, T_OUT_NORM, T_OUT, T_D2T,
-       N_TENSORS };
+enum {
+    T_FC,
+    T_ATTN_NORM,
+    T_HIDDEN_NORM,
+    T_Q,
+    T_K,
+    T_V,
+    T_O,
+    T_FFN_NORM,
+    T_GATE,
+    T_UP,
+    T_DOWN,
+    T_OUT_NORM,
+    T_OUT,
+    T_D2T,
+    N_TENSORS
+};
 static head_tensor g_t[N_TENSORS] = {
     [T_FC] = {"fc.weight", DIM, 3 * TDIM, true, NULL},
     [T_ATTN_NORM] = {"blk.0.attn_norm.weight", 1, DIM, false, NULL},
@@ -81,11 +106,14 @@ static void make_weights(void) {
         const float s = t->rows == 1 ? 0.0f : (i == T_OUT ? 0.5f : 1.7f / sqrtf((float)t->cols));
         t->data = t->rows == 1 ? hs_test_rand_array(&r, n, 0.8f, 1.2f) : hs_test_rand_array(&r, n, -s, s);
         if (t->f16)
-            for (size_t k = 0; k < n; k++) t->data[k] = hs_test_f16_to_f32(hs_test_f32_to_f16(t->data[k]));
+            for (size_t k = 0; k < n; k++)
+                t->data[k] = hs_test_f16_to_f32(hs_test_f32_to_f16(t->data[k]));
     }
-    for (int i = 0; i < VOCAB; i++) g_t2d[i] = -1;
+    for (int i = 0; i < VOCAB; i++)
+        g_t2d[i] = -1;
     for (uint32_t i = 0, id = 0; i < DVOCAB; i++, id++) {
-        while (hs_rng_u32(&r) % 5 >= 2 && VOCAB - id > DVOCAB - i) id++; /* keep ids within the vocabulary */
+        while (hs_rng_u32(&r) % 5 >= 2 && VOCAB - id > DVOCAB - i)
+            id++; /* keep ids within the vocabulary */
         g_d2t[i] = (int32_t)id - (int32_t)i;
         g_t2d[id] = (int32_t)i;
     }
@@ -130,10 +158,12 @@ static void write_head(const head_spec *sp, hs_gw *w) {
     };
     const size_t n_keys = sizeof keys / sizeof keys[0];
     uint64_t nkv = 3; /* architecture, target_layers, target_name */
-    for (size_t i = 0; i < n_keys; i++) nkv += !(sp->skip_key && !strcmp(sp->skip_key, keys[i].key));
+    for (size_t i = 0; i < n_keys; i++)
+        nkv += !(sp->skip_key && !strcmp(sp->skip_key, keys[i].key));
     if (sp->skip_key && !strcmp(sp->skip_key, "eagle3.target_layers")) nkv--;
     uint64_t nt = 0;
-    for (int i = 0; i < N_TENSORS; i++) nt += !(sp->skip_tensor && !strcmp(sp->skip_tensor, g_t[i].name));
+    for (int i = 0; i < N_TENSORS; i++)
+        nt += !(sp->skip_tensor && !strcmp(sp->skip_tensor, g_t[i].name));
     hs_gw_init(w);
     hs_gw_header(w, 3, nt, nkv);
     hs_gw_key(w, "general.architecture", HS_GW_STRING);
@@ -141,13 +171,16 @@ static void write_head(const head_spec *sp, hs_gw *w) {
     for (size_t i = 0; i < n_keys; i++) {
         if (sp->skip_key && !strcmp(sp->skip_key, keys[i].key)) continue;
         hs_gw_key(w, keys[i].key, keys[i].type);
-        if (keys[i].type == HS_GW_UINT32) hs_gw_u32(w, keys[i].u);
-        else hs_gw_f32(w, keys[i].f);
+        if (keys[i].type == HS_GW_UINT32)
+            hs_gw_u32(w, keys[i].u);
+        else
+            hs_gw_f32(w, keys[i].f);
     }
     if (!(sp->skip_key && !strcmp(sp->skip_key, "eagle3.target_layers"))) {
         hs_gw_key(w, "eagle3.target_layers", HS_GW_ARRAY);
         hs_gw_arr(w, HS_GW_INT32, n_layers);
-        for (uint32_t i = 0; i < n_layers; i++) hs_gw_u32(w, layers[i % 3]);
+        for (uint32_t i = 0; i < n_layers; i++)
+            hs_gw_u32(w, layers[i % 3]);
     }
     hs_gw_key(w, "eagle3.target_name", HS_GW_STRING);
     hs_gw_str(w, "stories260K");
@@ -174,13 +207,16 @@ static void write_head(const head_spec *sp, hs_gw *w) {
         if (i == T_D2T) {
             for (uint32_t k = 0; k < DVOCAB; k++)
                 hs_gw_u32(w, (uint32_t)(k + 1 == DVOCAB && sp->d2t_last ? sp->d2t_last : g_d2t[k]));
-            for (uint32_t k = 0; wide && k < 4; k++) hs_gw_u32(w, 0);
+            for (uint32_t k = 0; wide && k < 4; k++)
+                hs_gw_u32(w, 0);
         } else {
             for (uint32_t rw = 0; rw < t->rows; rw++)
                 for (uint32_t c = 0; c < t->cols + (wide ? 4 : 0); c++) {
                     const float v = c < t->cols ? t->data[(size_t)rw * t->cols + c] : 0.0f;
-                    if (f16) hs_gw_u16(w, hs_test_f32_to_f16(v));
-                    else hs_gw_f32(w, v);
+                    if (f16)
+                        hs_gw_u16(w, hs_test_f32_to_f16(v));
+                    else
+                        hs_gw_f32(w, v);
                 }
         }
         hs_gw_pad(w, 32);
@@ -191,9 +227,9 @@ static void write_head(const head_spec *sp, hs_gw *w) {
 
 typedef struct e3_env {
     hs_test_env base;
-    hs_gguf *tg;   /* stories260K */
-    hs_llama *t;   /* with taps at 1, 2, 3 */
-    hs_gw hw;      /* the head file */
+    hs_gguf *tg; /* stories260K */
+    hs_llama *t; /* with taps at 1, 2, 3 */
+    hs_gw hw;    /* the head file */
     hs_gguf *hg;
     hs_eagle3 *h;
     ref_eagle3_weights rw;
@@ -212,7 +248,10 @@ static int setup_e3(void **state, unsigned long range, const char *name, const c
     *state = e;
     char path[1024];
     snprintf(path, sizeof path, "%s/models/stories260K/stories260K.gguf", hs_test_shared_dir());
-    hs_llama_options to = {.n_ctx = 512, .max_batch = 64, .taps = true, .custom_taps = true,
+    hs_llama_options to = {.n_ctx = 512,
+                           .max_batch = 64,
+                           .taps = true,
+                           .custom_taps = true,
                            .tap_layers = {k_layers[0], k_layers[1], k_layers[2]}};
     write_head(NULL, &e->hw);
     const hs_eagle3_options ho = head_options();
@@ -224,14 +263,31 @@ static int setup_e3(void **state, unsigned long range, const char *name, const c
     }
     const hs_gguf_tensor *emb = hs_gguf_find_tensor(e->tg, "token_embd.weight");
     if (!emb || emb->type != HS_GGML_TYPE_F32) return -1;
-    e->rw = (ref_eagle3_weights){
-        .dim = DIM, .n_head = HEADS, .n_kv_head = KV_HEADS, .head_dim = HEAD_DIM, .ff = FF, .n_vocab = VOCAB,
-        .n_draft_vocab = DVOCAB, .target_dim = TDIM, .eps = 1e-5f, .rope_base = 10000.0f,
-        .fc = g_t[T_FC].data, .attn_norm = g_t[T_ATTN_NORM].data, .hidden_norm = g_t[T_HIDDEN_NORM].data,
-        .ffn_norm = g_t[T_FFN_NORM].data, .output_norm = g_t[T_OUT_NORM].data, .wq = g_t[T_Q].data,
-        .wk = g_t[T_K].data, .wv = g_t[T_V].data, .wo = g_t[T_O].data, .wgate = g_t[T_GATE].data,
-        .wup = g_t[T_UP].data, .wdown = g_t[T_DOWN].data, .out = g_t[T_OUT].data, .d2t = g_d2t,
-        .embd = emb->data};
+    e->rw = (ref_eagle3_weights){.dim = DIM,
+                                 .n_head = HEADS,
+                                 .n_kv_head = KV_HEADS,
+                                 .head_dim = HEAD_DIM,
+                                 .ff = FF,
+                                 .n_vocab = VOCAB,
+                                 .n_draft_vocab = DVOCAB,
+                                 .target_dim = TDIM,
+                                 .eps = 1e-5f,
+                                 .rope_base = 10000.0f,
+                                 .fc = g_t[T_FC].data,
+                                 .attn_norm = g_t[T_ATTN_NORM].data,
+                                 .hidden_norm = g_t[T_HIDDEN_NORM].data,
+                                 .ffn_norm = g_t[T_FFN_NORM].data,
+                                 .output_norm = g_t[T_OUT_NORM].data,
+                                 .wq = g_t[T_Q].data,
+                                 .wk = g_t[T_K].data,
+                                 .wv = g_t[T_V].data,
+                                 .wo = g_t[T_O].data,
+                                 .wgate = g_t[T_GATE].data,
+                                 .wup = g_t[T_UP].data,
+                                 .wdown = g_t[T_DOWN].data,
+                                 .out = g_t[T_OUT].data,
+                                 .d2t = g_d2t,
+                                 .embd = emb->data};
     e->ref = ref_eagle3_create(&e->rw, 512, MAX_NODES);
     return 0;
 }
@@ -267,7 +323,7 @@ static int teardown(void **state) {
  * here: max logit 2.4e-6, lse 1e-6 at most). A probability moves by p times
  * the logit error (measured 5.5e-7; tail 3e-7, entropy 2.4e-7). The bounds
  * keep a margin of 8 to 40 over these and stay far below what a wrong mask,
- * position or weight half gives (1e-2 and more): 1e-5 for probabilities,
+ * position or weight half gives (7e-4 and more): 1e-5 for probabilities,
  * tail and entropy, 2e-5 for the max logit and lse. An id may differ from the
  * reference's at the same rank only in a near tie: its reference probability
  * within 1e-5 of the reference's id at that rank. */
@@ -289,27 +345,30 @@ static void check_topk(const hs_topk_result *got, const double *logits, const ch
             fail_msg("%s: rank %u: id %u is not in the draft vocabulary", what, j, got->ids[j]);
         const double pg = p[g_t2d[got->ids[j]]];
         if (got->ids[j] != ref.ids[j] && fabs(pg - ref.probs[j]) > TOL_P)
-            fail_msg("%s: rank %u: id %u (reference p %.7f), reference id %u (p %.7f)", what, j, got->ids[j], pg,
-                     ref.ids[j], (double)ref.probs[j]);
+            fail_msg("%s: rank %u: id %u (reference p %.7f), reference id %u (p %.7f)", what, j, got->ids[j],
+                     pg, ref.ids[j], (double)ref.probs[j]);
         const double d = fabs((double)got->probs[j] - pg);
-        if (d > TOL_P) fail_msg("%s: rank %u id %u: p %.7f, reference %.7f", what, j, got->ids[j], got->probs[j], pg);
+        if (d > TOL_P)
+            fail_msg("%s: rank %u id %u: p %.7f, reference %.7f", what, j, got->ids[j], got->probs[j], pg);
         if (d > g_worst) g_worst = d;
     }
     const double dt = fabs((double)got->tail - ref.tail), dh = fabs((double)got->entropy - ref.entropy);
     const double dm = fabs((double)got->max_logit - ref.max_logit), dl = fabs((double)got->lse - ref.lse);
     const double ds[4] = {dt, dh, dm, dl};
-    for (int i = 0; i < 4; i++) g_worst_other[i] = ds[i] > g_worst_other[i] ? ds[i] : g_worst_other[i];
+    for (int i = 0; i < 4; i++)
+        g_worst_other[i] = ds[i] > g_worst_other[i] ? ds[i] : g_worst_other[i];
     if (dt > TOL_P || dh > TOL_H || dm > TOL_L || dl > TOL_L)
         fail_msg("%s: tail %.7f/%.7f entropy %.7f/%.7f max %.7f/%.7f lse %.7f/%.7f (device/reference)", what,
-                 got->tail, ref.tail, got->entropy, ref.entropy, got->max_logit, ref.max_logit, got->lse, ref.lse);
+                 got->tail, ref.tail, got->entropy, ref.entropy, got->max_logit, ref.max_logit, got->lse,
+                 ref.lse);
 }
 
 static void topk_equal(const hs_topk_result *a, const hs_topk_result *b, const char *what) {
     if (a->k != b->k || memcmp(a->ids, b->ids, a->k * 4) || memcmp(a->probs, b->probs, a->k * 4) ||
         memcmp(&a->tail, &b->tail, 4) || memcmp(&a->entropy, &b->entropy, 4) ||
         memcmp(&a->max_logit, &b->max_logit, 4) || memcmp(&a->lse, &b->lse, 4))
-        fail_msg("%s: Top-K records differ (ids %u/%u, p %.9g/%.9g, lse %.9g/%.9g)", what, a->ids[0], b->ids[0],
-                 a->probs[0], b->probs[0], a->lse, b->lse);
+        fail_msg("%s: Top-K records differ (ids %u/%u, p %.9g/%.9g, lse %.9g/%.9g)", what, a->ids[0],
+                 b->ids[0], a->probs[0], b->probs[0], a->lse, b->lse);
 }
 
 /* ---- the target's side of a round ---- */
@@ -324,7 +383,8 @@ static void target_prompt(e3_env *e, float *feats, int32_t *next) {
     const uint32_t *amax;
     hs_llama_reset(e->t);
     HS_CHECK(hs_llama_eval(e->t, k_prompt, PROMPT, NULL, true, true, NULL, &amax));
-    for (int i = 0; i + 1 < PROMPT; i++) next[i] = k_prompt[i + 1];
+    for (int i = 0; i + 1 < PROMPT; i++)
+        next[i] = k_prompt[i + 1];
     next[PROMPT - 1] = (int32_t)amax[0];
     HS_CHECK(hs_llama_taps_read(e->t, 0, PROMPT, feats));
 }
@@ -347,7 +407,8 @@ static void draft_tree_vs_ref(e3_env *e, const hs_topk_result *root, const char 
         for (uint32_t i = 0; i < w; i++) {
             /* The first node under a parent takes its top id, the next its second, ... */
             uint32_t rank = 0;
-            for (uint32_t j = 0; j < i; j++) rank += parents[lv][j] == parents[lv][i];
+            for (uint32_t j = 0; j < i; j++)
+                rank += parents[lv][j] == parents[lv][i];
             tokens[i] = (int32_t)slots[parents[lv][i]].ids[rank];
         }
         const hs_topk_result *got;
@@ -379,7 +440,8 @@ static void test_vs_reference(void **state) {
     assert_int_equal(hs_eagle3_n_past(e->h), PROMPT);
     /* In the split group, token_embd is in row chunks and the taps are
      * gathered in windows: more dispatches than 13. */
-    if (hs_ops_caps(e->base.ops)->max_storage_buffer_range <= SPLIT_RANGE && hs_eagle3_last_dispatches(e->h) <= 13)
+    if (hs_ops_caps(e->base.ops)->max_storage_buffer_range <= SPLIT_RANGE &&
+        hs_eagle3_last_dispatches(e->h) <= 13)
         fail_msg("the split group did not split (%u dispatches)", hs_eagle3_last_dispatches(e->h));
     double logits[DVOCAB];
     ref_eagle3_consume(e->ref, feats, next, PROMPT, logits);
@@ -405,8 +467,10 @@ static void test_vs_reference(void **state) {
     check_topk(root, logits, "round 2 root");
     hs_topk_result root2 = *root;
     draft_tree_vs_ref(e, &root2, "round 2");
-    printf("eagle3: largest deviations from the reference: probability %.2e, tail %.2e, entropy %.2e, max logit "
-           "%.2e, lse %.2e\n", g_worst, g_worst_other[0], g_worst_other[1], g_worst_other[2], g_worst_other[3]);
+    printf(
+        "eagle3: largest deviations from the reference: probability %.2e, tail %.2e, entropy %.2e, max logit "
+        "%.2e, lse %.2e\n",
+        g_worst, g_worst_other[0], g_worst_other[1], g_worst_other[2], g_worst_other[3]);
 }
 
 /* ---- exactness ---- */
@@ -439,7 +503,8 @@ static void test_chunks(void **state) {
     consume_pieces(e, three, 3, &root[2], level[2]);
     for (int k = 1; k < 3; k++) {
         topk_equal(&root[k], &root[0], k == 1 ? "root, 2 + 4 rows" : "root, 1 + 3 + 2 rows");
-        for (int i = 0; i < 3; i++) topk_equal(&level[k][i], &level[0][i], "first level after chunks");
+        for (int i = 0; i < 3; i++)
+            topk_equal(&level[k][i], &level[0][i], "first level after chunks");
     }
 }
 
@@ -470,7 +535,8 @@ static void test_level_invariance(void **state) {
     topk_equal(&again[1], &alone[1], "redraft after reset_tree, level 2");
     hs_eagle3_reset_tree(e->h);
     const uint32_t par1[5] = {0, 0, 0, 0, 0};
-    const int32_t tok1[5] = {(int32_t)r0.ids[0], (int32_t)r0.ids[1], A, (int32_t)r0.ids[3], (int32_t)r0.ids[4]};
+    const int32_t tok1[5] = {(int32_t)r0.ids[0], (int32_t)r0.ids[1], A, (int32_t)r0.ids[3],
+                             (int32_t)r0.ids[4]};
     HS_CHECK(hs_eagle3_draft(e->h, par1, tok1, 5, &got));
     wide[0] = got[2];
     /* Children of slots 1, 3 (node A) and 5. */
@@ -502,7 +568,8 @@ static void test_dispatches(void **state) {
     assert_int_equal(hs_eagle3_graph_count(e->h), graphs);
     uint32_t parents[MAX_NODES] = {0};
     int32_t tokens[MAX_NODES];
-    for (int i = 0; i < MAX_NODES; i++) tokens[i] = (int32_t)root->ids[i % TOPK];
+    for (int i = 0; i < MAX_NODES; i++)
+        tokens[i] = (int32_t)root->ids[i % TOPK];
     HS_CHECK(hs_eagle3_draft(e->h, parents, tokens, 5, &got));
     assert_int_equal(hs_eagle3_last_dispatches(e->h), 12);
     const uint32_t after5 = hs_eagle3_graph_count(e->h);
@@ -522,10 +589,12 @@ static void test_dispatches(void **state) {
 
 /* ---- fit and files ---- */
 
-static void expect_fit_error(const hs_eagle3_config *c, const hs_llama *t, const char *const *needles, int n) {
+static void expect_fit_error(const hs_eagle3_config *c, const hs_llama *t, const char *const *needles,
+                             int n) {
     assert_int_equal(hs_eagle3_check_target(c, t), HS_ERR_INVALID_ARG);
     for (int i = 0; i < n; i++)
-        if (!strstr(hs_last_error(), needles[i])) fail_msg("fit error '%s' does not name '%s'", hs_last_error(), needles[i]);
+        if (!strstr(hs_last_error(), needles[i]))
+            fail_msg("fit error '%s' does not name '%s'", hs_last_error(), needles[i]);
 }
 
 static void test_fit(void **state) {
@@ -545,7 +614,8 @@ static void test_fit(void **state) {
     expect_fit_error(&bad, e->t, (const char *[]){"vocabulary: the head's 500 ids, the target's 512"}, 1);
     bad = *c;
     bad.tap_layers[2] = 4;
-    expect_fit_error(&bad, e->t, (const char *[]){"tap layers: the head reads 1, 2, 4, the target taps 1, 2, 3"}, 1);
+    expect_fit_error(&bad, e->t,
+                     (const char *[]){"tap layers: the head reads 1, 2, 4, the target taps 1, 2, 3"}, 1);
     /* Every mismatch at once, each named. */
     bad.n_vocab = 500;
     bad.target_dim = 32;
@@ -601,7 +671,8 @@ static void expect_bad_file(e3_env *e, const head_spec *sp, hs_status want, cons
         fail_msg("expected %s naming '%s', got %s: %s", hs_status_string(want), needle, hs_status_string(st),
                  hs_last_error());
     assert_null(h);
-    if (want == HS_ERR_FORMAT && strstr(needle, "eagle3.")) assert_int_equal(hs_eagle3_config_read(g, &c), want);
+    if (want == HS_ERR_FORMAT && strstr(needle, "eagle3."))
+        assert_int_equal(hs_eagle3_config_read(g, &c), want);
     hs_vk_live_counts left = hs_vk_live_since(e->base.vk, mark);
     assert_int_equal(left.buffers + left.seqs, 0);
     hs_gguf_close(g);
@@ -610,10 +681,11 @@ static void expect_bad_file(e3_env *e, const head_spec *sp, hs_status want, cons
 
 static void test_bad_files(void **state) {
     e3_env *e = *state;
-    static const char *required[] = {
-        "eagle3.embedding_length", "eagle3.feed_forward_length", "eagle3.attention.head_count",
-        "eagle3.attention.layer_norm_rms_epsilon", "eagle3.rope.freq_base", "eagle3.context_length",
-        "eagle3.vocab_size", "eagle3.draft_vocab_size", "eagle3.target_hidden_size", "eagle3.target_layers"};
+    static const char *required[] = {"eagle3.embedding_length",     "eagle3.feed_forward_length",
+                                     "eagle3.attention.head_count", "eagle3.attention.layer_norm_rms_epsilon",
+                                     "eagle3.rope.freq_base",       "eagle3.context_length",
+                                     "eagle3.vocab_size",           "eagle3.draft_vocab_size",
+                                     "eagle3.target_hidden_size",   "eagle3.target_layers"};
     for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
         head_spec sp = {.skip_key = required[i]};
         expect_bad_file(e, &sp, HS_ERR_FORMAT, required[i]);
@@ -634,7 +706,8 @@ static void test_bad_files(void **state) {
     expect_bad_file(e, &(head_spec){.f32_tensor = "blk.0.attn_k.weight"}, HS_ERR_UNSUPPORTED_TYPE,
                     "attn_k.weight is f32 but blk.0.attn_q.weight is f16");
     expect_bad_file(e, &(head_spec){.dim_key = 48}, HS_ERR_INVALID_ARG, "dim: the head's 48");
-    expect_bad_file(e, &(head_spec){.vocab = 150}, HS_ERR_FORMAT, "draft vocabulary of 200 ids for a vocabulary of 150");
+    expect_bad_file(e, &(head_spec){.vocab = 150}, HS_ERR_FORMAT,
+                    "draft vocabulary of 200 ids for a vocabulary of 150");
 }
 
 /* Calls the head refuses, each without changing its state. */
@@ -672,7 +745,8 @@ static void test_bad_calls(void **state) {
     for (int i = 0; i < 8; i++) {
         uint32_t s[64];
         int32_t t[64];
-        for (int k = 0; k < 64; k++) s[k] = (uint32_t)k % PROMPT, t[k] = next[k % PROMPT];
+        for (int k = 0; k < 64; k++)
+            s[k] = (uint32_t)k % PROMPT, t[k] = next[k % PROMPT];
         HS_CHECK(hs_eagle3_consume(e->h, s, t, 64, &r));
     }
     assert_int_equal(hs_eagle3_consume(e->h, k_slots, next, 1, &r), HS_ERR_OUT_OF_RANGE);
@@ -682,8 +756,12 @@ static void test_bad_calls(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vs_reference), cmocka_unit_test(test_chunks),    cmocka_unit_test(test_level_invariance),
-        cmocka_unit_test(test_dispatches),   cmocka_unit_test(test_fit),       cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_vs_reference),
+        cmocka_unit_test(test_chunks),
+        cmocka_unit_test(test_level_invariance),
+        cmocka_unit_test(test_dispatches),
+        cmocka_unit_test(test_fit),
+        cmocka_unit_test(test_bad_files),
         cmocka_unit_test(test_bad_calls),
     };
     const struct CMUnitTest again[] = {
@@ -694,6 +772,7 @@ int main(void) {
     int fails = hs_test_run_group("eagle3", tests, setup, teardown);
     fails += hs_test_run_group("eagle3_noncoherent", again, setup_noncoherent, teardown);
     fails += hs_test_run_group("eagle3_split", again, setup_split, teardown);
-    for (int i = 0; i < T_D2T; i++) free(g_t[i].data);
+    for (int i = 0; i < T_D2T; i++)
+        free(g_t[i].data);
     return fails;
 }

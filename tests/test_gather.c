@@ -55,9 +55,15 @@ static uint32_t run_case(hs_test_env *env, hs_rng *r, const gcase *k) {
     if (k->dids) memcpy(ids + k->n + 1, k->dids, k->n * 4);
     hs_vk_buffer *bi = hs_test_buffer(env, ids, sizeof ids);
     hs_vk_binding si = {bi, 0, 0}, di = {bi, (k->n + 1) * 4ull, 0};
-    hs_gather_rows g = {.src = {bs, k->src_off, 0}, .src_rows = k->src_rows, .src_stride = k->src_stride,
-                        .dst = {bd, k->dst_off, 0}, .dst_rows = k->dst_rows, .dst_stride = k->dst_stride,
-                        .cols = k->cols, .src_ids = k->sids ? &si : NULL, .dst_ids = k->dids ? &di : NULL};
+    hs_gather_rows g = {.src = {bs, k->src_off, 0},
+                        .src_rows = k->src_rows,
+                        .src_stride = k->src_stride,
+                        .dst = {bd, k->dst_off, 0},
+                        .dst_rows = k->dst_rows,
+                        .dst_stride = k->dst_stride,
+                        .cols = k->cols,
+                        .src_ids = k->sids ? &si : NULL,
+                        .dst_ids = k->dids ? &di : NULL};
     hs_vk_seq *s = hs_test_seq_begin(env);
     HS_CHECK(hs_op_gather_rows(env->ops, s, &g, k->n));
     const uint32_t dispatches = hs_vk_seq_dispatch_count(s);
@@ -66,14 +72,15 @@ static uint32_t run_case(hs_test_env *env, hs_rng *r, const gcase *k) {
     HS_CHECK(hs_vk_buffer_download(bd, k->dst_off, got, dn * 4));
     for (size_t e = 0; e < dn; e++)
         if (memcmp(&got[e], &ref[e], 4))
-            fail_msg("gather %u entries, cols %u, strides %u/%u: dst[%zu][%zu] = %g, expected %g", k->n, k->cols,
-                     k->src_stride, k->dst_stride, e / k->dst_stride, e % k->dst_stride, got[e], ref[e]);
+            fail_msg("gather %u entries, cols %u, strides %u/%u: dst[%zu][%zu] = %g, expected %g", k->n,
+                     k->cols, k->src_stride, k->dst_stride, e / k->dst_stride, e % k->dst_stride, got[e],
+                     ref[e]);
     free(src), free(dst0), free(ref), free(got);
     hs_vk_buffer_destroy(bs), hs_vk_buffer_destroy(bd), hs_vk_buffer_destroy(bi);
     return dispatches;
 }
 
-static const uint32_t k_sids[8] = {3, 0, 9, 3, 1000, 7, 2, 5}; /* 1000: zeros */
+static const uint32_t k_sids[8] = {3, 0, 9, 3, 1000, 7, 2, 5};        /* 1000: zeros */
 static const uint32_t k_dids[8] = {6, 0, 2, 99, 4, 1, UINT32_MAX, 3}; /* 99, max: skipped */
 
 static void test_gather(void **state) {
@@ -103,13 +110,20 @@ static void test_gather(void **state) {
 static void test_gather_replay(void **state) {
     hs_test_env *env = *state;
     float src[6][4], got[2][4];
-    for (int i = 0; i < 24; i++) src[i / 4][i % 4] = (float)i;
+    for (int i = 0; i < 24; i++)
+        src[i / 4][i % 4] = (float)i;
     hs_vk_buffer *bs = hs_test_buffer(env, src, sizeof src), *bd = hs_test_buffer(env, NULL, sizeof got);
     hs_vk_buffer *bi = NULL;
     HS_CHECK(hs_vk_buffer_create(env->vk, 256, HS_MEM_HOST, &bi));
     hs_vk_binding ids = {bi, 0, 8};
-    hs_gather_rows g = {.src = {bs, 0, 0}, .src_rows = 6, .src_stride = 4, .dst = {bd, 0, 0}, .dst_rows = 2,
-                        .dst_stride = 4, .cols = 4, .src_ids = &ids};
+    hs_gather_rows g = {.src = {bs, 0, 0},
+                        .src_rows = 6,
+                        .src_stride = 4,
+                        .dst = {bd, 0, 0},
+                        .dst_rows = 2,
+                        .dst_stride = 4,
+                        .cols = 4,
+                        .src_ids = &ids};
     hs_vk_seq *s = hs_test_seq_begin(env);
     HS_CHECK(hs_op_gather_rows(env->ops, s, &g, 2));
     HS_CHECK(hs_vk_seq_end(s));
@@ -131,8 +145,14 @@ static void test_gather_bad_args(void **state) {
     hs_test_env *env = *state;
     hs_vk_buffer *b = hs_test_buffer(env, NULL, 1024);
     hs_vk_binding ids = {b, 0, 0};
-    hs_gather_rows g = {.src = {b, 0, 0}, .src_rows = 4, .src_stride = 8, .dst = {b, 512, 0}, .dst_rows = 4,
-                        .dst_stride = 8, .cols = 8, .src_ids = &ids};
+    hs_gather_rows g = {.src = {b, 0, 0},
+                        .src_rows = 4,
+                        .src_stride = 8,
+                        .dst = {b, 512, 0},
+                        .dst_rows = 4,
+                        .dst_stride = 8,
+                        .cols = 8,
+                        .src_ids = &ids};
     hs_vk_seq *s = hs_test_seq_begin(env);
     hs_gather_rows x = g;
     x.cols = 9; /* wider than the strides */
@@ -162,8 +182,10 @@ static void test_gather_split(void **state) {
     hs_rng r;
     hs_rng_seed(&r, 2);
     uint32_t sids[40], dids[40];
-    for (uint32_t i = 0; i < 40; i++) sids[i] = (i * 37u) % 53u; /* 50..52: zeros */
-    for (uint32_t i = 0; i < 40; i++) dids[i] = (i * 7u) % 41u; /* 40: skipped */
+    for (uint32_t i = 0; i < 40; i++)
+        sids[i] = (i * 37u) % 53u; /* 50..52: zeros */
+    for (uint32_t i = 0; i < 40; i++)
+        dids[i] = (i * 7u) % 41u; /* 40: skipped */
     gcase a = {50, 40, 40, 40, 40, 40, 16, 4, sids, NULL};
     const uint32_t da = run_case(env, &r, &a);
     if (da != 4) fail_msg("2 windows of the source x 2 chunks of entries took %u dispatches", da);
@@ -174,8 +196,14 @@ static void test_gather_split(void **state) {
     /* An indexed destination larger than a binding. */
     hs_vk_buffer *big = hs_test_buffer(env, NULL, 8192), *bi = hs_test_buffer(env, dids, sizeof dids);
     hs_vk_binding di = {bi, 0, 0};
-    hs_gather_rows g = {.src = {big, 0, 0}, .src_rows = 1, .src_stride = 16, .dst = {big, 64, 0},
-                        .dst_rows = 100, .dst_stride = 16, .cols = 16, .dst_ids = &di};
+    hs_gather_rows g = {.src = {big, 0, 0},
+                        .src_rows = 1,
+                        .src_stride = 16,
+                        .dst = {big, 64, 0},
+                        .dst_rows = 100,
+                        .dst_stride = 16,
+                        .cols = 16,
+                        .dst_ids = &di};
     hs_vk_seq *s = hs_test_seq_begin(env);
     assert_int_equal(hs_op_gather_rows(env->ops, s, &g, 1), HS_ERR_VK_UNSUPPORTED);
     assert_non_null(strstr(hs_last_error(), "indexed destination"));
@@ -190,7 +218,8 @@ int main(void) {
         cmocka_unit_test(test_gather_replay),
         cmocka_unit_test(test_gather_bad_args),
     };
-    const struct CMUnitTest split_tests[] = {cmocka_unit_test(test_gather_split), cmocka_unit_test(test_gather)};
+    const struct CMUnitTest split_tests[] = {cmocka_unit_test(test_gather_split),
+                                             cmocka_unit_test(test_gather)};
     int fails = hs_test_run_group("gather", tests, setup, teardown);
     fails += hs_test_run_group("gather_small_range", split_tests, setup_small_range, teardown);
     return fails;
