@@ -42,6 +42,7 @@ static void usage(FILE *f) {
             "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
             "                     ar | chain[/dD] | static[/B1xB2x..] | eagle2[/kK][/dD][/nN]\n"
             "                     (d: depth, k: draft top-k, n: tree size; defaults as generate)\n"
+            "  --no-chat          the turn as it is, without the chat template\n"
             "  -o md|json         markdown tables (default) or one JSON object\n");
 }
 
@@ -61,6 +62,7 @@ typedef struct acc {
 typedef struct args {
     const char *model, *head, *data, *sets, *methods, *out;
     int q_from, q_to, n_predict, n_ctx;
+    bool no_chat;
     hs_sampler_params sp;
 } args;
 
@@ -80,6 +82,10 @@ static int parse(int argc, char **argv, args *a) {
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
             return 1;
+        }
+        if (!strcmp(o, "--no-chat")) {
+            a->no_chat = true;
+            continue;
         }
         const char *const valued[] = {"-m", "--head", "--data", "--sets", "--questions", "-n",
                                       "-c", "--temp", "--seed", "--methods", "-o"};
@@ -328,7 +334,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
             int32_t *ids = NULL, *ar_ids = NULL;
             size_t n_ids = 0;
             uint32_t ar_n = 0;
-            hs_status st = hs_cli_prompt_ids(g, tok, qs[qi].text, true, NULL, &ids, &n_ids);
+            hs_status st = hs_cli_prompt_ids(g, tok, qs[qi].text, !a.no_chat, NULL, &ids, &n_ids);
             uint32_t n_predict = (uint32_t)a.n_predict;
             if (st == HS_OK && n_ids + n_predict > hs_llama_n_ctx(sm.target))
                 st = hs_engine_check_fit(sm.target, n_ids, n_predict);

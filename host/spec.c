@@ -44,10 +44,12 @@ hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy
     s->parent_slots = malloc(sizeof *s->parent_slots * cap);
     s->draft_tokens = malloc(sizeof *s->draft_tokens * cap);
     s->list_nodes = malloc(sizeof *s->list_nodes * cap);
-    s->path = malloc(sizeof *s->path * cap);
+    /* path and next also carry a prompt chunk's slots and tokens. */
+    const uint32_t rows = cap > batch ? cap : batch;
+    s->path = malloc(sizeof *s->path * rows);
     s->tokens = malloc(sizeof *s->tokens * cap);
     s->parents = malloc(sizeof *s->parents * cap);
-    s->next = malloc(sizeof *s->next * cap);
+    s->next = malloc(sizeof *s->next * rows);
     s->probs = malloc(sizeof *s->probs * v);
     if (!s->sel || !s->parent_slots || !s->draft_tokens || !s->list_nodes || !s->path || !s->tokens ||
         !s->parents || !s->next || !s->probs) {
@@ -97,6 +99,9 @@ fail:
 }
 
 hs_status hs_spec_consume_prompt(hs_spec *s, const int32_t *next_tokens, uint32_t n) {
+    if (n > hs_llama_max_batch(s->target))
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_consume_prompt: %u rows, over the target's batch limit %u", n,
+                       hs_llama_max_batch(s->target));
     for (uint32_t i = 0; i < n; i++) s->path[i] = i;
     return consume(s, s->path, next_tokens, n);
 }

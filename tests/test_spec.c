@@ -111,15 +111,23 @@ static void test_greedy_equals_plain(void **state) {
     const int32_t prompts[][6] = {{1}, {1, 403, 407}, {1, 68, 401, 259, 400, 266}, {1, 80, 87, 79}};
     const size_t lens[] = {1, 3, 6, 4};
     uint64_t accepted = 0, moved = 0;
-    for (size_t pi = 0; pi < sizeof lens / sizeof lens[0]; pi++) {
+    /* And a prompt longer than the batch (two chunks, each consumed by the
+     * head): BOS and the golden story's first 199 tokens. */
+    int32_t longp[200];
+    longp[0] = 1;
+    assert_true(hs_test_golden_ids(1, "greedy_generated_ids", longp + 1, 199) == 199);
+    for (size_t pi = 0; pi <= sizeof lens / sizeof lens[0]; pi++) {
+        const bool is_long = pi == sizeof lens / sizeof lens[0];
+        const int32_t *prompt = is_long ? longp : prompts[pi];
+        const size_t np = is_long ? 200 : lens[pi];
         hs_gen_result ref;
-        gen(e->m, e->tok, NULL, prompts[pi], lens[pi], 200, NULL, &ref);
+        gen(e->m, e->tok, NULL, prompt, np, 200, NULL, &ref);
         for (size_t mi = 0; mi < N_METHODS; mi++) {
             hs_tree_policy pol = policy_of(mi);
             hs_spec *spec;
             HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
             hs_gen_result r;
-            gen(e->m, e->tok, spec, prompts[pi], lens[pi], 200, NULL, &r);
+            gen(e->m, e->tok, spec, prompt, np, 200, NULL, &r);
             char what[96];
             snprintf(what, sizeof what, "prompt %zu, %s %s/%s/%s", pi, methods[mi][0], methods[mi][1],
                      methods[mi][2], methods[mi][3]);
