@@ -6,7 +6,7 @@
 
 #include "hs_bench_ops.h"
 
-/* Largest prompt batch: the model's default max_batch. */
+/* Largest prompt batch (the model's default max_batch; less when the model's is smaller). */
 #define HS_ENGINE_PROMPT_BATCH 512u
 
 hs_gen_params hs_gen_default_params(void) {
@@ -73,8 +73,9 @@ hs_status hs_engine_generate(hs_llama *m, const hs_tok *tok, const int32_t *prom
     const float *logits = NULL;
     const uint32_t *amax = NULL;
     int32_t next = 0;
+    const uint32_t chunk = hs_llama_max_batch(m) < HS_ENGINE_PROMPT_BATCH ? hs_llama_max_batch(m) : HS_ENGINE_PROMPT_BATCH;
     for (size_t done = 0; done < n_prompt;) {
-        uint32_t n = (uint32_t)(n_prompt - done < HS_ENGINE_PROMPT_BATCH ? n_prompt - done : HS_ENGINE_PROMPT_BATCH);
+        uint32_t n = (uint32_t)(n_prompt - done < chunk ? n_prompt - done : chunk);
         HS_TRY(hs_llama_eval(m, prompt + done, n, NULL, true, true, &logits, &amax));
         done += n;
         if (done == n_prompt) {
