@@ -203,9 +203,9 @@ static double chi2_z(double stat, double dof) {
     return (cbrt(stat / dof) - (1.0 - c)) / sqrt(c);
 }
 
-/* Two-sample chi-square of equal-size histograms a, b over n_bins: bins
- * with fewer than 10 counts together are pooled. Returns the z score. */
-static double two_sample_z(const uint32_t *a, const uint32_t *b, uint32_t n_bins, uint32_t *dof_out) {
+/* Two-sample chi-square statistic of equal-size histograms a, b over n_bins:
+ * bins with fewer than 10 counts together are pooled. */
+static double two_sample_chi2(const uint32_t *a, const uint32_t *b, uint32_t n_bins, uint32_t *dof_out) {
     double stat = 0, pa = 0, pb = 0;
     uint32_t bins = 0;
     for (uint32_t i = 0; i < n_bins; i++) {
@@ -222,18 +222,19 @@ static double two_sample_z(const uint32_t *a, const uint32_t *b, uint32_t n_bins
         bins++;
     }
     *dof_out = bins > 1 ? bins - 1 : 1;
-    return chi2_z(stat, *dof_out);
+    return stat;
 }
 
 /* Sampling at temperature 1 (no filters) and with llama.cpp's default
  * filters: for each of the first generated positions after the prompt's,
  * the token histogram over many seeds under speculation must match plain
- * sampling's. A biased acceptance rule (accepting a child with probability
- * min(1, 1.5 p)) fails this by far (z > 20 on positions 2-4). */
+ * sampling's, per position (z <= 4.5) and over all four together (z <= 4).
+ * A biased acceptance rule that accepts a child with probability min(1, 1.5
+ * p(x) / mass) fails it (measured: z 4.9, 4.9, 4.4, 2.1, together 8.1). */
 static void test_sampling_distribution(void **state) {
     spec_env *e = *state;
-    enum { SEEDS = 600, POS = 4 };
-    const int32_t prompt[] = {1, 403};
+    enum { SEEDS = 1000, POS = 4 };
+    const int32_t prompt[] = {1, 385, 328, 432, 261}; /* "One day, a": open continuations */
     const char *const which[] = {"eagle2", "chain"};
     hs_sampler_params sps[2] = {hs_sampler_default_params(), hs_sampler_default_params()};
     sps[0].top_k = 0;
@@ -253,9 +254,9 @@ static void test_sampling_distribution(void **state) {
             hs_sampler_params sp = sps[cfg];
             sp.seed = seed;
             hs_gen_result a, b;
-            gen(e->m, e->tok, NULL, prompt, 2, POS + 1, &sp, &a);
+            gen(e->m, e->tok, NULL, prompt, sizeof prompt / sizeof prompt[0], POS + 1, &sp, &a);
             sp.seed = seed + 1000003u; /* independent draws for the other sample */
-            gen(e->m, e->tok, spec, prompt, 2, POS + 1, &sp, &b);
+            gen(e->m, e->tok, spec, prompt, sizeof prompt / sizeof prompt[0], POS + 1, &sp, &b);
             accepted += b.spec.accepted;
             for (uint32_t k = 1; k <= POS; k++) {
                 if (k < a.n_gen) plain[k - 1][a.ids[k]]++;
@@ -266,14 +267,24 @@ static void test_sampling_distribution(void **state) {
         }
         hs_spec_destroy(spec);
         assert_true(accepted > SEEDS / 2); /* drafts were accepted, so acceptance was exercised */
+        /* Each position alone, and all together (sum of the statistics and
+         * of the degrees of freedom). */
+        double worst = 0, all = 0;
+        uint32_t all_dof = 0;
+        char report[320] = "";
         for (int k = 0; k < POS; k++) {
             uint32_t dof;
-            const double z = two_sample_z(plain[k], spec_h[k], 512, &dof);
-            if (z > 4.0)
-                fail_msg("%s, filters %d, position %d: speculative tokens differ from plain sampling (chi-square z %.1f, "
-                         "dof %u)",
-                         which[cfg], cfg, k + 1, z, dof);
+            const double stat = two_sample_chi2(plain[k], spec_h[k], 512, &dof), z = chi2_z(stat, dof);
+            all += stat;
+            all_dof += dof;
+            if (z > worst) worst = z;
+            snprintf(report + strlen(report), sizeof report - strlen(report), " %d: z %.1f (dof %u)", k + 1, z, dof);
         }
+        const double z_all = chi2_z(all, all_dof);
+        snprintf(report + strlen(report), sizeof report - strlen(report), "; together z %.1f", z_all);
+        fprintf(stderr, "sampling %s, filters %d:%s\n", which[cfg], cfg, report);
+        if (worst > 4.5 || z_all > 4.0)
+            fail_msg("%s, filters %d: speculative tokens differ from plain sampling:%s", which[cfg], cfg, report);
     }
 }
 
