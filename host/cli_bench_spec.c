@@ -22,28 +22,27 @@
 #endif
 
 #define MAX_METHODS 16
-#define MAX_SETS 16
+#define MAX_SETS    16
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: heterospec bench-spec [options]\n\n"
-            "Generates the first turn of each question (chat template) with every method and\n"
-            "reports, per set and method: tokens/s, speedup over ar (same run), tau (tokens per\n"
-            "target pass), verified tokens per round, draft share of the time, and whether the\n"
-            "output equals ar's (greedy).\n\n"
-            "  -m FILE            GGUF model (default: $HS_HOME/" HS_CLI_DEFAULT_MODEL ")\n"
-            "  --head FILE        draft head (default: the first that fits the model)\n"
-            "  --data DIR         folder of <set>/question.jsonl (default: " HS_SHARED_DATA ")\n"
-            "  --sets A,B,..      sets (default mt_bench,humaneval,gsm8k,alpaca,sum)\n"
-            "  --questions F-T    questions F..T of each set, 1-based, in file order (default 1-10)\n"
-            "  -n N               most new tokens per question (default 128)\n"
-            "  -c N               context size (default: model's, at most 4096)\n"
-            "  --temp T           temperature (default 0: greedy); --seed S (default 0)\n"
-            "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
-            "                     ar | chain[/dD] | static[/B1xB2x..] | eagle2[/kK][/dD][/nN]\n"
-            "                     (d: depth, k: draft top-k, n: tree size; defaults as generate)\n"
-            "  --no-chat          the turn as it is, without the chat template\n"
-            "  -o md|json         markdown tables (default) or one JSON object\n");
+    fprintf(f, "usage: heterospec bench-spec [options]\n\n"
+               "Generates the first turn of each question (chat template) with every method and\n"
+               "reports, per set and method: tokens/s, speedup over ar (same run), tau (tokens per\n"
+               "target pass), verified tokens per round, draft share of the time, and whether the\n"
+               "output equals ar's (greedy).\n\n"
+               "  -m FILE            GGUF model (default: $HS_HOME/" HS_CLI_DEFAULT_MODEL ")\n"
+               "  --head FILE        draft head (default: the first that fits the model)\n"
+               "  --data DIR         folder of <set>/question.jsonl (default: " HS_SHARED_DATA ")\n"
+               "  --sets A,B,..      sets (default mt_bench,humaneval,gsm8k,alpaca,sum)\n"
+               "  --questions F-T    questions F..T of each set, 1-based, in file order (default 1-10)\n"
+               "  -n N               most new tokens per question (default 128)\n"
+               "  -c N               context size (default: model's, at most 4096)\n"
+               "  --temp T           temperature (default 0: greedy); --seed S (default 0)\n"
+               "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
+               "                     ar | chain[/dD] | static[/B1xB2x..] | eagle2[/kK][/dD][/nN]\n"
+               "                     (d: depth, k: draft top-k, n: tree size; defaults as generate)\n"
+               "  --no-chat          the turn as it is, without the chat template\n"
+               "  -o md|json         markdown tables (default) or one JSON object\n");
 }
 
 typedef struct method {
@@ -87,7 +86,7 @@ static int parse(int argc, char **argv, args *a) {
             a->no_chat = true;
             continue;
         }
-        const char *const valued[] = {"-m", "--head", "--data", "--sets", "--questions", "-n",
+        const char *const valued[] = {"-m", "--head", "--data", "--sets",    "--questions", "-n",
                                       "-c", "--temp", "--seed", "--methods", "-o"};
         int w = -1;
         for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++)
@@ -108,7 +107,8 @@ static int parse(int argc, char **argv, args *a) {
         case 3: a->sets = v; break;
         case 4:
             if (sscanf(v, "%d-%d", &a->q_from, &a->q_to) != 2 || a->q_from < 1 || a->q_to < a->q_from) {
-                fprintf(stderr, "heterospec bench-spec: --questions %s: expected FROM-TO, 1 <= FROM <= TO\n", v);
+                fprintf(stderr, "heterospec bench-spec: --questions %s: expected FROM-TO, 1 <= FROM <= TO\n",
+                        v);
                 return 2;
             }
             break;
@@ -145,7 +145,10 @@ static hs_status parse_method(const char *text, method *m) {
     s.method = name;
     char tree[64] = "";
     for (char *part; (part = strtok_r(NULL, "/", &save));) {
-        int *dst = part[0] == 'd' ? &s.depth : part[0] == 'k' ? &s.top_k : part[0] == 'n' ? &s.tree_size : NULL;
+        int *dst = part[0] == 'd'   ? &s.depth
+                   : part[0] == 'k' ? &s.top_k
+                   : part[0] == 'n' ? &s.tree_size
+                                    : NULL;
         if (!strcmp(name, "static")) {
             snprintf(tree, sizeof tree, "%s", part);
             for (char *c = tree; *c; c++)
@@ -194,14 +197,16 @@ static hs_status read_questions(const char *path, int from, int to, question **o
         if (!qs[(*n)++].text) HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory"));
     }
     if (*n < to - from + 1)
-        HS_TRY(HS_FAIL(HS_ERR_INVALID_ARG, "%s has %d questions; --questions asks for %d-%d", path, line_no, from, to));
+        HS_TRY(HS_FAIL(HS_ERR_INVALID_ARG, "%s has %d questions; --questions asks for %d-%d", path, line_no,
+                       from, to));
 fail:
     free(all);
     return st;
 }
 
 static void free_questions(question *qs, int n) {
-    for (int i = 0; i < n; i++) free(qs[i].text);
+    for (int i = 0; i < n; i++)
+        free(qs[i].text);
     free(qs);
 }
 
@@ -220,8 +225,12 @@ static void add(acc *a, const hs_gen_result *r, bool ar) {
 }
 
 static double tps(const acc *a) { return a->gen_s > 0 ? a->tokens / a->gen_s : 0; }
-static double tau(const acc *a, bool ar) { return ar ? 1.0 : a->rounds ? 1.0 + (double)a->accepted / a->rounds : 0; }
-static double vpr(const acc *a, bool ar) { return ar ? 1.0 : a->rounds ? (double)a->verified / a->rounds : 0; }
+static double tau(const acc *a, bool ar) {
+    return ar ? 1.0 : a->rounds ? 1.0 + (double)a->accepted / a->rounds : 0;
+}
+static double vpr(const acc *a, bool ar) {
+    return ar ? 1.0 : a->rounds ? (double)a->verified / a->rounds : 0;
+}
 static double dshare(const acc *a) { return a->gen_s > 0 ? a->draft_s / a->gen_s : 0; }
 
 static void print_table(const char *title, method *ms, int nm, const acc *row, int ar_index, bool greedy) {
@@ -232,9 +241,9 @@ static void print_table(const char *title, method *ms, int nm, const acc *row, i
     for (int i = 0; i < nm; i++) {
         char eq[32] = "n/a";
         if (greedy && ar_index >= 0) snprintf(eq, sizeof eq, "%u/%u", row[i].equal, row[i].compared);
-        printf("| %s | %.2f | %s%.2fx | %.2f | %.1f | %.1f%% | %s |\n", ms[i].label, tps(&row[i]), base > 0 ? "" : "~",
-               base > 0 ? tps(&row[i]) / base : 0.0, tau(&row[i], ms[i].ar), vpr(&row[i], ms[i].ar),
-               100 * dshare(&row[i]), eq);
+        printf("| %s | %.2f | %s%.2fx | %.2f | %.1f | %.1f%% | %s |\n", ms[i].label, tps(&row[i]),
+               base > 0 ? "" : "~", base > 0 ? tps(&row[i]) / base : 0.0, tau(&row[i], ms[i].ar),
+               vpr(&row[i], ms[i].ar), 100 * dshare(&row[i]), eq);
     }
 }
 
@@ -263,7 +272,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
     char *mlist = strdup(a.methods), *save = NULL;
     for (char *t = strtok_r(mlist, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (nm == MAX_METHODS || parse_method(t, &ms[nm]) != HS_OK) {
-            fprintf(stderr, "heterospec bench-spec: %s\n", nm == MAX_METHODS ? "too many methods" : hs_last_error());
+            fprintf(stderr, "heterospec bench-spec: %s\n",
+                    nm == MAX_METHODS ? "too many methods" : hs_last_error());
             free(mlist);
             return 2;
         }
@@ -321,8 +331,9 @@ int hs_cli_bench_spec(int argc, char **argv) {
     const bool json = !strcmp(a.out, "json");
     if (!json)
         printf("bench-spec: %s on %s (%s), head %s, %s, -n %d, questions %d-%d\n", model_path,
-               hs_vk_ctx_caps(vk)->device_name, hs_vk_ctx_caps(vk)->driver_info, sm.head ? sm.head_path : "none",
-               greedy ? "greedy" : "sampling", a.n_predict, a.q_from, a.q_to);
+               hs_vk_ctx_caps(vk)->device_name, hs_vk_ctx_caps(vk)->driver_info,
+               sm.head ? sm.head_path : "none", greedy ? "greedy" : "sampling", a.n_predict, a.q_from,
+               a.q_to);
 
     for (int si = 0; si < ns; si++) {
         char path[1400];
@@ -339,8 +350,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
             if (st == HS_OK && n_ids + n_predict > hs_llama_n_ctx(sm.target))
                 st = hs_engine_check_fit(sm.target, n_ids, n_predict);
             for (int mi = 0; mi < nm && st == HS_OK; mi++) {
-                fprintf(stderr, "\r[bench-spec] %s %d/%d  question %d/%d  %-20s", sets[si], si + 1, ns, qi + 1, nq,
-                        ms[mi].label);
+                fprintf(stderr, "\r[bench-spec] %s %d/%d  question %d/%d  %-20s", sets[si], si + 1, ns,
+                        qi + 1, nq, ms[mi].label);
                 hs_gen_params gp = {.n_predict = n_predict, .sp = a.sp, .spec = ms[mi].spec};
                 hs_gen_result r;
                 if (si == 0 && qi == 0) { /* warm-up: records graphs, compiles pipelines */
@@ -362,8 +373,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
                     A->compared++;
                     A->equal += equal;
                     if (!equal)
-                        fprintf(stderr, "\n[bench-spec] %s question %d: %s differs from ar\n", sets[si], qs[qi].id,
-                                ms[mi].label);
+                        fprintf(stderr, "\n[bench-spec] %s question %d: %s differs from ar\n", sets[si],
+                                qs[qi].id, ms[mi].label);
                 }
                 if (mi == ar_index) {
                     A->compared++;
@@ -384,7 +395,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
                     cJSON_AddNumberToObject(rec, "draft_s", r.spec.draft_s);
                     cJSON_AddNumberToObject(rec, "verify_s", r.spec.verify_s);
                 }
-                if (greedy && ar_index >= 0) cJSON_AddBoolToObject(rec, "equal_to_ar", mi == ar_index || equal);
+                if (greedy && ar_index >= 0)
+                    cJSON_AddBoolToObject(rec, "equal_to_ar", mi == ar_index || equal);
                 cJSON_AddItemToArray(records, rec);
                 hs_gen_result_free(&r);
             }
@@ -406,7 +418,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
         for (int mi = 0; mi < nm; mi++) {
             const acc *s = &accs[si * nm + mi];
             acc *t = &all[mi];
-            t->tokens += s->tokens, t->gen_s += s->gen_s, t->draft_s += s->draft_s, t->verify_s += s->verify_s;
+            t->tokens += s->tokens, t->gen_s += s->gen_s, t->draft_s += s->draft_s,
+                t->verify_s += s->verify_s;
             t->rounds += s->rounds, t->accepted += s->accepted, t->verified += s->verified;
             t->questions += s->questions, t->equal += s->equal, t->compared += s->compared;
         }
@@ -435,12 +448,14 @@ int hs_cli_bench_spec(int argc, char **argv) {
             cJSON_AddStringToObject(js, "set", sets[si]);
             cJSON *jm = cJSON_AddArrayToObject(js, "methods");
             const double base = ar_index >= 0 ? tps(&accs[si * nm + ar_index]) : 0;
-            for (int mi = 0; mi < nm; mi++) cJSON_AddItemToArray(jm, acc_json(&ms[mi], &accs[si * nm + mi], base));
+            for (int mi = 0; mi < nm; mi++)
+                cJSON_AddItemToArray(jm, acc_json(&ms[mi], &accs[si * nm + mi], base));
             cJSON_AddItemToArray(jsets, js);
         }
         cJSON *jall = cJSON_AddArrayToObject(o, "all");
         const double base = ar_index >= 0 ? tps(&all[ar_index]) : 0;
-        for (int mi = 0; mi < nm; mi++) cJSON_AddItemToArray(jall, acc_json(&ms[mi], &all[mi], base));
+        for (int mi = 0; mi < nm; mi++)
+            cJSON_AddItemToArray(jall, acc_json(&ms[mi], &all[mi], base));
         cJSON_AddItemToObject(o, "questions", records);
         records = NULL;
         char *s = cJSON_Print(o);
@@ -448,7 +463,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
         free(s);
         cJSON_Delete(o);
     } else {
-        for (int si = 0; si < ns; si++) print_table(sets[si], ms, nm, &accs[si * nm], ar_index, greedy);
+        for (int si = 0; si < ns; si++)
+            print_table(sets[si], ms, nm, &accs[si * nm], ar_index, greedy);
         print_table("all sets (tokens and time summed)", ms, nm, all, ar_index, greedy);
     }
     free(all);
@@ -456,7 +472,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
 fail:
     if (rc) fprintf(stderr, "\nheterospec bench-spec: %s\n", hs_last_error());
     cJSON_Delete(records);
-    for (int i = 0; i < nm; i++) hs_spec_destroy(ms[i].spec);
+    for (int i = 0; i < nm; i++)
+        hs_spec_destroy(ms[i].spec);
     free(accs);
     hs_cli_spec_unload(&sm);
     hs_ops_destroy(ops);

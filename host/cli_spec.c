@@ -51,7 +51,8 @@ hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out) {
     if (!strcmp(s->method, "chain")) {
         const int d = pick(s->depth, 4);
         if (d < 1 || d >= (int)HS_TREE_MAX_DEPTH)
-            return HS_FAIL(HS_ERR_INVALID_ARG, "--depth %d: a chain drafts 1..%u tokens", d, HS_TREE_MAX_DEPTH - 1);
+            return HS_FAIL(HS_ERR_INVALID_ARG, "--depth %d: a chain drafts 1..%u tokens", d,
+                           HS_TREE_MAX_DEPTH - 1);
         *out = hs_tree_chain((uint32_t)d);
     } else if (!strcmp(s->method, "static")) {
         HS_TRY(hs_tree_static_parse(s->tree ? s->tree : "4,2,2,1", out));
@@ -80,7 +81,8 @@ static bool head_fits(const char *path, const hs_gguf *model) {
         const char *name = NULL;
         if (hs_eagle3_config_read(g, &hc) == HS_OK && hs_llama_config_read(model, &mc) == HS_OK) {
             ok = hc.dim == mc.dim && hc.n_vocab == mc.n_vocab && hc.target_dim == mc.dim;
-            for (uint32_t t = 0; t < HS_LLAMA_TAPS; t++) ok = ok && hc.tap_layers[t] < mc.n_layer;
+            for (uint32_t t = 0; t < HS_LLAMA_TAPS; t++)
+                ok = ok && hc.tap_layers[t] < mc.n_layer;
             if (hc.target_name[0] && hs_gguf_get_str(model, "general.name", &name) == HS_OK)
                 ok = ok && !strcmp(name, hc.target_name);
         }
@@ -127,15 +129,17 @@ hs_status hs_cli_head_find(const hs_gguf *model, char *out, size_t n) {
                    HS_SOURCE_HEADS);
 }
 
-hs_status hs_cli_spec_load(const hs_cli_spec *s, hs_ops *ops, const hs_gguf *model, const hs_llama_options *lo,
-                           hs_cli_spec_models *out) {
+hs_status hs_cli_spec_load(const hs_cli_spec *s, hs_ops *ops, const hs_gguf *model,
+                           const hs_llama_options *lo, hs_cli_spec_models *out) {
     hs_status st = HS_OK;
     memset(out, 0, sizeof *out);
     hs_llama_options opt = lo ? *lo : (hs_llama_options){0};
     if (hs_cli_spec_on(s)) {
         HS_TRY(hs_cli_spec_policy(s, &out->policy));
-        if (s->head) snprintf(out->head_path, sizeof out->head_path, "%s", s->head);
-        else HS_TRY(hs_cli_head_find(model, out->head_path, sizeof out->head_path));
+        if (s->head)
+            snprintf(out->head_path, sizeof out->head_path, "%s", s->head);
+        else
+            HS_TRY(hs_cli_head_find(model, out->head_path, sizeof out->head_path));
         HS_TRY(hs_gguf_open(out->head_path, &out->head_gguf));
         hs_eagle3_config hc;
         HS_TRY(hs_eagle3_config_read(out->head_gguf, &hc));
@@ -145,7 +149,8 @@ hs_status hs_cli_spec_load(const hs_cli_spec *s, hs_ops *ops, const hs_gguf *mod
     }
     HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
     if (hs_cli_spec_on(s)) {
-        hs_eagle3_options ho = {.top_k = out->policy.top_k > HS_TOPK_MAX_K ? HS_TOPK_MAX_K : out->policy.top_k};
+        hs_eagle3_options ho = {.top_k =
+                                    out->policy.top_k > HS_TOPK_MAX_K ? HS_TOPK_MAX_K : out->policy.top_k};
         HS_TRY(hs_eagle3_load(ops, out->head_gguf, out->target, &ho, &out->head));
         HS_TRY(hs_spec_create(out->target, out->head, &out->policy, &out->spec));
     }
@@ -168,12 +173,16 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
     const hs_spec_stats *s = &r->spec;
     if (!m->spec) return;
     fprintf(f, "[heterospec] draft: %s, head %s\n", m->policy.name, m->head_path);
-    fprintf(f, "[heterospec] n_drafted = %llu, n_accept = %llu, draft acceptance rate = %.3f, mean accepted length = "
-               "%.3f\n",
+    fprintf(f,
+            "[heterospec] n_drafted = %llu, n_accept = %llu, draft acceptance rate = %.3f, mean accepted "
+            "length = "
+            "%.3f\n",
             (unsigned long long)s->drafted, (unsigned long long)s->accepted,
-            s->drafted ? (double)s->accepted / s->drafted : 0.0, s->rounds ? (double)s->accepted / s->rounds : 0.0);
-    fprintf(f, "[heterospec] rounds = %u, tau = %.3f tokens per target pass, verified = %.1f tokens per round, "
-               "head rows = %.1f per round\n",
+            s->drafted ? (double)s->accepted / s->drafted : 0.0,
+            s->rounds ? (double)s->accepted / s->rounds : 0.0);
+    fprintf(f,
+            "[heterospec] rounds = %u, tau = %.3f tokens per target pass, verified = %.1f tokens per round, "
+            "head rows = %.1f per round\n",
             s->rounds, hs_spec_tau(s), s->rounds ? (double)s->verified / s->rounds : 0.0,
             s->rounds ? (double)s->head_rows / s->rounds : 0.0);
     fprintf(f, "[heterospec] acceptance per depth:");
@@ -191,7 +200,8 @@ void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result
     const uint32_t rounds = m->spec ? s->rounds : r->target_passes;
     cJSON_AddNumberToObject(o, "rounds", rounds);
     cJSON_AddNumberToObject(o, "tau", m->spec ? hs_spec_tau(s) : 1.0);
-    cJSON_AddNumberToObject(o, "verified_per_round", m->spec && s->rounds ? (double)s->verified / s->rounds : 1.0);
+    cJSON_AddNumberToObject(o, "verified_per_round",
+                            m->spec && s->rounds ? (double)s->verified / s->rounds : 1.0);
     cJSON_AddNumberToObject(o, "drafted", (double)s->drafted);
     cJSON_AddNumberToObject(o, "accepted", (double)s->accepted);
     cJSON_AddNumberToObject(o, "head_rows_per_round", s->rounds ? (double)s->head_rows / s->rounds : 0.0);

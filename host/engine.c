@@ -73,7 +73,7 @@ hs_status hs_engine_generate(hs_llama *m, const hs_tok *tok, const int32_t *prom
     const float *logits = NULL;
     const uint32_t *amax = NULL;
     int32_t next = 0;
-    const uint32_t chunk = hs_llama_max_batch(m) < HS_ENGINE_PROMPT_BATCH ? hs_llama_max_batch(m) : HS_ENGINE_PROMPT_BATCH;
+    const uint32_t batch = hs_llama_max_batch(m), chunk = batch < HS_ENGINE_PROMPT_BATCH ? batch : HS_ENGINE_PROMPT_BATCH;
     for (size_t done = 0; done < n_prompt;) {
         uint32_t n = (uint32_t)(n_prompt - done < chunk ? n_prompt - done : chunk);
         HS_TRY(hs_llama_eval(m, prompt + done, n, NULL, true, true, &logits, &amax));

@@ -100,9 +100,11 @@ fail:
 
 hs_status hs_spec_consume_prompt(hs_spec *s, const int32_t *next_tokens, uint32_t n) {
     if (n > hs_llama_max_batch(s->target))
-        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_consume_prompt: %u rows, over the target's batch limit %u", n,
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "hs_spec_consume_prompt: %u rows, over the target's batch limit %u", n,
                        hs_llama_max_batch(s->target));
-    for (uint32_t i = 0; i < n; i++) s->path[i] = i;
+    for (uint32_t i = 0; i < n; i++)
+        s->path[i] = i;
     return consume(s, s->path, next_tokens, n);
 }
 
@@ -180,9 +182,12 @@ static hs_status sample_step(hs_spec *s, hs_sampler *smp, uint32_t cur, uint32_t
         }
     }
     double rest = 0;
-    for (int32_t i = 0; i < (int32_t)hs_llama_cfg(s->target)->n_vocab; i++) rest += p[i];
-    if (rest > 0) HS_TRY(hs_sampler_sample_probs(smp, p, (int32_t)hs_llama_cfg(s->target)->n_vocab, bonus));
-    else *bonus = last; /* rounding left no residual (a measure-zero event): the likeliest rejected child */
+    for (int32_t i = 0; i < (int32_t)hs_llama_cfg(s->target)->n_vocab; i++)
+        rest += p[i];
+    if (rest > 0)
+        HS_TRY(hs_sampler_sample_probs(smp, p, (int32_t)hs_llama_cfg(s->target)->n_vocab, bonus));
+    else
+        *bonus = last; /* rounding left no residual (a measure-zero event): the likeliest rejected child */
 fail:
     return st;
 }
@@ -207,7 +212,8 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     const float *logits = NULL;
     const uint32_t *amax = NULL;
     const bool greedy = hs_sampler_is_greedy(smp);
-    HS_TRY(hs_llama_eval(s->target, s->tokens, n_list, s->parents, false, false, greedy ? NULL : &logits, &amax));
+    HS_TRY(hs_llama_eval(s->target, s->tokens, n_list, s->parents, false, false, greedy ? NULL : &logits,
+                         &amax));
     /* Walk down from the root. */
     uint32_t len = 0, cur = 0;
     s->path[len++] = 0;
@@ -235,7 +241,8 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     s->stats.verify_s += t2 - t1;
 
     /* The head consumes the kept positions: each with the token after it. */
-    for (uint32_t i = 0; i + 1 < len; i++) s->next[i] = s->tokens[s->path[i + 1]];
+    for (uint32_t i = 0; i + 1 < len; i++)
+        s->next[i] = s->tokens[s->path[i + 1]];
     s->next[len - 1] = bonus;
     HS_TRY(consume(s, s->path, s->next, len));
 
@@ -249,8 +256,10 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
         const uint32_t d = s->tree.nodes[s->list_nodes[i]].depth;
         if (d > deepest) deepest = d;
     }
-    for (uint32_t d = 1; d <= deepest && d <= HS_SPEC_MAX_LEN; d++) S->tried_depth[d - 1]++;
-    for (uint32_t d = 1; d < len && d <= HS_SPEC_MAX_LEN; d++) S->accept_depth[d - 1]++;
+    for (uint32_t d = 1; d <= deepest && d <= HS_SPEC_MAX_LEN; d++)
+        S->tried_depth[d - 1]++;
+    for (uint32_t d = 1; d < len && d <= HS_SPEC_MAX_LEN; d++)
+        S->accept_depth[d - 1]++;
 fail:
     return st;
 }

@@ -41,12 +41,12 @@
 #define HS_SPEC_MAX_LEN HS_TREE_MAX_DEPTH
 
 typedef struct hs_spec_stats {
-    uint32_t rounds;       /* target passes of speculative rounds */
-    uint64_t drafted;      /* candidates verified, root excluded */
-    uint64_t accepted;     /* of those, accepted */
-    uint64_t verified;     /* tokens the target evaluated in rounds, root included */
-    uint64_t head_rows;    /* rows the head drafted (sum of level widths) */
-    uint32_t draft_steps;  /* head draft calls (levels) */
+    uint32_t rounds;      /* target passes of speculative rounds */
+    uint64_t drafted;     /* candidates verified, root excluded */
+    uint64_t accepted;    /* of those, accepted */
+    uint64_t verified;    /* tokens the target evaluated in rounds, root included */
+    uint64_t head_rows;   /* rows the head drafted (sum of level widths) */
+    uint32_t draft_steps; /* head draft calls (levels) */
     /* Rounds whose accepted path reached depth d (d >= 1): accept_depth[d - 1]. */
     uint32_t accept_depth[HS_SPEC_MAX_LEN];
     /* Rounds that verified at least one candidate at depth d: tried_depth[d - 1]. */

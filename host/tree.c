@@ -36,10 +36,17 @@ hs_status hs_tree_add_children(hs_tree *t, uint32_t node, const hs_topk_result *
     for (uint32_t j = 0; j < topk->k; j++) {
         const float q = topk->probs[j];
         const float lq = q > 0 ? logf(q) : -INFINITY;
-        t->nodes[t->n++] = (hs_tree_node){
-            .token = (int32_t)topk->ids[j], .parent = (int32_t)node, .depth = p->depth + 1, .rank = j, .q = q,
-            .logq = lq, .path_logp = p->path_logp + lq, .path_ent = p->path_ent + topk->entropy,
-            .parent_ent = topk->entropy, .entropy = -1.0f, .slot = -1};
+        t->nodes[t->n++] = (hs_tree_node){.token = (int32_t)topk->ids[j],
+                                          .parent = (int32_t)node,
+                                          .depth = p->depth + 1,
+                                          .rank = j,
+                                          .q = q,
+                                          .logq = lq,
+                                          .path_logp = p->path_logp + lq,
+                                          .path_ent = p->path_ent + topk->entropy,
+                                          .parent_ent = topk->entropy,
+                                          .entropy = -1.0f,
+                                          .slot = -1};
     }
     return HS_OK;
 }
@@ -56,8 +63,8 @@ hs_status hs_tree_verify_list(const hs_tree *t, const uint32_t *sel, uint32_t n,
     }
     for (uint32_t i = 0; i < n; i++) {
         if (sel[i] == 0 || sel[i] >= t->n || in[sel[i]]) {
-            st = HS_FAIL(HS_ERR_INVALID_ARG, "hs_tree_verify_list: selected node %u is the root, repeated or unknown",
-                         sel[i]);
+            st = HS_FAIL(HS_ERR_INVALID_ARG,
+                         "hs_tree_verify_list: selected node %u is the root, repeated or unknown", sel[i]);
             goto fail;
         }
         in[sel[i]] = 1;
@@ -74,7 +81,8 @@ hs_status hs_tree_verify_list(const hs_tree *t, const uint32_t *sel, uint32_t n,
         if (!in[v]) continue;
         const int32_t p = t->nodes[v].parent;
         if (at[p] < 0) {
-            st = HS_FAIL(HS_ERR_INVALID_ARG, "hs_tree_verify_list: node %u is selected without its parent %d", v, p);
+            st = HS_FAIL(HS_ERR_INVALID_ARG, "hs_tree_verify_list: node %u is selected without its parent %d",
+                         v, p);
             goto fail;
         }
         at[v] = (int32_t)k;
@@ -120,13 +128,15 @@ static uint32_t static_select(const hs_tree_policy *p, const hs_tree *t, uint32_
 hs_tree_policy hs_tree_static(const uint32_t *branch, uint32_t depth) {
     hs_tree_policy p = {.name = "static", .expand = static_expand, .select = static_select};
     p.depth = depth > HS_TREE_MAX_DEPTH ? HS_TREE_MAX_DEPTH : depth;
-    for (uint32_t d = 0; d < p.depth; d++) p.branch[d] = branch[d];
+    for (uint32_t d = 0; d < p.depth; d++)
+        p.branch[d] = branch[d];
     return p;
 }
 
 hs_tree_policy hs_tree_chain(uint32_t depth) {
     uint32_t ones[HS_TREE_MAX_DEPTH];
-    for (uint32_t d = 0; d < HS_TREE_MAX_DEPTH; d++) ones[d] = 1;
+    for (uint32_t d = 0; d < HS_TREE_MAX_DEPTH; d++)
+        ones[d] = 1;
     hs_tree_policy p = hs_tree_static(ones, depth);
     p.name = "chain";
     return p;
@@ -137,7 +147,8 @@ hs_status hs_tree_static_parse(const char *text, hs_tree_policy *out) {
     const char *s = text;
     while (*s) {
         if (d == HS_TREE_MAX_DEPTH)
-            return HS_FAIL(HS_ERR_INVALID_ARG, "static tree '%s': more than %u levels", text, HS_TREE_MAX_DEPTH);
+            return HS_FAIL(HS_ERR_INVALID_ARG, "static tree '%s': more than %u levels", text,
+                           HS_TREE_MAX_DEPTH);
         char *end;
         errno = 0;
         unsigned long v = strtoul(s, &end, 10);
@@ -172,7 +183,8 @@ static uint32_t ranked(const hs_tree *t, uint32_t level, uint32_t *idx) {
     for (uint32_t v = 1; v < t->n; v++) {
         if (level != 0 && t->nodes[v].depth != level) continue;
         uint32_t i = m++;
-        for (; i > 0 && better(t, v, idx[i - 1]); i--) idx[i] = idx[i - 1];
+        for (; i > 0 && better(t, v, idx[i - 1]); i--)
+            idx[i] = idx[i - 1];
         idx[i] = v;
     }
     return m;
@@ -184,7 +196,8 @@ static uint32_t eagle2_expand(const hs_tree_policy *p, const hs_tree *t, uint32_
     uint32_t *idx = malloc(sizeof *idx * t->n);
     if (!idx) return 0;
     uint32_t m = ranked(t, level, idx), w = 0;
-    for (uint32_t i = 0; i < m && w < p->top_k && w < cap; i++) sel[w++] = idx[i];
+    for (uint32_t i = 0; i < m && w < p->top_k && w < cap; i++)
+        sel[w++] = idx[i];
     free(idx);
     return w;
 }

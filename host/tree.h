@@ -40,17 +40,17 @@
 #define HS_TREE_MAX_DEPTH 32u
 
 typedef struct hs_tree_node {
-    int32_t token;   /* target id */
-    int32_t parent;  /* node index; -1 for the root */
-    uint32_t depth;  /* root 0 */
-    uint32_t rank;   /* 0-based place among its siblings (Top-K order) */
-    float q;         /* draft probability given the parent */
-    float logq;      /* log q */
-    float path_logp; /* S(v): sum of logq from the root's child down to v */
-    float path_ent;  /* C(v): sum of H_K of v's ancestors (root included) */
-    float parent_ent;/* H_K of the parent's Top-K */
-    float entropy;   /* H_K of v's own Top-K, once expanded; -1 before */
-    int32_t slot;    /* head slot once expanded (root: 0); -1 before */
+    int32_t token;                    /* target id */
+    int32_t parent;                   /* node index; -1 for the root */
+    uint32_t depth;                   /* root 0 */
+    uint32_t rank;                    /* 0-based place among its siblings (Top-K order) */
+    float q;                          /* draft probability given the parent */
+    float logq;                       /* log q */
+    float path_logp;                  /* S(v): sum of logq from the root's child down to v */
+    float path_ent;                   /* C(v): sum of H_K of v's ancestors (root included) */
+    float parent_ent;                 /* H_K of the parent's Top-K */
+    float entropy;                    /* H_K of v's own Top-K, once expanded; -1 before */
+    int32_t slot;                     /* head slot once expanded (root: 0); -1 before */
     uint32_t first_child, n_children; /* candidates, contiguous */
 } hs_tree_node;
 
@@ -80,15 +80,16 @@ struct hs_tree_policy {
     const char *name;
     /* Nodes to draft at this level (all of depth == level, unexpanded), at
      * most cap; 0 stops drafting. */
-    uint32_t (*expand)(const hs_tree_policy *p, const hs_tree *t, uint32_t level, uint32_t *sel, uint32_t cap);
+    uint32_t (*expand)(const hs_tree_policy *p, const hs_tree *t, uint32_t level, uint32_t *sel,
+                       uint32_t cap);
     /* Candidates to verify (root excluded), at most cap. */
     uint32_t (*select)(const hs_tree_policy *p, const hs_tree *t, uint32_t *sel, uint32_t cap);
     /* Settings of the built-in policies. */
-    uint32_t depth;       /* chain/static/eagle2: deepest drafted token */
-    uint32_t top_k;       /* eagle2: nodes expanded per level */
-    uint32_t total;       /* eagle2: most verified candidates */
+    uint32_t depth;                     /* chain/static/eagle2: deepest drafted token */
+    uint32_t top_k;                     /* eagle2: nodes expanded per level */
+    uint32_t total;                     /* eagle2: most verified candidates */
     uint32_t branch[HS_TREE_MAX_DEPTH]; /* static: children kept per node at depth d + 1 */
-    void *state;          /* for other policies */
+    void *state;                        /* for other policies */
 };
 
 /* Chain: the top-1 child at every level, depth tokens. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_util.h"
 #include "op_attn.h"
 #include "op_elem.h"
 #include "op_matmul.h"
@@ -175,34 +176,6 @@ hs_status hs_eagle3_check_target(const hs_eagle3_config *c, const hs_llama *targ
 
 /* ---- loading ---- */
 
-/* A 2-D tensor of shape (rows, cols) in a type the kernels take. */
-static hs_status get_matrix(const hs_gguf *g, const char *name, uint32_t rows, uint32_t cols,
-                            const hs_gguf_tensor **out) {
-    const hs_gguf_tensor *t = hs_gguf_find_tensor(g, name);
-    if (!t) return HS_FAIL(HS_ERR_FORMAT, "%s: tensor %s missing", hs_gguf_name(g), name);
-    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1)
-        return HS_FAIL(HS_ERR_FORMAT, "%s: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%u, %u]",
-                       hs_gguf_name(g), name, (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2],
-                       (long long)t->ne[3], cols, rows);
-    if (!hs_type_supported(t->type))
-        return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE,
-                       "%s: tensor %s has type %s, which heterospec cannot compute with", hs_gguf_name(g),
-                       name, hs_ggml_type_get(t->type) ? hs_ggml_type_get(t->type)->name : "?");
-    *out = t;
-    return HS_OK;
-}
-
-static hs_status load_matrix(hs_eagle3 *h, const hs_gguf *g, const char *name, uint32_t rows, uint32_t cols,
-                             hs_weight **out) {
-    hs_status st = HS_OK;
-    const hs_gguf_tensor *t;
-    HS_TRY(get_matrix(g, name, rows, cols, &t));
-    HS_TRY(hs_weight_create(h->ops, (hs_type)t->type, rows, cols, t->data, out));
-    h->weight_bytes += hs_weight_device_bytes(*out);
-fail:
-    return st;
-}
-
 /* Matrices of one type, stacked by rows: count tensors (rows[i], cols) of
  * the file, or, with half = 1 or 2, their first or second half of columns
  * (cols = 2 dim in the file, dim in the weight; dim a multiple of the block). */
@@ -213,7 +186,7 @@ static hs_status load_stacked(hs_eagle3 *h, const hs_gguf *g, const char *const 
     void *part[3] = {NULL, NULL, NULL};
     const uint32_t file_cols = half ? 2 * cols : cols;
     for (uint32_t i = 0; i < count; i++) {
-        HS_TRY(get_matrix(g, names[i], rows[i], file_cols, &t[i]));
+        HS_TRY(hs_model_matrix(g, names[i], rows[i], file_cols, &t[i]));
         if (t[i]->type != t[0]->type)
             return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE,
                            "%s: %s is %s but %s is %s; the head stacks them into one product",
@@ -324,7 +297,8 @@ hs_status hs_eagle3_load(hs_ops *ops, const hs_gguf *g, hs_llama *target, const 
     /* Weights. Q, K and V take u = [rmsnorm(e), rmsnorm(x)] (2 dim): their
      * columns are split into the embedding half and the hidden half, two
      * products with RMSNorm prologues, the second adding to the first. */
-    HS_TRY(load_matrix(h, g, "fc.weight", c->dim, HS_LLAMA_TAPS * c->target_dim, &h->fc));
+    HS_TRY(hs_model_load_matrix(h->ops, g, "fc.weight", c->dim, HS_LLAMA_TAPS * c->target_dim, &h->fc,
+                                &h->weight_bytes));
     {
         const char *names[3] = {"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight"};
         const uint32_t rows[3] = {q_dim, kv_dim, kv_dim};
@@ -334,9 +308,12 @@ hs_status hs_eagle3_load(hs_ops *ops, const hs_gguf *g, hs_llama *target, const 
         const uint32_t gu_rows[2] = {c->ff, c->ff};
         HS_TRY(load_stacked(h, g, gu_names, 2, gu_rows, c->dim, 0, &h->gu));
     }
-    HS_TRY(load_matrix(h, g, "blk.0.attn_output.weight", c->dim, q_dim, &h->wo));
-    HS_TRY(load_matrix(h, g, "blk.0.ffn_down.weight", c->dim, c->ff, &h->wdown));
-    HS_TRY(load_matrix(h, g, "output.weight", c->n_draft_vocab, c->dim, &h->out));
+    HS_TRY(
+        hs_model_load_matrix(h->ops, g, "blk.0.attn_output.weight", c->dim, q_dim, &h->wo, &h->weight_bytes));
+    HS_TRY(
+        hs_model_load_matrix(h->ops, g, "blk.0.ffn_down.weight", c->dim, c->ff, &h->wdown, &h->weight_bytes));
+    HS_TRY(hs_model_load_matrix(h->ops, g, "output.weight", c->n_draft_vocab, c->dim, &h->out,
+                                &h->weight_bytes));
     HS_TRY(load_d2t(h, g));
     h->slot = align_up((uint64_t)(c->dim > c->head_dim ? c->dim : c->head_dim) * 4,
                        align_up(256, caps->min_storage_offset_align));

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_util.h"
 #include "op_attn.h"
 #include "op_matmul.h"
 #include "op_select.h"
@@ -145,32 +146,6 @@ fail:
     return st;
 }
 
-/* Finds a 2-D tensor of shape (rows, cols) in a type the kernels support. */
-static hs_status get_matrix(const hs_gguf *g, const char *name, uint32_t rows, uint32_t cols,
-                            const hs_gguf_tensor **out) {
-    const hs_gguf_tensor *t = hs_gguf_find_tensor(g, name);
-    if (!t) return HS_FAIL(HS_ERR_FORMAT, "%s: tensor %s missing", hs_gguf_name(g), name);
-    if (t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != 1 || t->ne[3] != 1)
-        return HS_FAIL(HS_ERR_FORMAT, "%s: tensor %s has shape [%lld, %lld], expected [%u, %u]", hs_gguf_name(g),
-                       name, (long long)t->ne[0], (long long)t->ne[1], cols, rows);
-    if (!hs_type_supported(t->type))
-        return HS_FAIL(HS_ERR_UNSUPPORTED_TYPE, "%s: tensor %s has type %s, which heterospec cannot compute with",
-                       hs_gguf_name(g), name, hs_ggml_type_get(t->type) ? hs_ggml_type_get(t->type)->name : "?");
-    *out = t;
-    return HS_OK;
-}
-
-static hs_status load_matrix(hs_llama *m, const hs_gguf *g, const char *name, uint32_t rows, uint32_t cols,
-                             hs_weight **out) {
-    hs_status st = HS_OK;
-    const hs_gguf_tensor *t;
-    HS_TRY(get_matrix(g, name, rows, cols, &t));
-    HS_TRY(hs_weight_create(m->ops, (hs_type)t->type, rows, cols, t->data, out));
-    m->weight_bytes += hs_weight_device_bytes(*out);
-fail:
-    return st;
-}
-
 /* Loads count matrices (rows[i] x cols) as one llama_proj: runs of one type
  * stacked. */
 static hs_status load_proj(hs_llama *m, const hs_gguf *g, const char *const *names, uint32_t count,
@@ -178,7 +153,8 @@ static hs_status load_proj(hs_llama *m, const hs_gguf *g, const char *const *nam
     hs_status st = HS_OK;
     const hs_gguf_tensor *t[LLAMA_MAX_PARTS];
     memset(out, 0, sizeof *out);
-    for (uint32_t i = 0; i < count; i++) HS_TRY(get_matrix(g, names[i], rows[i], cols, &t[i]));
+    for (uint32_t i = 0; i < count; i++)
+        HS_TRY(hs_model_matrix(g, names[i], rows[i], cols, &t[i]));
     for (uint32_t i = 0, row = 0; i < count;) {
         uint32_t e = i + 1;
         while (e < count && t[e]->type == t[i]->type) e++;
@@ -251,11 +227,12 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
 
     /* Weights. */
     const hs_gguf_tensor *emb;
-    HS_TRY(get_matrix(g, "token_embd.weight", c->n_vocab, c->dim, &emb));
+    HS_TRY(hs_model_matrix(g, "token_embd.weight", c->n_vocab, c->dim, &emb));
     HS_TRY(hs_weight_create(ops, (hs_type)emb->type, c->n_vocab, c->dim, emb->data, &m->tok_embd));
     m->weight_bytes += hs_weight_device_bytes(m->tok_embd);
     if (!c->tied_output) {
-        HS_TRY(load_matrix(m, g, "output.weight", c->n_vocab, c->dim, &m->output));
+        HS_TRY(hs_model_load_matrix(m->ops, g, "output.weight", c->n_vocab, c->dim, &m->output,
+                                    &m->weight_bytes));
     }
     /* One slot fits the longest vector and keeps every binding offset aligned. */
     m->slot = align_up((uint64_t)(c->dim > c->n_rot ? c->dim : c->n_rot) * 4,
@@ -276,13 +253,13 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
         uint32_t qkv_rows[3] = {q_dim, kv_dim, kv_dim};
         HS_TRY(load_proj(m, g, names, 3, qkv_rows, c->dim, &L->qkv));
         snprintf(n0, sizeof n0, "blk.%u.attn_output.weight", l);
-        HS_TRY(load_matrix(m, g, n0, c->dim, q_dim, &L->wo));
+        HS_TRY(hs_model_load_matrix(m->ops, g, n0, c->dim, q_dim, &L->wo, &m->weight_bytes));
         snprintf(n0, sizeof n0, "blk.%u.ffn_gate.weight", l);
         snprintf(n1, sizeof n1, "blk.%u.ffn_up.weight", l);
         uint32_t gu_rows[2] = {c->ff, c->ff};
         HS_TRY(load_proj(m, g, names, 2, gu_rows, c->dim, &L->gu));
         snprintf(n0, sizeof n0, "blk.%u.ffn_down.weight", l);
-        HS_TRY(load_matrix(m, g, n0, c->dim, c->ff, &L->wdown));
+        HS_TRY(hs_model_load_matrix(m->ops, g, n0, c->dim, c->ff, &L->wdown, &m->weight_bytes));
         snprintf(n0, sizeof n0, "blk.%u.attn_norm.weight", l);
         HS_TRY(upload_vec(m, g, n0, c->dim, 2 * l));
         snprintf(n0, sizeof n0, "blk.%u.ffn_norm.weight", l);

@@ -69,9 +69,14 @@ static int teardown(void **state) {
 /* The methods every exactness test runs (parsed as the CLI parses them). */
 static const char *const methods[][4] = {
     /* method, depth, top-k, tree-size or static shape */
-    {"chain", "1", NULL, NULL},  {"chain", "3", NULL, NULL},  {"chain", "7", NULL, NULL},
-    {"static", NULL, NULL, "3,2,1"}, {"static", NULL, NULL, "1,1,1,1,1,1,1,1"},
-    {"eagle2", "5", "10", "60"}, {"eagle2", "3", "4", "8"},  {"eagle2", "6", "2", "16"},
+    {"chain", "1", NULL, NULL},
+    {"chain", "3", NULL, NULL},
+    {"chain", "7", NULL, NULL},
+    {"static", NULL, NULL, "3,2,1"},
+    {"static", NULL, NULL, "1,1,1,1,1,1,1,1"},
+    {"eagle2", "5", "10", "60"},
+    {"eagle2", "3", "4", "8"},
+    {"eagle2", "6", "2", "16"},
 };
 #define N_METHODS (sizeof methods / sizeof methods[0])
 
@@ -81,8 +86,10 @@ static hs_tree_policy policy_of(size_t i) {
     s.method = methods[i][0];
     if (methods[i][1]) s.depth = atoi(methods[i][1]);
     if (methods[i][2]) s.top_k = atoi(methods[i][2]);
-    if (methods[i][3] && !strcmp(s.method, "static")) s.tree = methods[i][3];
-    else if (methods[i][3]) s.tree_size = atoi(methods[i][3]);
+    if (methods[i][3] && !strcmp(s.method, "static"))
+        s.tree = methods[i][3];
+    else if (methods[i][3])
+        s.tree_size = atoi(methods[i][3]);
     hs_tree_policy p;
     HS_CHECK(hs_cli_spec_policy(&s, &p));
     return p;
@@ -116,7 +123,8 @@ static void test_greedy_equals_plain(void **state) {
     int32_t longp[200];
     longp[0] = 1;
     const int n1 = hs_test_golden_ids(1, "greedy_generated_ids", longp + 1, 199);
-    assert_true(n1 > 100 && hs_test_golden_ids(4, "greedy_generated_ids", longp + 1 + n1, 199 - n1) == 199 - n1);
+    assert_true(n1 > 100 &&
+                hs_test_golden_ids(4, "greedy_generated_ids", longp + 1 + n1, 199 - n1) == 199 - n1);
     for (size_t pi = 0; pi <= sizeof lens / sizeof lens[0]; pi++) {
         const bool is_long = pi == sizeof lens / sizeof lens[0];
         const int32_t *prompt = is_long ? longp : prompts[pi];
@@ -278,13 +286,15 @@ static void test_sampling_distribution(void **state) {
             all += stat;
             all_dof += dof;
             if (z > worst) worst = z;
-            snprintf(report + strlen(report), sizeof report - strlen(report), " %d: z %.1f (dof %u)", k + 1, z, dof);
+            snprintf(report + strlen(report), sizeof report - strlen(report), " %d: z %.1f (dof %u)", k + 1,
+                     z, dof);
         }
         const double z_all = chi2_z(all, all_dof);
         snprintf(report + strlen(report), sizeof report - strlen(report), "; together z %.1f", z_all);
         fprintf(stderr, "sampling %s, filters %d:%s\n", which[cfg], cfg, report);
         if (worst > 4.5 || z_all > 4.0)
-            fail_msg("%s, filters %d: speculative tokens differ from plain sampling:%s", which[cfg], cfg, report);
+            fail_msg("%s, filters %d: speculative tokens differ from plain sampling:%s", which[cfg], cfg,
+                     report);
     }
 }
 
@@ -317,7 +327,8 @@ static void bench_prompt(spec_env *e, const char *set, int index, int32_t **ids,
     snprintf(path, sizeof path, "%s/data/bench/%s/question.jsonl", hs_test_shared_dir(), set);
     HS_CHECK(hs_cli_read_text(path, &all));
     char *line = all;
-    for (int i = 0; i < index && line; i++) line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL;
+    for (int i = 0; i < index && line; i++)
+        line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL;
     assert_non_null(line);
     char *end = strchr(line, '\n');
     if (end) *end = '\0';
@@ -332,7 +343,9 @@ static void bench_prompt(spec_env *e, const char *set, int index, int32_t **ids,
 static void test_smollm2_greedy_equals_plain(void **state) {
     spec_env *e = *state;
     const char *const sets[] = {"mt_bench", "gsm8k", "humaneval"};
-    const char *const trees[][4] = {{"eagle2", "5", "10", "60"}, {"eagle2", "3", "4", "8"}, {"chain", "4", NULL, NULL},
+    const char *const trees[][4] = {{"eagle2", "5", "10", "60"},
+                                    {"eagle2", "3", "4", "8"},
+                                    {"chain", "4", NULL, NULL},
                                     {"static", NULL, NULL, "3,2,1"}};
     uint64_t accepted = 0;
     for (int si = 0; si < 3; si++) {
@@ -341,14 +354,17 @@ static void test_smollm2_greedy_equals_plain(void **state) {
         bench_prompt(e, sets[si], si, &ids, &n);
         hs_gen_result ref;
         gen(e->m, e->tok, NULL, ids, n, 40, NULL, &ref);
-        for (int ti = si == 0 ? 0 : 1; ti < 4; ti++) { /* EAGLE's defaults (61 nodes) once: they are slow here */
+        for (int ti = si == 0 ? 0 : 1; ti < 4;
+             ti++) { /* EAGLE's defaults (61 nodes) once: they are slow here */
             hs_cli_spec s;
             hs_cli_spec_defaults(&s);
             s.method = trees[ti][0];
             if (trees[ti][1]) s.depth = atoi(trees[ti][1]);
             if (trees[ti][2]) s.top_k = atoi(trees[ti][2]);
-            if (trees[ti][3] && !strcmp(s.method, "static")) s.tree = trees[ti][3];
-            else if (trees[ti][3]) s.tree_size = atoi(trees[ti][3]);
+            if (trees[ti][3] && !strcmp(s.method, "static"))
+                s.tree = trees[ti][3];
+            else if (trees[ti][3])
+                s.tree_size = atoi(trees[ti][3]);
             hs_tree_policy pol;
             HS_CHECK(hs_cli_spec_policy(&s, &pol));
             hs_spec *spec;
@@ -365,7 +381,8 @@ static void test_smollm2_greedy_equals_plain(void **state) {
         hs_gen_result_free(&ref);
         free(ids);
     }
-    if (accepted < 30) fail_msg("the SmolLM2 head got only %llu tokens accepted", (unsigned long long)accepted);
+    if (accepted < 30)
+        fail_msg("the SmolLM2 head got only %llu tokens accepted", (unsigned long long)accepted);
 }
 
 int main(void) {

@@ -20,7 +20,8 @@ static hs_topk_result fake_topk(uint32_t node, uint32_t k) {
         r.probs[j] = (float)(1.0 / (j + 1.5 + (node % 5) * 0.37));
         sum += r.probs[j];
     }
-    for (uint32_t j = 0; j < k; j++) r.probs[j] /= sum * 1.25f; /* tail 0.2 */
+    for (uint32_t j = 0; j < k; j++)
+        r.probs[j] /= sum * 1.25f; /* tail 0.2 */
     r.tail = 0.2f;
     r.entropy = 0.1f + (float)(node % 7) / 10.0f;
     return r;
@@ -28,7 +29,8 @@ static hs_topk_result fake_topk(uint32_t node, uint32_t k) {
 
 /* Grows a tree the way host/spec does, with fake Top-Ks; returns the
  * number of levels drafted and the expanded nodes per level. */
-static uint32_t grow(hs_tree *t, const hs_tree_policy *p, uint32_t k, uint32_t expanded[][64], uint32_t *widths) {
+static uint32_t grow(hs_tree *t, const hs_tree_policy *p, uint32_t k, uint32_t expanded[][64],
+                     uint32_t *widths) {
     hs_tree_reset(t, 7);
     hs_topk_result r = fake_topk(0, k);
     HS_CHECK(hs_tree_add_children(t, 0, &r));
@@ -112,7 +114,8 @@ static void test_static(void **state) {
     assert_int_equal(hs_tree_policy_max_drafted(&p), 9);
     /* Every selected node: rank below its level's branch count. */
     const uint32_t b[3] = {3, 2, 1};
-    for (uint32_t i = 0; i < n; i++) assert_true(t.nodes[sel[i]].rank < b[t.nodes[sel[i]].depth - 1]);
+    for (uint32_t i = 0; i < n; i++)
+        assert_true(t.nodes[sel[i]].rank < b[t.nodes[sel[i]].depth - 1]);
     int32_t tokens[64], parents[64];
     uint32_t nodes[64];
     HS_CHECK(hs_tree_verify_list(&t, sel, n, tokens, parents, nodes));
@@ -154,7 +157,8 @@ static void test_eagle2(void **state) {
         for (uint32_t v = 1; v < t.n; v++) {
             if (t.nodes[v].depth != l + 1) continue;
             bool in = false;
-            for (uint32_t i = 0; i < w[l]; i++) in = in || ex[l][i] == v;
+            for (uint32_t i = 0; i < w[l]; i++)
+                in = in || ex[l][i] == v;
             if (!in && t.nodes[v].path_logp > best_out) best_out = t.nodes[v].path_logp;
         }
         assert_true(worst_in >= best_out);
@@ -163,14 +167,15 @@ static void test_eagle2(void **state) {
     uint32_t sel[64];
     uint32_t n = p.select(&p, &t, sel, 64);
     assert_int_equal(n, total);
-    double (*sc)[2] = malloc(sizeof *sc * t.n);
+    double(*sc)[2] = malloc(sizeof *sc * t.n);
     for (uint32_t v = 1; v < t.n; v++) {
         sc[v - 1][0] = t.nodes[v].path_logp;
         sc[v - 1][1] = v;
     }
     qsort(sc, t.n - 1, sizeof *sc, cmp_desc);
     const double cut = sc[total - 1][0];
-    for (uint32_t i = 0; i < n; i++) assert_true(t.nodes[sel[i]].path_logp >= cut);
+    for (uint32_t i = 0; i < n; i++)
+        assert_true(t.nodes[sel[i]].path_logp >= cut);
     free(sc);
     int32_t tokens[64], parents[64];
     uint32_t nodes[64];
@@ -193,8 +198,10 @@ static void test_verify_list_errors(void **state) {
     uint32_t nodes[16];
     assert_int_equal(hs_tree_verify_list(&t, (uint32_t[]){5}, 1, tokens, parents, nodes), HS_ERR_INVALID_ARG);
     assert_int_equal(hs_tree_verify_list(&t, (uint32_t[]){0}, 1, tokens, parents, nodes), HS_ERR_INVALID_ARG);
-    assert_int_equal(hs_tree_verify_list(&t, (uint32_t[]){1, 1}, 2, tokens, parents, nodes), HS_ERR_INVALID_ARG);
-    assert_int_equal(hs_tree_verify_list(&t, (uint32_t[]){99}, 1, tokens, parents, nodes), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_tree_verify_list(&t, (uint32_t[]){1, 1}, 2, tokens, parents, nodes),
+                     HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_tree_verify_list(&t, (uint32_t[]){99}, 1, tokens, parents, nodes),
+                     HS_ERR_INVALID_ARG);
     /* Out of order in the selection is fine: the list is in node order. */
     HS_CHECK(hs_tree_verify_list(&t, (uint32_t[]){6, 1}, 2, tokens, parents, nodes));
     assert_int_equal(nodes[1], 1);

@@ -1,0 +1,24 @@
+/* model_util — what the architectures (llama, eagle3) share when they load a
+ * GGUF's weights: a 2-D tensor of the expected shape in a type the kernels
+ * compute with, uploaded as a device weight.
+ *
+ * Errors: HS_ERR_FORMAT naming the file and tensor for a missing or
+ * misshapen tensor, HS_ERR_UNSUPPORTED_TYPE for a type no kernel takes.
+ * Ownership: the tensor points into the gguf; the weight is the caller's.
+ */
+#ifndef HS_MODEL_UTIL_H
+#define HS_MODEL_UTIL_H
+
+#include "gguf.h"
+#include "hs_ops.h"
+#include "op_matmul.h"
+
+/* The tensor `name` of shape [rows][cols] (GGUF ne = {cols, rows}). */
+hs_status hs_model_matrix(const hs_gguf *g, const char *name, uint32_t rows, uint32_t cols,
+                          const hs_gguf_tensor **out);
+
+/* hs_model_matrix, uploaded; adds its device bytes to *bytes. */
+hs_status hs_model_load_matrix(hs_ops *ops, const hs_gguf *g, const char *name, uint32_t rows, uint32_t cols,
+                               hs_weight **out, uint64_t *bytes);
+
+#endif
