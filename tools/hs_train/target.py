@@ -227,27 +227,31 @@ def init_cache(cfg: Config, batch: int, n_ctx: int):
 
 def prefill_kv(params, cfg: Config, tokens):
     """Causal forward over prompts tokens [B, P] (right-padded; pad rows are
-    harmless to earlier positions). Returns (k, v) [L, B, P, KV, hd] and logits
-    [B, P, vocab]."""
+    harmless to earlier positions). Returns (k, v) [L, B, P, KV, hd], logits
+    [B, P, vocab] and taps [B, P, 3 * dim]."""
     B, P = tokens.shape
     pos = jnp.broadcast_to(jnp.arange(P), (B, P))
     mask = jnp.tril(jnp.ones((P, P), bool))[None]
     h = params["tok_embd"][tokens]
-    ks, vs = [], []
-    for lp in params["layers"]:
+    ks, vs, taps = [], [], {}
+    for l, lp in enumerate(params["layers"]):
+        if l in cfg.tap_layers:
+            taps[l] = h
         q, k, v = _layer_qkv(lp, cfg, h, pos)
         ks.append(k)
         vs.append(v)
         h = _layer_rest(lp, cfg, h, attention(q, k, v, mask))
     logits = rmsnorm(h, params["out_norm"], cfg.eps) @ params["output"]
-    return jnp.stack(ks), jnp.stack(vs), logits
+    tap = jnp.concatenate([taps[l] for l in cfg.tap_layers], axis=-1)
+    return jnp.stack(ks), jnp.stack(vs), logits, tap
 
 
 def decode_step(params, cfg: Config, cache, tokens, pos, window=None):
     """One token per sequence: tokens [B] at positions pos [B] (each row its own),
     attending to cache rows 0..pos-1 and to itself. Only the first `window`
     cache rows are read (static; every pos must be <= window). The cache is only
-    read: returns (logits [B, vocab], k_new, v_new [L, B, KV, hd]); write them
+    read: returns (logits [B, vocab], k_new, v_new [L, B, KV, hd], taps
+    [B, 3 * dim]); write k_new and v_new
     with cache_write (a separate, donating jit keeps the update in place)."""
     B = tokens.shape[0]
     S = cache[0][0].shape[2] if window is None else window
@@ -257,8 +261,10 @@ def decode_step(params, cfg: Config, cache, tokens, pos, window=None):
     h = params["tok_embd"][tokens][:, None, :]  # [B, 1, dim]
     p2 = pos[:, None]
     mask = jnp.arange(S)[None, :] < pos[:, None]  # [B, S]: earlier rows only
-    ks, vs = [], []
-    for lp, (kc, vc) in zip(params["layers"], cache):
+    ks, vs, taps = [], [], {}
+    for l, (lp, (kc, vc)) in enumerate(zip(params["layers"], cache)):
+        if l in cfg.tap_layers:
+            taps[l] = h[:, 0]
         q, k, v = _layer_qkv(lp, cfg, h, p2)  # q [B, 1, H, hd], k/v [B, 1, KV, hd]
         qg = q.reshape(B, KV, g, hd)
         k1, v1 = k[:, 0], v[:, 0]  # [B, KV, hd]
@@ -273,7 +279,13 @@ def decode_step(params, cfg: Config, cache, tokens, pos, window=None):
         o = jnp.sum(p[..., :S, None] * vc[:, :, None, :S, :], axis=-2) + p[..., S:] * v1[:, :, None, :]
         h = _layer_rest(lp, cfg, h, o.reshape(B, 1, H * hd))
     logits = rmsnorm(h[:, 0], params["out_norm"], cfg.eps) @ params["output"]
-    return logits, jnp.stack(ks), jnp.stack(vs)
+    tap = jnp.concatenate([taps[l] for l in cfg.tap_layers], axis=-1)
+    return logits, jnp.stack(ks), jnp.stack(vs), tap
+
+
+def top_probs(logits, k):
+    """The k largest probabilities of softmax(logits) and their ids, over the last axis."""
+    return jax.lax.top_k(jax.nn.softmax(logits.astype(jnp.float32), axis=-1), k)
 
 
 def cache_write(cache, k_new, v_new, rows, pos):
