@@ -1,7 +1,7 @@
 """Self-distillation data: the target answers training prompts greedily.
 
   python -m hs_train.distill gen --model M.gguf --hs heterospec --prompts prompts.jsonl --out DIR [--n-prompts N]
-  python -m hs_train.distill gen-stories --model stories260K.gguf --out DIR [--n-seqs N]
+  python -m hs_train.distill gen-stories --model stories260K.gguf --out DIR [--n-seqs N]   (openings sampled, then greedy)
   python -m hs_train.distill show --model M.gguf --out DIR [-n 3]      (decodes a few answers)
 
 gen: prompts are tokenized by heterospec itself (`tokenize --chat --jsonl`, the
@@ -282,8 +282,10 @@ def cmd_gen(a):
 
 
 def cmd_gen_stories(a):
-    """stories260K: openings of 1-8 tokens sampled from the target at temperature
-    1 from BOS (one seed per sequence), continued greedily to --max-len tokens."""
+    """stories260K (no chat template): each sequence opens with BOS and 4-32
+    tokens sampled from the target at temperature 1 (its own seed), the
+    "prompt", continued greedily (with features, as gen) up to --max-len tokens
+    or EOS. Sequence i has idx i; held out: idx % 50 == 0."""
     import jax
     import jax.numpy as jnp
 
@@ -294,50 +296,49 @@ def cmd_gen_stories(a):
     cfg, params = target.load(a.model)
     params = target.to_device(params)
     meta, _ = read_shards(a.out)
-    if len(meta["idx"]) >= a.n_seqs:
-        log(logf, "gen-stories: nothing to do")
+    have = set(int(i) for i in meta["idx"])
+    todo = [i for i in range(a.n_seqs) if i not in have]
+    log(logf, f"gen-stories: {a.n_seqs} sequences, {len(have)} done, {len(todo)} to do")
+    if not todo:
         return 0
-    T = a.max_len
-    # whole-sequence recomputation per step is cheap for this model; fixed shape [B, T]
     fwd = jax.jit(lambda p, t: target.forward(p, cfg, t)[0])
-    B = a.batch
-    done = int(len(meta["idx"]))
-    while done < a.n_seqs:
-        n = min(B, a.n_seqs - done)
-        ids = np.arange(done, done + B)
-        rng = np.random.default_rng([a.seed] + [int(done)])
-        n_open = rng.integers(1, 9, size=B)
-        toks = np.zeros((B, T), np.int32)
+    prompts = {}
+    for c in range(0, len(todo), 256):
+        ids = todo[c : c + 256]
+        toks = np.zeros((len(ids), 33), np.int32)
         toks[:, 0] = cfg.bos
-        stopped = np.zeros(B, bool)
-        length = np.full(B, T, np.int32)
-        for t in range(1, T):
+        n_open = np.zeros(len(ids), np.int32)
+        rngs = [np.random.default_rng([a.seed, i]) for i in ids]
+        for r, g in enumerate(rngs):
+            n_open[r] = g.integers(4, 33)
+        for t in range(1, 33):
             logits = np.asarray(fwd(params, jnp.asarray(toks)))[:, t - 1].astype(np.float64)
             p = np.exp(logits - logits.max(-1, keepdims=True))
             p /= p.sum(-1, keepdims=True)
-            greedy = logits.argmax(-1)
-            if t <= 8:
-                sampled = np.array([rng.choice(len(pi), p=pi) for pi in p])
-                nxt = np.where(t <= n_open, sampled, greedy)
-            else:
-                nxt = greedy
-            nxt = np.where(stopped, 0, nxt)
-            toks[:, t] = nxt
-            newly = (~stopped) & (nxt == cfg.eos)
-            length[newly] = t + 1
-            stopped |= newly
-            if stopped.all():
-                break
-        seqs = []
-        for b in range(n):
-            L = int(length[b])
-            # prompt = BOS + sampled opening; answer = the greedy continuation (with EOS if reached)
-            pl = 1 + int(n_open[b])
-            seqs.append({"idx": int(ids[b]), "tokens": toks[b, :L].tolist(), "prompt_len": min(pl, L - 1),
-                         "stop": int(stopped[b])})
-        p = write_shard(a.out, seqs)
-        done += n
-        log(logf, f"wrote {p}: {done}/{a.n_seqs} sequences")
+            for r, g in enumerate(rngs):
+                if t <= n_open[r]:
+                    toks[r, t] = g.choice(len(p[r]), p=p[r])
+        for r, i in enumerate(ids):
+            pr = toks[r, : 1 + n_open[r]].tolist()
+            if cfg.eos in pr:  # an opening that already ended: keep up to EOS's predecessor
+                pr = pr[: pr.index(cfg.eos)]
+            prompts[i] = pr
+    dec = Decoder(cfg, params, a.batch, 64 + a.max_len, window_step=64)
+    pending = []
+
+    def on_done(d):
+        pending.append(d)
+        if len(pending) >= a.shard_size:
+            p = write_shard(a.out, pending)
+            log(logf, f"wrote {p} ({len(pending)} sequences)")
+            pending.clear()
+
+    t0 = time.time()
+    n = generate(dec, todo, prompts, {cfg.eos}, a.max_len, on_done, logf, log_every=200)
+    if pending:
+        p = write_shard(a.out, pending)
+        log(logf, f"wrote {p} ({len(pending)} sequences)")
+    log(logf, f"gen-stories done: {n} tokens in {time.time() - t0:.0f} s")
     return 0
 
 
@@ -405,8 +406,9 @@ def main(argv=None):
     s.add_argument("--model", required=True)
     s.add_argument("--out", required=True)
     s.add_argument("--n-seqs", type=int, default=4096)
-    s.add_argument("--max-len", type=int, default=256)
-    s.add_argument("--batch", type=int, default=256)
+    s.add_argument("--max-len", type=int, default=256, help="most answer tokens")
+    s.add_argument("--batch", type=int, default=128)
+    s.add_argument("--shard-size", type=int, default=512)
     s.add_argument("--seed", type=int, default=0)
     w = sub.add_parser("show")
     w.add_argument("--model", required=True)
