@@ -392,7 +392,7 @@ def eagle3_config(tcfg, n_draft):
     }
 
 
-def export(out, p, tcfg, d2t, t2d, model_path, logf):
+def export(out, p, tcfg, d2t, t2d, writer_dir, logf):
     from safetensors.numpy import save_file
 
     tens = eagle3_tensors(p)
@@ -406,14 +406,15 @@ def export(out, p, tcfg, d2t, t2d, model_path, logf):
     np.save(os.path.join(out, "d2t.npy"), d2t.astype(np.int32))
     log(logf, f"exported {out}/model.safetensors + config.json + d2t.npy")
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sys.path.insert(0, here)
+    sys.path.insert(0, writer_dir or here)
     try:
         import eagle3_gguf  # tools/eagle3_gguf.py (the converter's writer)
     except ImportError:
         log(logf, "tools/eagle3_gguf.py not found: no head.gguf (convert the checkpoint with the converter)")
         return None
     path = os.path.join(out, "head.gguf")
-    eagle3_gguf.write_eagle3_gguf(path, cfg, tens, d2t.astype(np.int64), target_name=tcfg.name)
+    eagle3_gguf.write_eagle3_gguf(path, cfg, tens, d2t.astype(np.int32), target_name=tcfg.name,
+                                  target_layers=list(tcfg.tap_layers))
     log(logf, f"exported {path}")
     return path
 
@@ -447,6 +448,7 @@ def main(argv=None):
     ap.add_argument("--log-every", type=int, default=10)
     ap.add_argument("--eval-depth", type=int, default=5)
     ap.add_argument("--eval-only", action="store_true")
+    ap.add_argument("--gguf-writer", help="folder holding eagle3_gguf.py (default: tools/)")
     ap.add_argument("--max-heldout-rows", type=int, default=0, help="0: all")
     a = ap.parse_args(argv)
     if "/data/bench" in os.path.abspath(a.data):
@@ -595,7 +597,7 @@ def main(argv=None):
         f"over {n_roots} roots")
     with open(os.path.join(a.out, "eval.json"), "w") as f:
         json.dump(ev, f, indent=1)
-    export(a.out, to_np(params), tcfg, d2t, t2d, a.model, logf)
+    export(a.out, to_np(params), tcfg, d2t, t2d, a.gguf_writer, logf)
     return 0
 
 
