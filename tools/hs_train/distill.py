@@ -301,6 +301,11 @@ def cmd_gen_stories(a):
     logf = open(os.path.join(a.out, "gen.log"), "a")
     cfg, params = target.load(a.model)
     params = target.to_device(params)
+    with open(os.path.join(a.out, "meta.json"), "w") as f:
+        json.dump({"model": os.path.abspath(a.model), "model_name": cfg.name, "n_seqs": a.n_seqs, "seed": a.seed,
+                   "opening": "BOS + 4..32 tokens sampled at temperature 1 (rng [seed, idx])",
+                   "max_new": a.max_len, "heldout": f"sequence index % {HELDOUT_MOD} == 0",
+                   "stop_ids": [cfg.eos]}, f, indent=1)
     meta, _ = read_shards(a.out)
     have = set(int(i) for i in meta["idx"])
     todo = [i for i in range(a.n_seqs) if i not in have]

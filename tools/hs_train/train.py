@@ -530,12 +530,14 @@ def main(argv=None):
     t_last_ck = time.time()
     t0 = time.time()
     acc_log = []
+    n_since = 0
     while step < total and not a.eval_only:
         ep, i = divmod(step, steps_per_epoch)
         ids = order_for(ep)[i * a.batch : (i + 1) * a.batch]
         b = {k: jnp.asarray(v) for k, v in tr.batch(ids).items()}
         params, opt_state, l, per = train_step(params, opt_state, b)
         step += 1
+        n_since += 1
         acc_log.append((float(l), [(float(x), float(y), float(n)) for x, y, n in per]))
         if step % a.log_every == 0 or step == total:
             dt = time.time() - t0
@@ -544,8 +546,9 @@ def main(argv=None):
             acc_k = np.array([[x[1][k][1] for x in acc_log] for k in range(a.ttt)]).mean(1)
             log(logf, f"step {step}/{total} ep {ep} lr {float(sched(step)):.2e} loss {ls:.4f} | per-step loss "
                 + " ".join(f"{x:.3f}" for x in per_k) + " | acc " + " ".join(f"{x:.3f}" for x in acc_k)
-                + f" | {a.log_every * a.batch * a.seq / dt:.0f} rows/s")
+                + f" | {n_since * a.batch * a.seq / dt:.0f} rows/s")
             acc_log = []
+            n_since = 0
             t0 = time.time()
         if time.time() - t_last_ck > a.ckpt_min * 60:
             save()
