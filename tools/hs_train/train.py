@@ -440,7 +440,8 @@ def main(argv=None):
     ap.add_argument("--decay", type=float, default=0.8, help="weight of step k: decay^k")
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--warmup", type=float, default=0.05, help="fraction of steps")
+    ap.add_argument("--warmup", type=float, default=0.05, help="fraction of steps (at most 100 steps)")
+    ap.add_argument("--minutes", type=float, default=0, help="time budget: as many steps as fit (<= --epochs)")
     ap.add_argument("--clip", type=float, default=0.5)
     ap.add_argument("--wd", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0)
@@ -496,8 +497,22 @@ def main(argv=None):
     weights = [a.decay**k for k in range(a.ttt)]
     forward, losses, evaluate = make_fns(hd, a.ttt, weights)
     embd = jnp.asarray(tparams["tok_embd"])
-    sched = optax.warmup_cosine_decay_schedule(0.0, a.lr, max(1, int(a.warmup * total)), total, a.lr * 0.05)
-    opt = optax.chain(optax.clip_by_global_norm(a.clip), optax.adamw(sched, b1=0.9, b2=0.95, weight_decay=a.wd))
+    if ck and "total" in ck:
+        total = ck["total"]
+    fixed = bool(ck) or not a.minutes  # with --minutes, total is decided from the measured step time
+
+    def sched(step):
+        """Linear warmup over --warmup of the steps (at most 100), cosine to 5 % of --lr at `total`."""
+        w = max(1, min(100, int(a.warmup * total)))
+        if step < w:
+            return a.lr * step / w
+        f = min(1.0, (step - w) / max(1, total - w))
+        return a.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * f)))
+
+    # the learning rate is an argument of the step (not baked into optax), so that a time budget can set the
+    # schedule's length after measuring
+    opt = optax.chain(optax.clip_by_global_norm(a.clip), optax.add_decayed_weights(a.wd),
+                      optax.scale_by_adam(b1=0.9, b2=0.95))
     if ck:
         params = jax.tree_util.tree_map(jnp.asarray, ck["params"])
         opt_state = jax.tree_util.tree_map(jnp.asarray, ck["opt_state"])
@@ -508,9 +523,10 @@ def main(argv=None):
         step = 0
     del tparams
 
-    def train_step(params, opt_state, b):
+    def train_step(params, opt_state, b, lr):
         (l, per), grads = jax.value_and_grad(losses, has_aux=True)(params, embd, b)
         upd, opt_state = opt.update(grads, opt_state, params)
+        upd = jax.tree_util.tree_map(lambda u: -lr * u, upd)
         return optax.apply_updates(params, upd), opt_state, l, per
 
     train_step = jax.jit(train_step, donate_argnums=(0, 1))
@@ -520,7 +536,8 @@ def main(argv=None):
     def save():
         tmp = ckpt_path + ".tmp"
         with open(tmp, "wb") as f:
-            pickle.dump({"params": to_np(params), "opt_state": to_np(opt_state), "step": step, "args": vars(a),
+            pickle.dump({"params": to_np(params), "opt_state": to_np(opt_state), "step": step, "total": total,
+                         "args": vars(a),
                          "shards": shards, "d2t": d2t, "t2d": t2d}, f)
         os.replace(tmp, ckpt_path)
 
@@ -535,8 +552,17 @@ def main(argv=None):
         ep, i = divmod(step, steps_per_epoch)
         ids = order_for(ep)[i * a.batch : (i + 1) * a.batch]
         b = {k: jnp.asarray(v) for k, v in tr.batch(ids).items()}
-        params, opt_state, l, per = train_step(params, opt_state, b)
+        params, opt_state, l, per = train_step(params, opt_state, b, jnp.float32(sched(step)))
         step += 1
+        if not fixed:
+            if step == 2:
+                t_probe = time.time()
+            elif step == 12:
+                dt_step = (time.time() - t_probe) / 10
+                total = max(step + 1, min(total, int(a.minutes * 60 / dt_step)))
+                fixed = True
+                log(logf, f"time budget {a.minutes} min at {dt_step:.2f} s/step: {total} steps "
+                    f"({total / steps_per_epoch:.2f} epochs)")
         n_since += 1
         acc_log.append((float(l), [(float(x), float(y), float(n)) for x, y, n in per]))
         if step % a.log_every == 0 or step == total:
