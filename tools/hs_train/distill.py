@@ -21,7 +21,8 @@ sequence, in order): taps [rows, 3 dim] f16 (the target's hidden states at
 the inputs of its tap layers), top_p [rows, 32] f16 and top_id [rows, 32] i32
 (the target's 32 most probable next tokens)), gen.log, and
 meta.json. A restart skips the prompts already in shards (sequences in flight
-at a stop are lost and redone).
+at a kill are lost and redone; SIGTERM or --minutes drain them: no new prompt
+starts, the running ones finish and are written).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import argparse
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -171,8 +173,9 @@ class Decoder:
         return np.asarray(nxt), (np.asarray(taps), np.asarray(tp), np.asarray(ti))
 
 
-def generate(dec, todo, prompts, stop_ids, max_new, on_done, logf, log_every=50):
-    """Greedy answers for the prompt indices in todo (in order)."""
+def generate(dec, todo, prompts, stop_ids, max_new, on_done, logf, log_every=50, drain=lambda: False):
+    """Greedy answers for the prompt indices in todo (in order). Once drain() is
+    true, no new prompt starts and the call returns when the running ones end."""
     B = dec.B
     slots = [None] * B  # per slot: dict(idx, tokens, prompt_len) or None
     tok = np.zeros(B, np.int32)
@@ -191,7 +194,7 @@ def generate(dec, todo, prompts, stop_ids, max_new, on_done, logf, log_every=50)
 
     def fill(s):
         nonlocal n_tok
-        while queue:
+        while queue and not drain():
             i = queue.pop()
             pr = prompts[i]
             first, feats = dec.prefill(s, pr)
@@ -279,7 +282,18 @@ def cmd_gen(a):
             pending.clear()
 
     t0 = time.time()
-    n = generate(dec, todo, prompts, stop_ids, a.max_new, on_done, logf)
+    stop = {"sig": False}
+
+    def on_term(signum, frame):
+        stop["sig"] = True
+        log(logf, "SIGTERM: finishing the running sequences, then writing the last shard")
+
+    signal.signal(signal.SIGTERM, on_term)
+
+    def drain():
+        return stop["sig"] or (a.minutes > 0 and time.time() - t0 > a.minutes * 60)
+
+    n = generate(dec, todo, prompts, stop_ids, a.max_new, on_done, logf, drain=drain)
     if pending:
         p = write_shard(a.out, pending)
         log(logf, f"wrote {p} ({len(pending)} sequences)")
@@ -413,6 +427,7 @@ def main(argv=None):
     g.add_argument("--batch", type=int, default=64)
     g.add_argument("--shard-size", type=int, default=128)
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--minutes", type=float, default=0, help="start no new prompt after this long (0: no limit)")
     s = sub.add_parser("gen-stories")
     s.add_argument("--model", required=True)
     s.add_argument("--out", required=True)
