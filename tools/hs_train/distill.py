@@ -1,0 +1,451 @@
+"""Self-distillation data: the target answers training prompts greedily.
+
+  python -m hs_train.distill gen --model M.gguf --hs heterospec --prompts prompts.jsonl --out DIR [--n-prompts N]
+  python -m hs_train.distill gen-stories --model stories260K.gguf --out DIR [--n-seqs N]   (openings sampled, then greedy)
+  python -m hs_train.distill show --model M.gguf --out DIR [-n 3]      (decodes a few answers)
+
+gen: prompts are tokenized by heterospec itself (`tokenize --chat --jsonl`, the
+exact prompt `generate --chat` feeds), shuffled with a fixed seed (so any prefix
+of the order is a representative subset), and answered greedily up to
+--max-new tokens, stopping after the end-of-turn token (<|im_end|>, the GGUF's
+EOS), which is kept as the answer's last token. Held-out split: every prompt
+whose line index % 50 == 0 (never trained on; used for acceptance figures).
+Decoding runs --batch sequences at once with a KV cache (continuous batching:
+a finished slot takes the next prompt), jit-compiled for a few fixed shapes.
+
+Output in DIR: shard_NNNNN.npz (idx [n] prompt line index, heldout [n],
+prompt_len [n], answer_len [n], stop [n] (1: end token, 0: length limit),
+offsets [n+1], tokens [sum] = prompt + answer of each sequence; and the
+features of every position but each sequence's last (len - 1 rows per
+sequence, in order): taps [rows, 3 dim] f16 (the target's hidden states at
+the inputs of its tap layers), top_p [rows, 32] f16 and top_id [rows, 32] i32
+(the target's 32 most probable next tokens)), gen.log, and
+meta.json. A restart skips the prompts already in shards (sequences in flight
+at a kill are lost and redone; SIGTERM or --minutes drain them: no new prompt
+starts, the running ones finish and are written).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HELDOUT_MOD = 50
+TOP_K = 32  # target probabilities kept per position
+
+
+def log(f, msg):
+    line = time.strftime("%Y-%m-%d %H:%M:%S ") + msg
+    print(line, flush=True)
+    if f:
+        f.write(line + "\n")
+        f.flush()
+
+
+def is_heldout(idx):
+    return np.asarray(idx) % HELDOUT_MOD == 0
+
+
+def tokenize_prompts(hs, model, prompts, cache_path):
+    if os.path.exists(cache_path):
+        with open(cache_path) as f:
+            return [[int(x) for x in l.split(",")] for l in f.read().splitlines()]
+    env = dict(os.environ)
+    env.setdefault("XDG_RUNTIME_DIR", "/tmp/runtime-%d" % os.getuid())
+    out = subprocess.run(
+        [hs, "tokenize", "-m", model, "--chat", "--jsonl", prompts], check=True, env=env, capture_output=True, text=True
+    ).stdout
+    tmp = cache_path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(out)
+    os.replace(tmp, cache_path)
+    return [[int(x) for x in l.split(",")] for l in out.splitlines()]
+
+
+def read_shards(out_dir):
+    """All sequences in DIR's shards: dict of concatenated arrays plus a list of token arrays."""
+    seqs, meta = [], {k: [] for k in ("idx", "heldout", "prompt_len", "answer_len", "stop")}
+    for p in sorted(glob.glob(os.path.join(out_dir, "shard_*.npz"))):
+        z = np.load(p)
+        off = z["offsets"]
+        for i in range(len(z["idx"])):
+            seqs.append(z["tokens"][off[i] : off[i + 1]])
+        for k in meta:
+            meta[k].append(z[k])
+    meta = {k: (np.concatenate(v) if v else np.zeros(0, np.int64)) for k, v in meta.items()}
+    return meta, seqs
+
+
+def write_shard(out_dir, done):
+    n_old = len(glob.glob(os.path.join(out_dir, "shard_*.npz")))
+    path = os.path.join(out_dir, f"shard_{n_old:05d}.npz")
+    toks = [np.asarray(d["tokens"], np.int32) for d in done]
+    off = np.concatenate([[0], np.cumsum([len(t) for t in toks])]).astype(np.int64)
+    tmp = path + ".tmp.npz"
+    feats = {}
+    if "feats" in done[0]:
+        for k, j in (("taps", 0), ("top_p", 1), ("top_id", 2)):
+            feats[k] = np.concatenate([d["feats"][j] for d in done])
+    np.savez(
+        tmp,
+        **feats,
+        idx=np.array([d["idx"] for d in done], np.int64),
+        heldout=is_heldout([d["idx"] for d in done]),
+        prompt_len=np.array([d["prompt_len"] for d in done], np.int32),
+        answer_len=np.array([len(d["tokens"]) - d["prompt_len"] for d in done], np.int32),
+        stop=np.array([d["stop"] for d in done], np.int8),
+        offsets=off,
+        tokens=np.concatenate(toks),
+    )
+    os.replace(tmp, path)
+    return path
+
+
+class Decoder:
+    """Continuous-batching greedy decoder over B slots with a KV cache of n_ctx rows."""
+
+    def __init__(self, cfg, params, batch, n_ctx, window_step=None):
+        # window_step: attend over the first rows only, in steps of this many (None: all n_ctx rows).
+        # Measured on the 2-core machine (SmolLM2, B 64, 30 layers of attention alone): a 384-row
+        # window of a 512-row cache took 0.95-1.2 s per step (XLA copies the strided slice), all
+        # 512 rows 0.24-0.27 s; so the default reads the whole cache.
+        import jax
+        import jax.numpy as jnp
+
+        from hs_train import target
+
+        self.cfg, self.params, self.B, self.n_ctx, self.wstep = cfg, params, batch, n_ctx, window_step
+        self.jnp = jnp
+        self.cache = target.init_cache(cfg, batch, n_ctx)
+        self._step = {}
+
+        def step(p, cache, tok, pos, window):
+            logits, k, v, taps = target.decode_step(p, cfg, cache, tok, pos, window)
+            tp, ti = target.top_probs(logits, TOP_K)
+            return jnp.argmax(logits, -1).astype(jnp.int32), k, v, taps.astype(jnp.float16), tp.astype(jnp.float16), ti
+
+        self._step_fn = jax.jit(step, static_argnums=(4,))
+        self._write = jax.jit(target.cache_write, donate_argnums=(0,))
+
+        def prefill(p, cache, toks, slot, last):
+            k, v, logits, taps = target.prefill_kv(p, cfg, toks[None])  # k/v [L, 1, P, KV, hd]
+            new = []
+            for l, (kc, vc) in enumerate(cache):
+                kl = jnp.transpose(k[l], (0, 2, 1, 3))  # [1, KV, P, hd]
+                vl = jnp.transpose(v[l], (0, 2, 1, 3))
+                new.append(
+                    (
+                        jax.lax.dynamic_update_slice(kc, kl, (slot, 0, 0, 0)),
+                        jax.lax.dynamic_update_slice(vc, vl, (slot, 0, 0, 0)),
+                    )
+                )
+            tp, ti = target.top_probs(logits[0], TOP_K)
+            feats = (taps[0].astype(jnp.float16), tp.astype(jnp.float16), ti)
+            return jnp.argmax(logits[0, last]).astype(jnp.int32), new, feats
+
+        self._prefill = jax.jit(prefill, donate_argnums=(1,))
+        self.rows = jnp.arange(batch)
+
+    def prefill(self, slot, prompt):
+        P = len(prompt)
+        Pb = -(-P // 64) * 64
+        toks = np.zeros(Pb, np.int32)
+        toks[:P] = prompt
+        first, self.cache, feats = self._prefill(self.params, self.cache, self.jnp.asarray(toks), slot, P - 1)
+        return int(first), [np.asarray(f)[:P] for f in feats]
+
+    def step(self, tok, pos):
+        """tok, pos: numpy [B]. Returns next tokens (numpy [B]) and the fed
+        positions' features (taps [B, 3 dim] f16, top_p [B, K] f16, top_id [B, K])."""
+        window = self.n_ctx
+        if self.wstep:
+            window = min(self.n_ctx, -(-(int(pos.max()) + 1) // self.wstep) * self.wstep)
+        jt, jp = self.jnp.asarray(tok), self.jnp.asarray(pos)
+        nxt, k, v, taps, tp, ti = self._step_fn(self.params, self.cache, jt, jp, window)
+        self.cache = self._write(self.cache, k, v, self.rows, jp)
+        return np.asarray(nxt), (np.asarray(taps), np.asarray(tp), np.asarray(ti))
+
+
+def generate(dec, todo, prompts, stop_ids, max_new, on_done, logf, log_every=50, drain=lambda: False):
+    """Greedy answers for the prompt indices in todo (in order). Once drain() is
+    true, no new prompt starts and the call returns when the running ones end."""
+    B = dec.B
+    slots = [None] * B  # per slot: dict(idx, tokens, prompt_len) or None
+    tok = np.zeros(B, np.int32)
+    pos = np.zeros(B, np.int32)
+    queue = list(todo)[::-1]
+    n_tok = 0
+    t0 = time.time()
+    steps = 0
+
+    def finish(s, stop):
+        d = slots[s]
+        feats = [np.concatenate(f) for f in zip(*d["feats"])]
+        assert len(feats[0]) == len(d["tokens"]) - 1
+        on_done({"idx": d["idx"], "tokens": d["tokens"], "prompt_len": d["prompt_len"], "stop": stop, "feats": feats})
+        slots[s] = None
+
+    def fill(s):
+        nonlocal n_tok
+        while queue and not drain():
+            i = queue.pop()
+            pr = prompts[i]
+            first, feats = dec.prefill(s, pr)
+            slots[s] = {"idx": i, "tokens": list(pr) + [first], "prompt_len": len(pr), "feats": [feats]}
+            n_tok += 1
+            if first in stop_ids or max_new == 1:
+                finish(s, int(first in stop_ids))
+                continue
+            tok[s], pos[s] = first, len(pr)
+            return
+        tok[s], pos[s] = 0, 0
+
+    for s in range(B):
+        fill(s)
+    while any(x is not None for x in slots):
+        nxt, (taps, tp, ti) = dec.step(tok, pos)
+        steps += 1
+        for s in range(B):
+            if slots[s] is None:
+                continue
+            t = int(nxt[s])
+            slots[s]["tokens"].append(t)
+            slots[s]["feats"].append((taps[s : s + 1], tp[s : s + 1], ti[s : s + 1]))
+            n_tok += 1
+            n_ans = len(slots[s]["tokens"]) - slots[s]["prompt_len"]
+            if t in stop_ids or n_ans >= max_new:
+                finish(s, int(t in stop_ids))
+                fill(s)
+            else:
+                tok[s], pos[s] = t, pos[s] + 1
+        if steps % log_every == 0:
+            dt = time.time() - t0
+            active = sum(x is not None for x in slots)
+            log(logf, f"step {steps}: {n_tok} answer tokens in {dt:.0f} s ({n_tok / dt:.1f} tok/s), "
+                f"{active}/{B} slots busy, {len(queue)} prompts queued")
+    return n_tok
+
+
+def cmd_gen(a):
+    import jax
+
+    from hs_train import target
+
+    os.makedirs(a.out, exist_ok=True)
+    logf = open(os.path.join(a.out, "gen.log"), "a")
+    with open(a.prompts) as f:
+        n_lines = sum(1 for _ in f)
+    prompts = tokenize_prompts(a.hs, a.model, a.prompts, os.path.join(a.out, "prompt_ids.txt"))
+    assert len(prompts) == n_lines
+    rng = np.random.default_rng(a.seed)
+    order = rng.permutation(n_lines)
+    order = [int(i) for i in order if len(prompts[i]) <= a.max_prompt]
+    sel = order[: a.n_prompts]
+    meta, _ = read_shards(a.out)
+    have = set(int(i) for i in meta["idx"])
+    todo = [i for i in sel if i not in have]
+    cfg, params = target.load(a.model)
+    stop_ids = {cfg.eos}
+    info = {
+        "model": os.path.abspath(a.model),
+        "model_name": cfg.name,
+        "prompts": os.path.abspath(a.prompts),
+        "seed": a.seed,
+        "max_prompt": a.max_prompt,
+        "max_new": a.max_new,
+        "n_prompts": a.n_prompts,
+        "heldout": f"line index % {HELDOUT_MOD} == 0",
+        "stop_ids": sorted(stop_ids),
+        "eligible_prompts": len(order),
+    }
+    with open(os.path.join(a.out, "meta.json"), "w") as f:
+        json.dump(info, f, indent=1)
+    log(logf, f"gen: {len(sel)} prompts selected ({len(order)} of {n_lines} have <= {a.max_prompt} tokens), "
+        f"{len(have)} done, {len(todo)} to do; batch {a.batch}; jax {jax.__version__} on {jax.devices()}")
+    if not todo:
+        return 0
+    dec = Decoder(cfg, target.to_device(params), a.batch, a.max_prompt + a.max_new)
+    pending = []
+
+    def on_done(d):
+        pending.append(d)
+        if len(pending) >= a.shard_size:
+            p = write_shard(a.out, pending)
+            log(logf, f"wrote {p} ({len(pending)} sequences)")
+            pending.clear()
+
+    t0 = time.time()
+    stop = {"sig": False}
+
+    def on_term(signum, frame):
+        stop["sig"] = True
+        log(logf, "SIGTERM: finishing the running sequences, then writing the last shard")
+
+    signal.signal(signal.SIGTERM, on_term)
+
+    def drain():
+        return stop["sig"] or (a.minutes > 0 and time.time() - t0 > a.minutes * 60)
+
+    n = generate(dec, todo, prompts, stop_ids, a.max_new, on_done, logf, drain=drain)
+    if pending:
+        p = write_shard(a.out, pending)
+        log(logf, f"wrote {p} ({len(pending)} sequences)")
+    log(logf, f"gen done: {n} tokens in {time.time() - t0:.0f} s")
+    return 0
+
+
+def cmd_gen_stories(a):
+    """stories260K (no chat template): each sequence opens with BOS and 4-32
+    tokens sampled from the target at temperature 1 (its own seed), the
+    "prompt", continued greedily (with features, as gen) up to --max-len tokens
+    or EOS. Sequence i has idx i; held out: idx % 50 == 0."""
+    import jax
+    import jax.numpy as jnp
+
+    from hs_train import target
+
+    os.makedirs(a.out, exist_ok=True)
+    logf = open(os.path.join(a.out, "gen.log"), "a")
+    cfg, params = target.load(a.model)
+    params = target.to_device(params)
+    with open(os.path.join(a.out, "meta.json"), "w") as f:
+        json.dump({"model": os.path.abspath(a.model), "model_name": cfg.name, "n_seqs": a.n_seqs, "seed": a.seed,
+                   "opening": "BOS + 4..32 tokens sampled at temperature 1 (rng [seed, idx])",
+                   "max_new": a.max_len, "heldout": f"sequence index % {HELDOUT_MOD} == 0",
+                   "stop_ids": [cfg.eos]}, f, indent=1)
+    meta, _ = read_shards(a.out)
+    have = set(int(i) for i in meta["idx"])
+    todo = [i for i in range(a.n_seqs) if i not in have]
+    log(logf, f"gen-stories: {a.n_seqs} sequences, {len(have)} done, {len(todo)} to do")
+    if not todo:
+        return 0
+    fwd = jax.jit(lambda p, t: target.forward(p, cfg, t)[0])
+    prompts = {}
+    for c in range(0, len(todo), 256):
+        ids = todo[c : c + 256]
+        toks = np.zeros((len(ids), 33), np.int32)
+        toks[:, 0] = cfg.bos
+        n_open = np.zeros(len(ids), np.int32)
+        rngs = [np.random.default_rng([a.seed, i]) for i in ids]
+        for r, g in enumerate(rngs):
+            n_open[r] = g.integers(4, 33)
+        for t in range(1, 33):
+            logits = np.asarray(fwd(params, jnp.asarray(toks)))[:, t - 1].astype(np.float64)
+            p = np.exp(logits - logits.max(-1, keepdims=True))
+            p /= p.sum(-1, keepdims=True)
+            for r, g in enumerate(rngs):
+                if t <= n_open[r]:
+                    toks[r, t] = g.choice(len(p[r]), p=p[r])
+        for r, i in enumerate(ids):
+            pr = toks[r, : 1 + n_open[r]].tolist()
+            if cfg.eos in pr:  # an opening that already ended: keep up to EOS's predecessor
+                pr = pr[: pr.index(cfg.eos)]
+            prompts[i] = pr
+    dec = Decoder(cfg, params, a.batch, 64 + a.max_len)
+    pending = []
+
+    def on_done(d):
+        pending.append(d)
+        if len(pending) >= a.shard_size:
+            p = write_shard(a.out, pending)
+            log(logf, f"wrote {p} ({len(pending)} sequences)")
+            pending.clear()
+
+    t0 = time.time()
+    n = generate(dec, todo, prompts, {cfg.eos}, a.max_len, on_done, logf, log_every=200)
+    if pending:
+        p = write_shard(a.out, pending)
+        log(logf, f"wrote {p} ({len(pending)} sequences)")
+    log(logf, f"gen-stories done: {n} tokens in {time.time() - t0:.0f} s")
+    return 0
+
+
+def gpt2_detok(vocab):
+    """Byte-level BPE token strings -> bytes."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    dec = {chr(c): b for b, c in zip(bs, cs)}
+
+    def f(ids):
+        return b"".join(bytes(dec.get(ch, 63) for ch in vocab[i]) for i in ids).decode("utf-8", "replace")
+
+    return f
+
+
+def vocab_of(model):
+    import gguf
+
+    r = gguf.GGUFReader(model)
+    return list(r.fields["tokenizer.ggml.tokens"].contents()), r.fields["tokenizer.ggml.model"].contents()
+
+
+def cmd_show(a):
+    meta, seqs = read_shards(a.out)
+    vocab, kind = vocab_of(a.model)
+    if kind == "gpt2":
+        detok = gpt2_detok(vocab)
+    else:
+        def detok(ids):
+            return "".join(vocab[i] for i in ids).replace("\u2581", " ")
+    for i in range(min(a.n, len(seqs))):
+        pl = int(meta["prompt_len"][i])
+        print(f"--- idx {meta['idx'][i]} prompt {pl} answer {meta['answer_len'][i]} stop {meta['stop'][i]}")
+        print(repr(detok(seqs[i][:pl])))
+        print(repr(detok(seqs[i][pl:])))
+        if a.ids:
+            print(",".join(str(x) for x in seqs[i][pl:]))
+    n_ans = int(meta["answer_len"].sum())
+    print(f"{len(seqs)} sequences, {n_ans} answer tokens, {int(meta['heldout'].sum())} held out, "
+          f"{int(meta['stop'].sum())} stopped at the end token")
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    g = sub.add_parser("gen")
+    g.add_argument("--model", required=True)
+    g.add_argument("--hs", required=True, help="heterospec binary (for tokenize)")
+    g.add_argument("--prompts", required=True)
+    g.add_argument("--out", required=True)
+    g.add_argument("--n-prompts", type=int, default=4000)
+    g.add_argument("--max-prompt", type=int, default=256)
+    g.add_argument("--max-new", type=int, default=256)
+    g.add_argument("--batch", type=int, default=64)
+    g.add_argument("--shard-size", type=int, default=128)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--minutes", type=float, default=0, help="start no new prompt after this long (0: no limit)")
+    s = sub.add_parser("gen-stories")
+    s.add_argument("--model", required=True)
+    s.add_argument("--out", required=True)
+    s.add_argument("--n-seqs", type=int, default=4096)
+    s.add_argument("--max-len", type=int, default=256, help="most answer tokens")
+    s.add_argument("--batch", type=int, default=128)
+    s.add_argument("--shard-size", type=int, default=512)
+    s.add_argument("--seed", type=int, default=0)
+    w = sub.add_parser("show")
+    w.add_argument("--model", required=True)
+    w.add_argument("--out", required=True)
+    w.add_argument("-n", type=int, default=3)
+    w.add_argument("--ids", action="store_true")
+    a = ap.parse_args(argv)
+    if "/data/bench" in os.path.abspath(getattr(a, "prompts", "") or ""):
+        sys.exit("distill: refusing to use benchmark prompts for training data")
+    return {"gen": cmd_gen, "gen-stories": cmd_gen_stories, "show": cmd_show}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

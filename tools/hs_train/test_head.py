@@ -1,0 +1,120 @@
+"""Checks train.py's training-time-test forward against a plain simulation of
+inference as models/eagle3.h describes it (consume rows, then a chain of draft
+nodes, each seeing the consumed rows, its ancestors and itself), on a small
+random head and two packed sequences. Also checks the EAGLE-3 export layout.
+
+  python -m hs_train.test_head          (exit 0 and "ok" when they agree)
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+
+def sim_node(p, hd, e_tok, x_in, pos, keys, vals):
+    """One head row as eagle3.h computes it; keys/vals: the K/V rows it sees
+    besides its own. Returns (logits, hidden, k, v)."""
+    from hs_train.target import rmsnorm, rope_neox
+
+    H, KV, hdim, eps, base = hd["n_head"], hd["n_kv_head"], hd["head_dim"], hd["eps"], hd["rope_base"]
+    u = np.concatenate([rmsnorm(e_tok, p["attn_norm"], eps), rmsnorm(x_in, p["hidden_norm"], eps)])
+    posa = np.array([pos])
+    q = np.asarray(rope_neox((u @ p["wq"]).reshape(1, H, hdim), posa, base))[0]
+    k = np.asarray(rope_neox((u @ p["wk"]).reshape(1, KV, hdim), posa, base))[0]
+    v = (u @ p["wv"]).reshape(KV, hdim)
+    K = np.stack(keys + [k])  # [S, KV, hd]
+    V = np.stack(vals + [v])
+    o = np.zeros((H, hdim))
+    for h in range(H):
+        kh = h // (H // KV)
+        s = K[:, kh] @ q[h] / np.sqrt(hdim)
+        w = np.exp(s - s.max())
+        w /= w.sum()
+        o[h] = w @ V[:, kh]
+    x = x_in + o.reshape(-1) @ p["wo"]
+    hn = np.asarray(rmsnorm(x, p["ffn_norm"], eps))
+    g = hn @ p["wg"]
+    x = x + (g / (1 + np.exp(-g)) * (hn @ p["wu"])) @ p["wd"]
+    logits = np.asarray(rmsnorm(x, p["norm"], eps)) @ p["lm_head"]
+    return logits, x, k, v
+
+
+def main():
+    import jax
+
+    jax.config.update("jax_enable_x64", False)
+    import jax.numpy as jnp
+
+    from hs_train import train
+
+    rng = np.random.default_rng(1)
+    hd = {"dim": 16, "n_head": 4, "n_kv_head": 2, "head_dim": 4, "ff": 24, "eps": 1e-5, "rope_base": 10000.0}
+    V, N, D = 40, 30, hd["dim"]
+    d2t = np.sort(rng.choice(V, N, replace=False)) - np.arange(N)
+    tparams = {"out_norm": rng.uniform(0.5, 1.5, D).astype(np.float32), "output": rng.standard_normal((D, V)).astype(np.float32)}
+    p = train.init_params(hd, N, tparams, d2t.astype(np.int32), 0)
+    for k in p:  # larger weights so that errors would show
+        p[k] = (p[k] * (10 if p[k].ndim == 2 else 1) + (rng.standard_normal(p[k].shape) * 0.1 if p[k].ndim == 1 else 0)).astype(np.float32)
+    embd = rng.standard_normal((V, D)).astype(np.float32)
+    K_STEPS = 4
+    T = 24
+    lens = [11, 13]  # two sequences packed in one row
+    taps = rng.standard_normal((T, 3 * D)).astype(np.float32)
+    toks = rng.integers(0, V, T).astype(np.int32)
+    seg = np.full(T, -1, np.int32)
+    start = np.zeros(T, np.int32)
+    o = 0
+    for si, L in enumerate(lens):
+        seg[o : o + L] = si
+        start[o : o + L] = o
+        o += L
+    b = {
+        "taps": jnp.asarray(taps[None]).astype(jnp.float16).astype(jnp.float32),
+        "tok": jnp.asarray(toks[None]),
+        "seg": jnp.asarray(seg[None]),
+        "start": jnp.asarray(start[None]),
+    }
+    taps16 = np.asarray(b["taps"][0])
+    forward, _, _ = train.make_fns(hd, K_STEPS, [1.0] * K_STEPS)
+    pj = {k: jnp.asarray(v) for k, v in p.items()}
+    out = [np.asarray(x[0]) for x in forward(pj, jnp.asarray(embd), b, K_STEPS)]
+    worst = 0.0
+    o = 0
+    for L in lens:
+        # row j of this sequence is packed row o + j; positions = packed row index (RoPE is relative)
+        for n in range(1, L + 1):  # consumed rows 0 .. n-1
+            keys, vals, hid = [], [], None
+            for j in range(n):
+                lg, hid, k, v = sim_node(p, hd, embd[toks[o + j]], taps16[o + j] @ p["fc"], o + j, keys, vals)
+                keys.append(k)
+                vals.append(v)
+            worst = max(worst, np.abs(lg - out[0][o + n - 1]).max())
+            # chain from root n-1: depth d node = row n-1+d with the real token (as TTT feeds it)
+            ak, av = list(keys), list(vals)
+            for d in range(1, K_STEPS):
+                j = n - 1 + d
+                if j >= L:
+                    break
+                lg, hid, k, v = sim_node(p, hd, embd[toks[o + j]], hid, o + j, ak, av)
+                ak.append(k)
+                av.append(v)
+                worst = max(worst, np.abs(lg - out[d][o + j]).max() / (1 + np.abs(lg).max()))
+        o += L
+    print(f"max deviation between TTT forward and simulated inference: {worst:.3g}")
+    ok = worst < 1e-3
+    # export layout: [out][in]
+    t = train.eagle3_tensors(p, f16=False)
+    assert t["fc.weight"].shape == (D, 3 * D)
+    assert t["midlayer.self_attn.q_proj.weight"].shape == (hd["n_head"] * hd["head_dim"], 2 * D)
+    assert t["midlayer.self_attn.k_proj.weight"].shape == (hd["n_kv_head"] * hd["head_dim"], 2 * D)
+    assert t["midlayer.mlp.down_proj.weight"].shape == (D, hd["ff"])
+    assert t["lm_head.weight"].shape == (N, D)
+    x = rng.standard_normal(2 * D).astype(np.float32)
+    assert np.allclose(t["midlayer.self_attn.q_proj.weight"] @ x, x @ p["wq"], atol=1e-4)
+    print("ok" if ok else "MISMATCH")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

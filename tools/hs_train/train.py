@@ -1,0 +1,634 @@
+"""Trains an EAGLE-3 draft head by self-distillation (JAX + optax, CPU).
+
+  python -m hs_train.train --model TARGET.gguf --data DIR --out RUN [options]   (resumes from RUN/ckpt.pkl)
+  python -m hs_train.train --model TARGET.gguf --data DIR --out RUN --eval-only
+
+DIR holds distill.py's shards (tokens + taps + the target's top-32 next-token
+probabilities per position). The head is exactly models/eagle3.h's
+"Computation (per row)": x = fc(taps); u = [rmsnorm(embed(tok)) * attn_norm,
+rmsnorm(x) * hidden_norm]; one llama decoder layer (q/k/v over 2 dim, GQA,
+NEOX RoPE at the target's base, residual x, SwiGLU with post-attention
+RMSNorm); hidden = layer output; logits = lm_head(rmsnorm(hidden) * norm) over
+the draft vocabulary (target id = draft id + d2t[draft id]). The embedding is
+the target's token_embd, frozen.
+
+Rows: head row j pairs the taps at position j with token j+1 and learns the
+target's distribution at position j+1 (the token j+2), restricted to the draft
+vocabulary (soft cross-entropy over the target's top 32); loss only where
+token j+2 is an answer token and the target's argmax is in the draft
+vocabulary.
+
+Training-time test (EAGLE-3): K unrolled steps; step 0 uses the real taps; at
+step k row j takes step k-1's hidden at row j-1 and the real token j+1, and
+attends to step-0 keys at rows <= j-k plus step i's key at row j-k+i for
+i = 1..k (its chain of draft ancestors), as a depth-k node at inference.
+Sequences are packed into rows of --seq tokens (attention within a sequence).
+
+Outputs in RUN: ckpt.pkl (params, optimizer state, step; written every
+--ckpt-min minutes and at the end), train.log, eval.json, and the head in
+EAGLE-3 checkpoint layout (model.safetensors, config.json, d2t.npy) plus
+head.gguf when tools/eagle3_gguf.py is importable.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import math
+import os
+import pickle
+import sys
+import time
+
+import numpy as np
+
+HELDOUT_MOD = 50
+
+
+def log(f, msg):
+    line = time.strftime("%Y-%m-%d %H:%M:%S ") + msg
+    print(line, flush=True)
+    if f:
+        f.write(line + "\n")
+        f.flush()
+
+
+# ---------------- data ----------------
+
+
+def load_sequences(data_dir, shard_list=None):
+    """Per sequence: tokens, prompt_len, idx, and features (taps f16 [n-1, 3D], top_p, top_id [n-1, 32])."""
+    paths = shard_list or sorted(glob.glob(os.path.join(data_dir, "shard_*.npz")))
+    seqs = []
+    for p in paths:
+        z = np.load(p)
+        off = z["offsets"]
+        taps, tp, ti = z["taps"], z["top_p"], z["top_id"]
+        r = 0
+        for i in range(len(z["idx"])):
+            toks = z["tokens"][off[i] : off[i + 1]]
+            m = len(toks) - 1
+            seqs.append(
+                {
+                    "idx": int(z["idx"][i]),
+                    "tokens": toks.astype(np.int32),
+                    "prompt_len": int(z["prompt_len"][i]),
+                    "taps": taps[r : r + m],
+                    "top_p": tp[r : r + m],
+                    "top_id": ti[r : r + m],
+                }
+            )
+            r += m
+        assert r == len(taps), p
+    return seqs, [os.path.abspath(p) for p in paths]
+
+
+def draft_vocab(train_seqs, n_vocab, n_draft):
+    """The n_draft most frequent answer tokens, in increasing target-id order."""
+    counts = np.zeros(n_vocab, np.int64)
+    for s in train_seqs:
+        np.add.at(counts, s["tokens"][s["prompt_len"] :], 1)
+    n_draft = min(n_draft, n_vocab)
+    order = np.argsort(-counts, kind="stable")[:n_draft]
+    ids = np.sort(order).astype(np.int64)
+    d2t = (ids - np.arange(n_draft)).astype(np.int32)
+    t2d = np.full(n_vocab, -1, np.int32)
+    t2d[ids] = np.arange(n_draft)
+    return ids, d2t, t2d, counts
+
+
+def coverage(seqs, t2d):
+    n = hit = 0
+    for s in seqs:
+        a = s["tokens"][s["prompt_len"] :]
+        n += len(a)
+        hit += int((t2d[a] >= 0).sum())
+    return hit / max(n, 1)
+
+
+def row_arrays(s, t2d):
+    """Per head row j (m = n-1 rows): tok_in = token j+1; the target's
+    distribution at position j+1 as draft ids/probabilities; its argmax (draft
+    id, -1 outside); the true next token x_{j+2} (target id, -1 past the end);
+    the loss mask; the chain-root mask (token j+2 is an answer token)."""
+    toks = s["tokens"]
+    n = len(toks)
+    m = n - 1
+    tok_in = toks[1:]
+    tgt_id = np.full((m, s["top_id"].shape[1]), -1, np.int32)
+    tgt_p = np.zeros((m, s["top_p"].shape[1]), np.float16)
+    tgt_id[: m - 1] = t2d[s["top_id"][1:]]
+    tgt_p[: m - 1] = s["top_p"][1:]
+    top1 = np.full(m, -1, np.int32)
+    top1[: m - 1] = t2d[s["top_id"][1:, 0]]
+    nxt = np.full(m, -1, np.int32)
+    nxt[: m - 1] = toks[2:]
+    j = np.arange(m)
+    root = (j + 2 >= s["prompt_len"]) & (j <= m - 2)
+    return tok_in, tgt_id, tgt_p, top1, nxt, root & (top1 >= 0), root
+
+
+def pack(lengths, T, seed):
+    """First-fit of sequences (lengths <= T) in a seeded random order into rows of T."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(lengths))
+    rows, free = [], []
+    for i in order:
+        L = lengths[i]
+        for r in range(len(rows)):
+            if free[r] >= L:
+                rows[r].append(int(i))
+                free[r] -= L
+                break
+        else:
+            rows.append([int(i)])
+            free.append(T - L)
+    return rows
+
+
+class Packed:
+    """Sequences packed into rows of T head rows; batches assembled on demand."""
+
+    def __init__(self, seqs, t2d, T, seed):
+        self.seqs = [s for s in seqs if len(s["tokens"]) - 1 <= T]
+        self.T = T
+        self.rows = pack([len(s["tokens"]) - 1 for s in self.seqs], T, seed)
+        self.ra = [row_arrays(s, t2d) for s in self.seqs]
+        self.n_loss = int(sum(r[5].sum() for r in self.ra))
+        self.n_tok = int(sum(len(s["tokens"]) - 1 for s in self.seqs))
+
+    def batch(self, row_ids):
+        T, B = self.T, len(row_ids)
+        D3 = self.seqs[0]["taps"].shape[1]
+        K = self.seqs[0]["top_p"].shape[1]
+        b = {
+            "taps": np.zeros((B, T, D3), np.float16),
+            "tok": np.zeros((B, T), np.int32),
+            "seg": np.full((B, T), -1, np.int32),
+            "start": np.zeros((B, T), np.int32),
+            "tgt_id": np.full((B, T, K), -1, np.int32),
+            "tgt_p": np.zeros((B, T, K), np.float16),
+            "top1": np.full((B, T), -1, np.int32),
+            "nxt": np.full((B, T), -1, np.int32),
+            "mask": np.zeros((B, T), bool),
+            "root": np.zeros((B, T), bool),
+        }
+        for bi, r in enumerate(row_ids):
+            o = 0
+            for si, i in enumerate(self.rows[r]):
+                s = self.seqs[i]
+                tok_in, tgt_id, tgt_p, top1, nxt, mask, root = self.ra[i]
+                m = len(tok_in)
+                sl = slice(o, o + m)
+                b["taps"][bi, sl] = s["taps"]
+                b["tok"][bi, sl] = tok_in
+                b["seg"][bi, sl] = si
+                b["start"][bi, sl] = o
+                b["tgt_id"][bi, sl] = tgt_id
+                b["tgt_p"][bi, sl] = tgt_p
+                b["top1"][bi, sl] = top1
+                b["nxt"][bi, sl] = nxt
+                b["mask"][bi, sl] = mask
+                b["root"][bi, sl] = root
+                o += m
+        return b
+
+
+# ---------------- model ----------------
+
+
+def head_dims(tcfg):
+    return {
+        "dim": tcfg.dim,
+        "n_head": tcfg.n_head,
+        "n_kv_head": tcfg.n_kv_head,
+        "head_dim": tcfg.head_dim,
+        "ff": tcfg.ff,
+        "eps": tcfg.eps,
+        "rope_base": tcfg.rope_base,
+    }
+
+
+def init_params(hd, n_draft, tparams, d2t, seed):
+    """Matrices N(0, 0.02) as in Hugging Face llama init, [in][out]; norms 1;
+    lm_head and the final norm start from the target's output rows of the
+    draft vocabulary and its output norm."""
+    D, H, KV, hdim, ff = hd["dim"], hd["n_head"], hd["n_kv_head"], hd["head_dim"], hd["ff"]
+    rng = np.random.default_rng(seed)
+
+    def m(i, o):
+        return (rng.standard_normal((i, o)) * 0.02).astype(np.float32)
+
+    ids = np.arange(n_draft) + d2t
+    return {
+        "fc": m(3 * D, D),
+        "attn_norm": np.ones(D, np.float32),
+        "hidden_norm": np.ones(D, np.float32),
+        "wq": m(2 * D, H * hdim),
+        "wk": m(2 * D, KV * hdim),
+        "wv": m(2 * D, KV * hdim),
+        "wo": m(H * hdim, D),
+        "ffn_norm": np.ones(D, np.float32),
+        "wg": m(D, ff),
+        "wu": m(D, ff),
+        "wd": m(ff, D),
+        "norm": np.asarray(tparams["out_norm"], np.float32).copy(),
+        "lm_head": np.ascontiguousarray(np.asarray(tparams["output"], np.float32)[:, ids]),
+    }
+
+
+def make_fns(hd, n_steps, weights):
+    import jax
+    import jax.numpy as jnp
+
+    from hs_train.target import rmsnorm, rope_neox
+
+    H, KV, hdim, eps, base = hd["n_head"], hd["n_kv_head"], hd["head_dim"], hd["eps"], hd["rope_base"]
+    g = H // KV
+    scale = np.float32(1.0 / math.sqrt(hdim))
+
+    def shift(a, s):  # a[:, j] <- a[:, j - s], zeros in front
+        if s == 0:
+            return a
+        pad = jnp.zeros(a.shape[:1] + (s,) + a.shape[2:], a.dtype)
+        return jnp.concatenate([pad, a[:, :-s]], axis=1)
+
+    def forward(p, embd, b, n_steps):
+        """Returns per step: draft logits [B, T, N]. TTT as in the module doc."""
+        B, T = b["tok"].shape
+        pos = jnp.broadcast_to(jnp.arange(T), (B, T))
+        e = embd[b["tok"]]  # [B, T, D]
+        en = rmsnorm(e, p["attn_norm"], eps)
+        x = b["taps"].astype(jnp.float32) @ p["fc"]
+        j = jnp.arange(T)
+        same = b["seg"][:, :, None] == b["seg"][:, None, :]  # [B, T, T]
+        keys, vals = [], []
+        k0 = v0 = None
+        out = []
+        for k in range(n_steps):
+            u = jnp.concatenate([en, rmsnorm(x, p["hidden_norm"], eps)], axis=-1)
+            q = rope_neox((u @ p["wq"]).reshape(B, T, H, hdim), pos, base).reshape(B, T, KV, g, hdim)
+            kk = rope_neox((u @ p["wk"]).reshape(B, T, KV, hdim), pos, base)
+            vv = (u @ p["wv"]).reshape(B, T, KV, hdim)
+            if k == 0:
+                k0, v0 = kk, vv
+            keys.append(kk)
+            vals.append(vv)
+            # step-0 keys at rows <= j - k of the same sequence
+            m0 = same & (j[None, None, :] <= (j - k)[None, :, None])
+            s0 = jnp.einsum("btkgd,bskd->bkgts", q, k0) * scale
+            s0 = jnp.where(m0[:, None, None], s0, -1e30)
+            # ancestors: step i's key at row j - k + i, i = 1..k (i = k: itself)
+            sa = [jnp.einsum("btkgd,btkd->bkgt", q, shift(keys[i], k - i)) * scale for i in range(1, k + 1)]
+            s_all = jnp.concatenate([s0] + [s[..., None] for s in sa], axis=-1)
+            pr = jax.nn.softmax(s_all, axis=-1)
+            o = jnp.einsum("bkgts,bskd->btkgd", pr[..., :T], v0)
+            for n, i in enumerate(range(1, k + 1)):
+                o = o + jnp.einsum("bkgt,btkd->btkgd", pr[..., T + n], shift(vals[i], k - i))
+            xa = x + o.reshape(B, T, H * hdim) @ p["wo"]
+            hn = rmsnorm(xa, p["ffn_norm"], eps)
+            hid = xa + (jax.nn.silu(hn @ p["wg"]) * (hn @ p["wu"])) @ p["wd"]
+            out.append(rmsnorm(hid, p["norm"], eps) @ p["lm_head"])
+            x = shift(hid, 1)
+        return out
+
+    def step_masks(b, n_steps):
+        T = b["tok"].shape[1]
+        j = jnp.arange(T)[None, :]
+        return [b["mask"] & (j - k >= b["start"]) for k in range(n_steps)]
+
+    def losses(p, embd, b):
+        logits = forward(p, embd, b, n_steps)
+        masks = step_masks(b, n_steps)
+        tid = b["tgt_id"]
+        tp = jnp.where(tid >= 0, b["tgt_p"].astype(jnp.float32), 0.0)
+        tp = tp / jnp.maximum(tp.sum(-1, keepdims=True), 1e-9)
+        total = 0.0
+        per = []
+        for k, (lg, mk) in enumerate(zip(logits, masks)):
+            lsm = jax.nn.log_softmax(lg, axis=-1)
+            ce = -(jnp.take_along_axis(lsm, jnp.maximum(tid, 0), axis=-1) * tp).sum(-1)  # [B, T]
+            mf = mk.astype(jnp.float32)
+            n = jnp.maximum(mf.sum(), 1.0)
+            l = (ce * mf).sum() / n
+            acc = ((jnp.argmax(lg, -1) == b["top1"]).astype(jnp.float32) * mf).sum() / n
+            total = total + weights[k] * l
+            per.append((l, acc, mf.sum()))
+        return total, per
+
+    def evaluate(p, embd, b, d2t, depth):
+        """Per step: (correct count, n) of the top-1 against the target's argmax, and the
+        per-root accepted length of a greedy chain of `depth` drafts (see chain_accept)."""
+        logits = forward(p, embd, b, depth)
+        masks = step_masks(b, depth)
+        res = []
+        corr_next = []
+        for k, (lg, mk) in enumerate(zip(logits, masks)):
+            am = jnp.argmax(lg, -1)
+            res.append((((am == b["top1"]) & mk).sum(), mk.sum()))
+            # drafted target id == the sequence's next token x_{j+2}
+            corr_next.append((am + d2t[am]) == b["nxt"])
+        # root r: its chain's draft at depth d + 1 is step d's argmax at row r + d
+        acc_len = jnp.zeros(b["tok"].shape, jnp.int32)
+        alive = jnp.ones(b["tok"].shape, bool)
+        for d in range(depth):
+            c = corr_next[d]
+            c_r = jnp.concatenate([c[:, d:], jnp.zeros((c.shape[0], d), bool)], axis=1)  # row r <- r + d
+            seg_r = jnp.concatenate([b["seg"][:, d:], jnp.full((c.shape[0], d), -2, b["seg"].dtype)], axis=1)
+            alive = alive & c_r & (seg_r == b["seg"])
+            acc_len = acc_len + alive.astype(jnp.int32)
+        return res, acc_len
+
+    return forward, losses, evaluate
+
+
+# ---------------- export ----------------
+
+
+def eagle3_tensors(p, f16=True):
+    """EAGLE-3 checkpoint names, PyTorch layout [out][in]."""
+    t = lambda a: np.ascontiguousarray(np.asarray(a, np.float32).T)
+    mat = (lambda a: a.astype(np.float16)) if f16 else (lambda a: a)
+    return {
+        "fc.weight": mat(t(p["fc"])),
+        "midlayer.input_layernorm.weight": np.asarray(p["attn_norm"], np.float32),
+        "midlayer.hidden_norm.weight": np.asarray(p["hidden_norm"], np.float32),
+        "midlayer.self_attn.q_proj.weight": mat(t(p["wq"])),
+        "midlayer.self_attn.k_proj.weight": mat(t(p["wk"])),
+        "midlayer.self_attn.v_proj.weight": mat(t(p["wv"])),
+        "midlayer.self_attn.o_proj.weight": mat(t(p["wo"])),
+        "midlayer.post_attention_layernorm.weight": np.asarray(p["ffn_norm"], np.float32),
+        "midlayer.mlp.gate_proj.weight": mat(t(p["wg"])),
+        "midlayer.mlp.up_proj.weight": mat(t(p["wu"])),
+        "midlayer.mlp.down_proj.weight": mat(t(p["wd"])),
+        "norm.weight": np.asarray(p["norm"], np.float32),
+        "lm_head.weight": mat(t(p["lm_head"])),
+    }
+
+
+def eagle3_config(tcfg, n_draft):
+    return {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": tcfg.dim,
+        "intermediate_size": tcfg.ff,
+        "num_attention_heads": tcfg.n_head,
+        "num_key_value_heads": tcfg.n_kv_head,
+        "head_dim": tcfg.head_dim,
+        "num_hidden_layers": 1,
+        "rms_norm_eps": tcfg.eps,
+        "rope_theta": tcfg.rope_base,
+        "max_position_embeddings": tcfg.n_ctx_train,
+        "vocab_size": tcfg.n_vocab,
+        "draft_vocab_size": n_draft,
+        "target_hidden_size": tcfg.dim,
+        "target_layers": list(tcfg.tap_layers),
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": list(tcfg.tap_layers)},
+        "tie_word_embeddings": False,
+        "torch_dtype": "float16",
+        "hidden_act": "silu",
+        "bos_token_id": tcfg.bos,
+        "eos_token_id": tcfg.eos,
+    }
+
+
+def export(out, p, tcfg, d2t, t2d, writer_dir, logf):
+    from safetensors.numpy import save_file
+
+    tens = eagle3_tensors(p)
+    cfg = eagle3_config(tcfg, len(d2t))
+    st = dict(tens)
+    st["d2t"] = d2t.astype(np.int64)
+    st["t2d"] = t2d >= 0
+    save_file(st, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=1)
+    np.save(os.path.join(out, "d2t.npy"), d2t.astype(np.int32))
+    log(logf, f"exported {out}/model.safetensors + config.json + d2t.npy")
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, writer_dir or here)
+    try:
+        import eagle3_gguf  # tools/eagle3_gguf.py (the converter's writer)
+    except ImportError:
+        log(logf, "tools/eagle3_gguf.py not found: no head.gguf (convert the checkpoint with the converter)")
+        return None
+    path = os.path.join(out, "head.gguf")
+    eagle3_gguf.write_eagle3_gguf(path, cfg, tens, d2t.astype(np.int32), target_name=tcfg.name,
+                                  target_layers=list(tcfg.tap_layers))
+    log(logf, f"exported {path}")
+    return path
+
+
+# ---------------- main ----------------
+
+
+def to_np(tree):
+    import jax
+
+    return jax.tree_util.tree_map(lambda a: np.asarray(a), tree)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="target GGUF")
+    ap.add_argument("--data", required=True, help="distill.py output folder")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--draft-vocab", type=int, default=8192)
+    ap.add_argument("--seq", type=int, default=512, help="head rows per packed row")
+    ap.add_argument("--batch", type=int, default=4, help="packed rows per step")
+    ap.add_argument("--ttt", type=int, default=5, help="unrolled draft steps in training")
+    ap.add_argument("--decay", type=float, default=0.8, help="weight of step k: decay^k")
+    ap.add_argument("--epochs", type=float, default=1.0)
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--warmup", type=float, default=0.05, help="fraction of steps (at most 100 steps)")
+    ap.add_argument("--minutes", type=float, default=0, help="time budget: as many steps as fit (<= --epochs)")
+    ap.add_argument("--clip", type=float, default=0.5)
+    ap.add_argument("--wd", type=float, default=0.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ckpt-min", type=float, default=5.0)
+    ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--eval-depth", type=int, default=5)
+    ap.add_argument("--eval-only", action="store_true")
+    ap.add_argument("--gguf-writer", help="folder holding eagle3_gguf.py (default: tools/)")
+    ap.add_argument("--max-heldout-rows", type=int, default=0, help="0: all")
+    a = ap.parse_args(argv)
+    if "/data/bench" in os.path.abspath(a.data):
+        sys.exit("train: refusing benchmark data")
+
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    from hs_train import target
+
+    os.makedirs(a.out, exist_ok=True)
+    logf = open(os.path.join(a.out, "train.log"), "a")
+    ckpt_path = os.path.join(a.out, "ckpt.pkl")
+    ck = None
+    if os.path.exists(ckpt_path):
+        with open(ckpt_path, "rb") as f:
+            ck = pickle.load(f)
+        log(logf, f"resuming from {ckpt_path} at step {ck['step']}")
+        a.draft_vocab, a.seq, a.batch, a.ttt, a.decay, a.epochs, a.lr, a.warmup, a.clip, a.wd, a.seed = (
+            ck["args"][k] for k in ("draft_vocab", "seq", "batch", "ttt", "decay", "epochs", "lr", "warmup", "clip", "wd", "seed")
+        )
+    tcfg, tparams = target.load(a.model)
+    seqs, shards = load_sequences(a.data, ck["shards"] if ck else None)
+    held = [s for s in seqs if s["idx"] % HELDOUT_MOD == 0]
+    train = [s for s in seqs if s["idx"] % HELDOUT_MOD != 0]
+    if ck:
+        d2t, t2d = ck["d2t"], ck["t2d"]
+        counts = None
+    else:
+        _, d2t, t2d, counts = draft_vocab(train, tcfg.n_vocab, a.draft_vocab)
+    n_draft = len(d2t)
+    cov_tr, cov_he = coverage(train, t2d), coverage(held, t2d)
+    log(logf, f"data: {len(shards)} shards, {len(train)} train / {len(held)} held-out sequences, "
+        f"{sum(len(s['tokens']) - s['prompt_len'] for s in train)} train answer tokens; draft vocab {n_draft}: "
+        f"coverage of answer tokens {100 * cov_tr:.2f} % train, {100 * cov_he:.2f} % held out")
+    tr = Packed(train, t2d, a.seq, a.seed)
+    he = Packed(held, t2d, a.seq, a.seed)
+    steps_per_epoch = max(1, len(tr.rows) // a.batch)
+    total = max(1, int(round(a.epochs * steps_per_epoch)))
+    log(logf, f"packed: {len(tr.rows)} train rows of {a.seq} ({tr.n_tok} tokens, {tr.n_loss} loss rows), "
+        f"{len(he.rows)} held-out rows; {steps_per_epoch} steps/epoch, {total} steps")
+
+    hd = head_dims(tcfg)
+    weights = [a.decay**k for k in range(a.ttt)]
+    forward, losses, evaluate = make_fns(hd, a.ttt, weights)
+    embd = jnp.asarray(tparams["tok_embd"])
+    if ck and "total" in ck:
+        total = ck["total"]
+    fixed = bool(ck) or not a.minutes  # with --minutes, total is decided from the measured step time
+
+    def sched(step):
+        """Linear warmup over --warmup of the steps (at most 100), cosine to 5 % of --lr at `total`."""
+        w = max(1, min(100, int(a.warmup * total)))
+        if step < w:
+            return a.lr * step / w
+        f = min(1.0, (step - w) / max(1, total - w))
+        return a.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * f)))
+
+    # the learning rate is an argument of the step (not baked into optax), so that a time budget can set the
+    # schedule's length after measuring
+    opt = optax.chain(optax.clip_by_global_norm(a.clip), optax.add_decayed_weights(a.wd),
+                      optax.scale_by_adam(b1=0.9, b2=0.95))
+    if ck:
+        params = jax.tree_util.tree_map(jnp.asarray, ck["params"])
+        opt_state = jax.tree_util.tree_map(jnp.asarray, ck["opt_state"])
+        step = ck["step"]
+    else:
+        params = jax.tree_util.tree_map(jnp.asarray, init_params(hd, n_draft, tparams, d2t, a.seed))
+        opt_state = opt.init(params)
+        step = 0
+    del tparams
+
+    def train_step(params, opt_state, b, lr):
+        (l, per), grads = jax.value_and_grad(losses, has_aux=True)(params, embd, b)
+        upd, opt_state = opt.update(grads, opt_state, params)
+        upd = jax.tree_util.tree_map(lambda u: -lr * u, upd)
+        return optax.apply_updates(params, upd), opt_state, l, per
+
+    train_step = jax.jit(train_step, donate_argnums=(0, 1))
+    d2t_j = jnp.asarray(d2t)
+    eval_fn = jax.jit(lambda p, b: evaluate(p, embd, b, d2t_j, a.eval_depth))
+
+    def save():
+        tmp = ckpt_path + ".tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump({"params": to_np(params), "opt_state": to_np(opt_state), "step": step, "total": total,
+                         "args": vars(a),
+                         "shards": shards, "d2t": d2t, "t2d": t2d}, f)
+        os.replace(tmp, ckpt_path)
+
+    def order_for(epoch):
+        return np.random.default_rng([a.seed, epoch]).permutation(len(tr.rows))
+
+    t_last_ck = time.time()
+    t0 = time.time()
+    acc_log = []
+    n_since = 0
+    while step < total and not a.eval_only:
+        ep, i = divmod(step, steps_per_epoch)
+        ids = order_for(ep)[i * a.batch : (i + 1) * a.batch]
+        b = {k: jnp.asarray(v) for k, v in tr.batch(ids).items()}
+        params, opt_state, l, per = train_step(params, opt_state, b, jnp.float32(sched(step)))
+        step += 1
+        if not fixed:
+            if step == 2:
+                t_probe = time.time()
+            elif step == 12:
+                dt_step = (time.time() - t_probe) / 10
+                total = max(step + 1, min(total, int(a.minutes * 60 / dt_step)))
+                fixed = True
+                log(logf, f"time budget {a.minutes} min at {dt_step:.2f} s/step: {total} steps "
+                    f"({total / steps_per_epoch:.2f} epochs)")
+        n_since += 1
+        acc_log.append((float(l), [(float(x), float(y), float(n)) for x, y, n in per]))
+        if step % a.log_every == 0 or step == total:
+            dt = time.time() - t0
+            ls = np.mean([x[0] for x in acc_log])
+            per_k = np.array([[x[1][k][0] for x in acc_log] for k in range(a.ttt)]).mean(1)
+            acc_k = np.array([[x[1][k][1] for x in acc_log] for k in range(a.ttt)]).mean(1)
+            log(logf, f"step {step}/{total} ep {ep} lr {float(sched(step)):.2e} loss {ls:.4f} | per-step loss "
+                + " ".join(f"{x:.3f}" for x in per_k) + " | acc " + " ".join(f"{x:.3f}" for x in acc_k)
+                + f" | {n_since * a.batch * a.seq / dt:.0f} rows/s")
+            acc_log = []
+            n_since = 0
+            t0 = time.time()
+        if time.time() - t_last_ck > a.ckpt_min * 60:
+            save()
+            t_last_ck = time.time()
+            log(logf, f"checkpoint at step {step}")
+    if not a.eval_only:
+        save()
+
+    # held-out evaluation: per-step top-1 against the target's argmax (loss rows), and
+    # the accepted length of a greedy chain from every root row (token j+2 an answer token)
+    corr = np.zeros(a.eval_depth)
+    cnt = np.zeros(a.eval_depth)
+    acc_sum = n_roots = 0
+    hist = np.zeros(a.eval_depth + 1, np.int64)
+    rows = list(range(len(he.rows)))
+    if a.max_heldout_rows:
+        rows = rows[: a.max_heldout_rows]
+    for c in range(0, len(rows), a.batch):
+        ids = rows[c : c + a.batch]
+        n_real = len(ids)
+        nb = he.batch(ids + [ids[-1]] * (a.batch - n_real))
+        nb["mask"][n_real:] = False
+        nb["root"][n_real:] = False
+        res, acc_len = eval_fn(params, {k: jnp.asarray(v) for k, v in nb.items()})
+        for k, (cc, nn) in enumerate(res):
+            corr[k] += int(cc)
+            cnt[k] += int(nn)
+        acc_len = np.asarray(acc_len)[nb["root"]]
+        acc_sum += int(acc_len.sum())
+        n_roots += int(len(acc_len))
+        hist += np.bincount(acc_len, minlength=a.eval_depth + 1)[: a.eval_depth + 1]
+    mean_acc = acc_sum / max(n_roots, 1)
+    ev = {
+        "step": step,
+        "heldout_sequences": len(he.seqs),
+        "heldout_rows": int(cnt[0]),
+        "top1_acc_per_step": (corr / np.maximum(cnt, 1)).tolist(),
+        "chain_depth": a.eval_depth,
+        "chain_roots": n_roots,
+        "mean_accepted": mean_acc,
+        "expected_tau": 1 + mean_acc,
+        "accepted_hist": hist.tolist(),
+        "draft_vocab": n_draft,
+        "coverage_train": cov_tr,
+        "coverage_heldout": cov_he,
+    }
+    log(logf, "eval: top-1 per step " + " ".join(f"{x:.3f}" for x in ev["top1_acc_per_step"])
+        + f"; greedy chain of {a.eval_depth}: mean accepted {mean_acc:.3f}, expected tau {1 + mean_acc:.3f} "
+        f"over {n_roots} roots")
+    with open(os.path.join(a.out, "eval.json"), "w") as f:
+        json.dump(ev, f, indent=1)
+    export(a.out, to_np(params), tcfg, d2t, t2d, a.gguf_writer, logf)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
