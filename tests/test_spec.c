@@ -353,7 +353,7 @@ static void test_smollm2_greedy_equals_plain(void **state) {
         size_t n;
         bench_prompt(e, sets[si], si, &ids, &n);
         hs_gen_result ref;
-        gen(e->m, e->tok, NULL, ids, n, 40, NULL, &ref);
+        gen(e->m, e->tok, NULL, ids, n, 16, NULL, &ref);
         for (int ti = si == 0 ? 0 : 1; ti < 4;
              ti++) { /* EAGLE's defaults (61 nodes) once: they are slow here */
             hs_cli_spec s;
@@ -370,10 +370,18 @@ static void test_smollm2_greedy_equals_plain(void **state) {
             hs_spec *spec;
             HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
             hs_gen_result r;
-            gen(e->m, e->tok, spec, ids, n, 40, NULL, &r);
+            /* EAGLE's defaults verify 61 tokens a round (about 1 s here): 8 tokens,
+             * checked against the first 8 of plain decoding's 16 */
+            const uint32_t n_tok = ti == 0 ? 8 : 16;
+            gen(e->m, e->tok, spec, ids, n, n_tok, NULL, &r);
             char what[96];
             snprintf(what, sizeof what, "%s question %d, %s", sets[si], si + 1, trees[ti][0]);
-            assert_same(&ref, &r, what);
+            hs_gen_result prefix = ref;
+            if (prefix.n_gen > n_tok) {
+                prefix.n_gen = n_tok;
+                prefix.stop = HS_GEN_STOP_LIMIT;
+            }
+            assert_same(&prefix, &r, what);
             accepted += r.spec.accepted;
             hs_gen_result_free(&r);
             hs_spec_destroy(spec);
@@ -381,8 +389,7 @@ static void test_smollm2_greedy_equals_plain(void **state) {
         hs_gen_result_free(&ref);
         free(ids);
     }
-    if (accepted < 30)
-        fail_msg("the SmolLM2 head got only %llu tokens accepted", (unsigned long long)accepted);
+    if (accepted < 12) fail_msg("the SmolLM2 head got only %llu tokens accepted", (unsigned long long)accepted);
 }
 
 int main(void) {
