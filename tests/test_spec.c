@@ -342,20 +342,22 @@ static void bench_prompt(spec_env *e, const char *set, int index, int32_t **ids,
 
 static void test_smollm2_greedy_equals_plain(void **state) {
     spec_env *e = *state;
-    const char *const sets[] = {"mt_bench", "gsm8k", "humaneval"};
+    const char *const sets[] = {"mt_bench", "gsm8k"};
     const char *const trees[][4] = {{"eagle2", "5", "10", "60"},
                                     {"eagle2", "3", "4", "8"},
                                     {"chain", "4", NULL, NULL},
                                     {"static", NULL, NULL, "3,2,1"}};
     uint64_t accepted = 0;
-    for (int si = 0; si < 3; si++) {
+    /* Question 1 of mt_bench with the two EAGLE-2 trees, question 2 of gsm8k
+     * with the chain and the static tree (each tree size is a new graph and
+     * new pipelines on lavapipe: this group dominates the suite's time). */
+    for (int si = 0; si < 2; si++) {
         int32_t *ids;
         size_t n;
         bench_prompt(e, sets[si], si, &ids, &n);
         hs_gen_result ref;
         gen(e->m, e->tok, NULL, ids, n, 16, NULL, &ref);
-        for (int ti = si == 0 ? 0 : 1; ti < 4;
-             ti++) { /* EAGLE's defaults (61 nodes) once: they are slow here */
+        for (int ti = 2 * si; ti < 2 * si + 2; ti++) {
             hs_cli_spec s;
             hs_cli_spec_defaults(&s);
             s.method = trees[ti][0];
@@ -389,7 +391,7 @@ static void test_smollm2_greedy_equals_plain(void **state) {
         hs_gen_result_free(&ref);
         free(ids);
     }
-    if (accepted < 12) fail_msg("the SmolLM2 head got only %llu tokens accepted", (unsigned long long)accepted);
+    if (accepted < 6) fail_msg("the SmolLM2 head got only %llu tokens accepted", (unsigned long long)accepted);
 }
 
 int main(void) {
