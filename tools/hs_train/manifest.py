@@ -33,11 +33,14 @@ def main(argv=None):
     ap.add_argument("--dest", required=True)
     ap.add_argument("--check", help="check_target.py --json output")
     ap.add_argument("--cmd", action="append", default=[], help="a command of the recipe, in order")
-    ap.add_argument("--copy", action="append", default=["head.gguf", "model.safetensors", "config.json", "d2t.npy"])
+    ap.add_argument("--copy", action="append", help="files of RUN to copy (default: head.gguf, model.safetensors, "
+                    "config.json, d2t.npy)")
+    ap.add_argument("--status", help="a status note (e.g. an interim checkpoint)")
     a = ap.parse_args(argv)
 
     from hs_train.distill import read_shards
 
+    a.copy = a.copy or ["head.gguf", "model.safetensors", "config.json", "d2t.npy"]
     os.makedirs(a.dest, exist_ok=True)
     files = {}
     for name in a.copy:
@@ -80,6 +83,7 @@ def main(argv=None):
         "heldout_eval": ev,
         "target_check": json.load(open(a.check)) if a.check else None,
         "reproduce": a.cmd,
+        "status": a.status,
         "conventions": {
             "d2t": "target id = draft id + d2t[draft id]; draft ids in increasing target-id order",
             "taps": "inputs of target layers target_layers (input of layer 0 = embedding output), concatenated "
