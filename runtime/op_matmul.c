@@ -229,6 +229,11 @@ static hs_status make_window(const hs_vk_caps *c, const char *op, const char *na
     return HS_OK;
 }
 
+/* b from `by` bytes further on (a range shrinks by as much). */
+static hs_vk_binding shifted(hs_vk_binding b, uint64_t by) {
+    return (hs_vk_binding){b.buf, b.offset + by, b.range ? (b.range > by ? b.range - by : 1) : 0};
+}
+
 static bool overlap(hs_vk_binding a, uint64_t an, hs_vk_binding b, uint64_t bn) {
     return a.buf == b.buf && a.offset < b.offset + bn && b.offset < a.offset + an;
 }
@@ -263,6 +268,26 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     const uint64_t y_bytes = ((uint64_t)(n - 1) * y_stride + w->rows) * 4;
     hs_window wx, wy, wg, wr;
     hs_status st;
+    /* A batch whose activations pass maxStorageBufferRange (every row's
+     * logits of a tree, say) runs as consecutive batches that fit: columns
+     * are independent and batch-invariant, so the results are bitwise the
+     * same. One batch reserves the offset's alignment slack. */
+    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+    const uint64_t room = c->max_storage_buffer_range > align ? c->max_storage_buffer_range - align : 0;
+    const uint64_t col_bytes = (uint64_t)(x_stride > y_stride ? x_stride : y_stride) * 4;
+    const uint64_t fit = room / col_bytes;
+    if (n > 1 && fit >= 1 && fit < n && (x_bytes > room || y_bytes > room)) {
+        if (overlap(x, x_bytes, y, y_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y overlaps x", op);
+        for (uint32_t j = 0; j < n; j += (uint32_t)fit) {
+            const uint32_t nb = n - j < fit ? n - j : (uint32_t)fit;
+            const uint64_t xs = (uint64_t)j * x_stride * 4, ys = (uint64_t)j * y_stride * 4;
+            hs_matmul_opts o = *opt;
+            if (o.residual) o.res = shifted(o.res, ys);
+            const hs_vk_binding xj = shifted(x, xs), yj = shifted(y, ys);
+            if ((st = hs_op_matmul(ops, seq, w, xj, nb, yj, &o)) != HS_OK) return st;
+        }
+        return HS_OK;
+    }
     if ((st = make_window(c, op, "x", x, x_bytes, &wx)) != HS_OK) return st;
     if ((st = make_window(c, op, "y", y, y_bytes, &wy)) != HS_OK) return st;
     if (overlap(x, x_bytes, y, y_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y overlaps x", op);

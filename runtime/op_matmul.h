@@ -16,7 +16,9 @@
  * moves bits only: the device computes with exactly the values ggml's
  * dequantize_row_* gives. A weight larger than maxStorageBufferRange (or
  * maxMemoryAllocationSize) is split into row chunks, each in its own buffer;
- * the ops issue one dispatch per chunk. The layout depends on the hs_ops it was
+ * the ops issue one dispatch per chunk. Activations (x, y, res) of a batch
+ * past the range are processed as consecutive column batches that fit, with
+ * bitwise the same results. The layout depends on the hs_ops it was
  * made with (rows per group from the tuning table): use a weight only with that
  * hs_ops.
  *

@@ -508,12 +508,14 @@ static void test_matmul_args(void **state) {
 
 /* Results of the split group's shapes computed in the first group, with the
  * same seeds: the split weights must reproduce them bitwise. */
-#define N_SPLIT 4
+#define N_SPLIT 5
 static const struct {
     hs_type t;
     uint32_t rows, cols;
 } k_split[N_SPLIT] = {
-    {HS_TYPE_Q4_0, 1000, 256}, {HS_TYPE_F32, 300, 256}, {HS_TYPE_Q6_K, 600, 512}, {HS_TYPE_Q8_0, 700, 192}};
+    {HS_TYPE_Q4_0, 1000, 256}, {HS_TYPE_F32, 300, 256}, {HS_TYPE_Q6_K, 600, 512}, {HS_TYPE_Q8_0, 700, 192},
+    /* 5 columns of 4096 outputs (80 KiB) pass the range: the batch is split too */
+    {HS_TYPE_Q8_0, 4096, 64}};
 static float *g_split_ref[N_SPLIT];
 #define SPLIT_N 5
 
