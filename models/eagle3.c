@@ -542,14 +542,6 @@ fail:
     return st;
 }
 
-/* The next power of two of n, at most limit. */
-static uint32_t bucket(uint32_t n, uint32_t limit) {
-    uint32_t cap = 1;
-    while (cap < n)
-        cap *= 2;
-    return cap < limit ? cap : limit;
-}
-
 static hs_status get_graph(hs_eagle3 *h, eagle3_kind kind, uint32_t cap, eagle3_graph **out) {
     hs_status st = HS_OK;
     for (ptrdiff_t i = 0; i < stbds_arrlen(h->graphs); i++)
@@ -599,6 +591,23 @@ fail:
 
 /* ---- consume and draft ---- */
 
+/* The host-written arrays of the step buffer, the mask cleared for cap rows. */
+typedef struct step_view {
+    int32_t *tok, *pos;
+    uint32_t *rows, *ids_a, *ids_b, *info, *mask;
+} step_view;
+
+static step_view step_open(hs_eagle3 *h, uint32_t cap, uint32_t words) {
+    uint8_t *step = hs_vk_buffer_map(h->step);
+    HS_ASSERT(step);
+    step_view v = {(int32_t *)(step + h->off_tokens), (int32_t *)(step + h->off_pos),
+                   (uint32_t *)(step + h->off_rows),   (uint32_t *)(step + h->off_ids_a),
+                   (uint32_t *)(step + h->off_ids_b), (uint32_t *)(step + h->off_info),
+                   (uint32_t *)(step + h->off_mask)};
+    memset(v.mask, 0, (size_t)cap * words * 4);
+    return v;
+}
+
 hs_status hs_eagle3_consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32_t *next_tokens, uint32_t n,
                             const hs_topk_result **root) {
     hs_status st = HS_OK;
@@ -619,14 +628,10 @@ hs_status hs_eagle3_consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32
     }
     /* Rows n .. cap-1 of the bucket are inert: no taps (zeros), token 0, a
      * cache row the KV write skips, and no live query. */
-    const uint32_t cap = bucket(n, h->max_batch), words = hs_attn_mask_words(cap);
-    uint8_t *step = hs_vk_buffer_map(h->step);
-    HS_ASSERT(step);
-    int32_t *tok = (int32_t *)(step + h->off_tokens), *pos = (int32_t *)(step + h->off_pos);
-    uint32_t *rows = (uint32_t *)(step + h->off_rows), *ids_a = (uint32_t *)(step + h->off_ids_a);
-    uint32_t *ids_b = (uint32_t *)(step + h->off_ids_b), *info = (uint32_t *)(step + h->off_info);
-    uint32_t *mask = (uint32_t *)(step + h->off_mask);
-    memset(mask, 0, (size_t)cap * words * 4);
+    const uint32_t cap = hs_model_bucket(n, h->max_batch), words = hs_attn_mask_words(cap);
+    const step_view v = step_open(h, cap, words);
+    int32_t *tok = v.tok, *pos = v.pos;
+    uint32_t *rows = v.rows, *ids_a = v.ids_a, *ids_b = v.ids_b, *info = v.info, *mask = v.mask;
     for (uint32_t i = 0; i < cap; i++) {
         const bool live = i < n;
         tok[i] = live ? next_tokens[i] : 0;
@@ -673,14 +678,10 @@ hs_status hs_eagle3_draft(hs_eagle3 *h, const uint32_t *parent_slots, const int3
                            "hs_eagle3_draft: token %d of node %u is out of the vocabulary (%u)", tokens[i], i,
                            h->cfg.n_vocab);
     }
-    const uint32_t cap = bucket(w, h->max_nodes), words = h->node_words;
-    uint8_t *step = hs_vk_buffer_map(h->step);
-    HS_ASSERT(step);
-    int32_t *tok = (int32_t *)(step + h->off_tokens), *pos = (int32_t *)(step + h->off_pos);
-    uint32_t *rows = (uint32_t *)(step + h->off_rows), *ids_a = (uint32_t *)(step + h->off_ids_a);
-    uint32_t *ids_b = (uint32_t *)(step + h->off_ids_b), *info = (uint32_t *)(step + h->off_info);
-    uint32_t *mask = (uint32_t *)(step + h->off_mask);
-    memset(mask, 0, (size_t)cap * words * 4);
+    const uint32_t cap = hs_model_bucket(w, h->max_nodes), words = h->node_words;
+    const step_view v = step_open(h, cap, words);
+    int32_t *tok = v.tok, *pos = v.pos;
+    uint32_t *rows = v.rows, *ids_a = v.ids_a, *ids_b = v.ids_b, *info = v.info, *mask = v.mask;
     for (uint32_t i = 0; i < cap; i++) {
         if (i >= w) { /* inert: zeros in, nothing kept, no live query */
             tok[i] = 0;

@@ -552,12 +552,7 @@ hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const in
     /* All-rows evals (trees) run in a capacity bucket; the slots past n are
      * inert: token 0, no parent, a cache row the kernels skip, and the
      * attention's used count stops before them. */
-    uint32_t cap = n;
-    if (!last_only) {
-        cap = 1;
-        while (cap < n) cap *= 2;
-        if (cap > m->max_batch) cap = m->max_batch;
-    }
+    const uint32_t cap = last_only ? n : hs_model_bucket(n, m->max_batch);
     uint8_t *step = hs_vk_buffer_map(m->step);
     HS_ASSERT(step);
     int32_t *tok = (int32_t *)(step + m->off_tokens), *pos = (int32_t *)(step + m->off_pos);

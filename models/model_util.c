@@ -27,3 +27,9 @@ hs_status hs_model_load_matrix(hs_ops *ops, const hs_gguf *g, const char *name, 
 fail:
     return st;
 }
+
+uint32_t hs_model_bucket(uint32_t n, uint32_t limit) {
+    uint32_t cap = 1;
+    while (cap < n) cap *= 2;
+    return cap < limit ? cap : limit;
+}

@@ -1,6 +1,7 @@
 /* model_util — what the architectures (llama, eagle3) share when they load a
  * GGUF's weights: a 2-D tensor of the expected shape in a type the kernels
- * compute with, uploaded as a device weight.
+ * compute with, uploaded as a device weight; the capacity buckets of their
+ * recorded graphs.
  *
  * Errors: HS_ERR_FORMAT naming the file and tensor for a missing or
  * misshapen tensor, HS_ERR_UNSUPPORTED_TYPE for a type no kernel takes.
@@ -20,5 +21,9 @@ hs_status hs_model_matrix(const hs_gguf *g, const char *name, uint32_t rows, uin
 /* hs_model_matrix, uploaded; adds its device bytes to *bytes. */
 hs_status hs_model_load_matrix(hs_ops *ops, const hs_gguf *g, const char *name, uint32_t rows, uint32_t cols,
                                hs_weight **out, uint64_t *bytes);
+
+/* The capacity bucket of a batch of n: the next power of two, at most limit.
+ * Graphs are recorded per bucket, so batches of changing size reuse a few. */
+uint32_t hs_model_bucket(uint32_t n, uint32_t limit);
 
 #endif
