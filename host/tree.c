@@ -128,8 +128,15 @@ static uint32_t static_select(const hs_tree_policy *p, const hs_tree *t, uint32_
 hs_tree_policy hs_tree_static(const uint32_t *branch, uint32_t depth) {
     hs_tree_policy p = {.name = "static", .expand = static_expand, .select = static_select};
     p.depth = depth > HS_TREE_MAX_DEPTH ? HS_TREE_MAX_DEPTH : depth;
-    for (uint32_t d = 0; d < p.depth; d++)
+    /* Nodes kept per level: the product of the branch counts above it; all
+     * are verified, all but the deepest level's are drafted. */
+    uint32_t level = 1;
+    for (uint32_t d = 0; d < p.depth; d++) {
         p.branch[d] = branch[d];
+        level *= branch[d];
+        p.max_verify += level;
+        if (d + 1 < p.depth) p.max_drafted += level;
+    }
     return p;
 }
 
@@ -226,31 +233,10 @@ hs_tree_policy hs_tree_eagle2(uint32_t top_k, uint32_t depth, uint32_t total) {
     p.top_k = top_k;
     p.depth = depth >= HS_TREE_MAX_DEPTH ? HS_TREE_MAX_DEPTH - 1 : depth;
     p.total = total;
+    p.max_verify = total;
+    p.max_drafted = top_k * p.depth;
     return p;
 }
 
-uint32_t hs_tree_policy_max_verify(const hs_tree_policy *p) {
-    if (p->expand == eagle2_expand) return p->total;
-    if (p->expand == static_expand) {
-        uint32_t sum = 0, level = 1;
-        for (uint32_t d = 0; d < p->depth; d++) {
-            level *= p->branch[d];
-            sum += level;
-        }
-        return sum;
-    }
-    return p->total;
-}
-
-uint32_t hs_tree_policy_max_drafted(const hs_tree_policy *p) {
-    if (p->expand == eagle2_expand) return p->top_k * p->depth;
-    if (p->expand == static_expand) {
-        uint32_t sum = 0, level = 1;
-        for (uint32_t d = 0; d + 1 < p->depth; d++) {
-            level *= p->branch[d];
-            sum += level;
-        }
-        return sum;
-    }
-    return p->top_k * p->depth;
-}
+uint32_t hs_tree_policy_max_verify(const hs_tree_policy *p) { return p->max_verify; }
+uint32_t hs_tree_policy_max_drafted(const hs_tree_policy *p) { return p->max_drafted; }

@@ -90,6 +90,9 @@ struct hs_tree_policy {
     uint32_t total;                     /* eagle2: most verified candidates */
     uint32_t branch[HS_TREE_MAX_DEPTH]; /* static: children kept per node at depth d + 1 */
     void *state;                        /* for other policies */
+    /* Bounds every policy declares, for sizing buffers: the most candidates
+     * it verifies (root excluded) and the most nodes it drafts per tree. */
+    uint32_t max_verify, max_drafted;
 };
 
 /* Chain: the top-1 child at every level, depth tokens. */
@@ -103,8 +106,7 @@ hs_status hs_tree_static_parse(const char *text, hs_tree_policy *out);
  * depth expansions; the total candidates of highest S are verified. */
 hs_tree_policy hs_tree_eagle2(uint32_t top_k, uint32_t depth, uint32_t total);
 
-/* Most nodes a policy can ask to verify (root excluded) and the most it can
- * ask to draft in one tree, for sizing buffers. */
+/* p->max_verify and p->max_drafted. */
 uint32_t hs_tree_policy_max_verify(const hs_tree_policy *p);
 uint32_t hs_tree_policy_max_drafted(const hs_tree_policy *p);
 
