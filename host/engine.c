@@ -48,6 +48,20 @@ static bool emit(const hs_tok *tok, const hs_gen_params *p, hs_gen_result *out, 
     return out->n_gen < p->n_predict;
 }
 
+/* The token the target chooses after its last eval: the device's argmax when
+ * greedy, else a draw from the sampler; fed to the sampler's history. */
+static hs_status choose(hs_sampler *smp, const float *logits, const uint32_t *amax, uint32_t n_vocab,
+                        int32_t *next) {
+    hs_status st = HS_OK;
+    if (hs_sampler_is_greedy(smp))
+        *next = (int32_t)amax[0];
+    else
+        HS_TRY(hs_sampler_sample(smp, logits, (int32_t)n_vocab, next));
+    HS_TRY(hs_sampler_accept(smp, *next));
+fail:
+    return st;
+}
+
 hs_status hs_engine_generate(hs_llama *m, const hs_tok *tok, const int32_t *prompt, size_t n_prompt,
                              const hs_gen_params *p, hs_gen_result *out) {
     hs_status st = HS_OK;
@@ -80,22 +94,11 @@ hs_status hs_engine_generate(hs_llama *m, const hs_tok *tok, const int32_t *prom
         done += n;
         if (done == n_prompt) {
             for (size_t i = 0; i < n_prompt; i++) HS_TRY(hs_sampler_accept(smp, prompt[i]));
-            if (hs_sampler_is_greedy(smp)) next = (int32_t)amax[0];
-            else HS_TRY(hs_sampler_sample(smp, logits, (int32_t)n_vocab, &next));
-            HS_TRY(hs_sampler_accept(smp, next));
+            HS_TRY(choose(smp, logits, amax, n_vocab, &next));
         }
-        if (p->spec) {
-            int32_t *nt = malloc(sizeof *nt * n);
-            if (!nt) {
-                st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_engine_generate: out of memory");
-                goto fail;
-            }
-            memcpy(nt, prompt + done - n + 1, sizeof *nt * (n - 1));
-            nt[n - 1] = done == n_prompt ? next : prompt[done];
-            st = hs_spec_consume_prompt(p->spec, nt, n);
-            free(nt);
-            HS_TRY(st);
-        }
+        if (p->spec)
+            HS_TRY(hs_spec_consume_prompt(p->spec, prompt + done - n, n,
+                                          done == n_prompt ? next : prompt[done]));
     }
     out->prompt_s = hs_now_s() - t0;
 
@@ -110,9 +113,7 @@ hs_status hs_engine_generate(hs_llama *m, const hs_tok *tok, const int32_t *prom
             next = round[k - 1];
         } else {
             HS_TRY(hs_llama_eval(m, &next, 1, NULL, true, true, &logits, &amax));
-            if (hs_sampler_is_greedy(smp)) next = (int32_t)amax[0];
-            else HS_TRY(hs_sampler_sample(smp, logits, (int32_t)n_vocab, &next));
-            HS_TRY(hs_sampler_accept(smp, next));
+            HS_TRY(choose(smp, logits, amax, n_vocab, &next));
             more = emit(tok, p, out, next);
         }
         out->target_passes++;

@@ -98,14 +98,15 @@ fail:
     return st;
 }
 
-hs_status hs_spec_consume_prompt(hs_spec *s, const int32_t *next_tokens, uint32_t n) {
-    if (n > hs_llama_max_batch(s->target))
-        return HS_FAIL(HS_ERR_INVALID_ARG,
-                       "hs_spec_consume_prompt: %u rows, over the target's batch limit %u", n,
-                       hs_llama_max_batch(s->target));
-    for (uint32_t i = 0; i < n; i++)
+hs_status hs_spec_consume_prompt(hs_spec *s, const int32_t *chunk, uint32_t n, int32_t after) {
+    if (n == 0 || n > hs_llama_max_batch(s->target))
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_consume_prompt: %u rows (the target's batch limit is %u)",
+                       n, hs_llama_max_batch(s->target));
+    for (uint32_t i = 0; i < n; i++) {
         s->path[i] = i;
-    return consume(s, s->path, next_tokens, n);
+        s->next[i] = i + 1 < n ? chunk[i + 1] : after;
+    }
+    return consume(s, s->path, s->next, n);
 }
 
 /* Grows the tree from the root level by level; returns the verification

@@ -22,7 +22,7 @@
  * Usage (host/engine does this):
  *   hs_spec *s;  HS_TRY(hs_spec_create(target, head, &policy, &s));
  *   ... prompt chunks: hs_llama_eval (taps on), then
- *   HS_TRY(hs_spec_consume_prompt(s, next_tokens, n));    // per chunk
+ *   HS_TRY(hs_spec_consume_prompt(s, chunk, n, after));   // per chunk
  *   while (...) HS_TRY(hs_spec_round(s, smp, root, max_new, out, &n_out));
  *   hs_spec_destroy(s);
  *
@@ -64,9 +64,10 @@ void hs_spec_reset(hs_spec *s);
 const hs_spec_stats *hs_spec_stats_get(const hs_spec *s);
 
 /* After the target evaluated a prompt chunk of n tokens (slots 0 .. n-1 of
- * its last eval): the head consumes their taps; next_tokens[i] is the token
- * after position i (the first generated token for the prompt's last). */
-hs_status hs_spec_consume_prompt(hs_spec *s, const int32_t *next_tokens, uint32_t n);
+ * its last eval): the head consumes their taps, each with the token after it
+ * (chunk[i + 1], and `after` for the last: the next chunk's first token, or
+ * the first generated token after the prompt's last chunk). */
+hs_status hs_spec_consume_prompt(hs_spec *s, const int32_t *chunk, uint32_t n, int32_t after);
 
 /* One round after the root token (see above). max_new >= 1 bounds the new
  * tokens wanted (drafting stops short of it). out receives the decided tokens
