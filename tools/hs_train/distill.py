@@ -108,6 +108,24 @@ def write_shard(out_dir, done):
     return path
 
 
+class ShardWriter:
+    """Collects finished sequences and writes a shard every `size` of them (flush: the rest)."""
+
+    def __init__(self, out, size, logf):
+        self.out, self.size, self.logf, self.pending = out, size, logf, []
+
+    def add(self, d):
+        self.pending.append(d)
+        if len(self.pending) >= self.size:
+            self.flush()
+
+    def flush(self):
+        if self.pending:
+            p = write_shard(self.out, self.pending)
+            log(self.logf, f"wrote {p} ({len(self.pending)} sequences)")
+            self.pending.clear()
+
+
 class Decoder:
     """Continuous-batching greedy decoder over B slots with a KV cache of n_ctx rows."""
 
@@ -173,14 +191,14 @@ class Decoder:
         return np.asarray(nxt), (np.asarray(taps), np.asarray(tp), np.asarray(ti))
 
 
-def generate(dec, todo, prompts, stop_ids, max_new, on_done, logf, log_every=50, drain=lambda: False):
-    """Greedy answers for the prompt indices in todo (in order). Once drain() is
+def generate(dec, order, prompts, stop_ids, max_new, on_done, logf, log_every=50, drain=lambda: False):
+    """Greedy answers for the prompt indices in order. Once drain() is
     true, no new prompt starts and the call returns when the running ones end."""
     B = dec.B
     slots = [None] * B  # per slot: dict(idx, tokens, prompt_len) or None
     tok = np.zeros(B, np.int32)
     pos = np.zeros(B, np.int32)
-    queue = list(todo)[::-1]
+    queue = list(order)[::-1]
     n_tok = 0
     t0 = time.time()
     steps = 0
@@ -250,7 +268,7 @@ def cmd_gen(a):
     sel = order[: a.n_prompts]
     meta, _ = read_shards(a.out)
     have = set(int(i) for i in meta["idx"])
-    todo = [i for i in sel if i not in have]
+    remaining = [i for i in sel if i not in have]
     cfg, params = target.load(a.model)
     stop_ids = {cfg.eos}
     info = {
@@ -268,18 +286,11 @@ def cmd_gen(a):
     with open(os.path.join(a.out, "meta.json"), "w") as f:
         json.dump(info, f, indent=1)
     log(logf, f"gen: {len(sel)} prompts selected ({len(order)} of {n_lines} have <= {a.max_prompt} tokens), "
-        f"{len(have)} done, {len(todo)} to do; batch {a.batch}; jax {jax.__version__} on {jax.devices()}")
-    if not todo:
+        f"{len(have)} done, {len(remaining)} remaining; batch {a.batch}; jax {jax.__version__} on {jax.devices()}")
+    if not remaining:
         return 0
     dec = Decoder(cfg, target.to_device(params), a.batch, a.max_prompt + a.max_new)
-    pending = []
-
-    def on_done(d):
-        pending.append(d)
-        if len(pending) >= a.shard_size:
-            p = write_shard(a.out, pending)
-            log(logf, f"wrote {p} ({len(pending)} sequences)")
-            pending.clear()
+    shards = ShardWriter(a.out, a.shard_size, logf)
 
     t0 = time.time()
     stop = {"sig": False}
@@ -293,10 +304,8 @@ def cmd_gen(a):
     def drain():
         return stop["sig"] or (a.minutes > 0 and time.time() - t0 > a.minutes * 60)
 
-    n = generate(dec, todo, prompts, stop_ids, a.max_new, on_done, logf, drain=drain)
-    if pending:
-        p = write_shard(a.out, pending)
-        log(logf, f"wrote {p} ({len(pending)} sequences)")
+    n = generate(dec, remaining, prompts, stop_ids, a.max_new, shards.add, logf, drain=drain)
+    shards.flush()
     log(logf, f"gen done: {n} tokens in {time.time() - t0:.0f} s")
     return 0
 
@@ -322,14 +331,14 @@ def cmd_gen_stories(a):
                    "stop_ids": [cfg.eos]}, f, indent=1)
     meta, _ = read_shards(a.out)
     have = set(int(i) for i in meta["idx"])
-    todo = [i for i in range(a.n_seqs) if i not in have]
-    log(logf, f"gen-stories: {a.n_seqs} sequences, {len(have)} done, {len(todo)} to do")
-    if not todo:
+    remaining = [i for i in range(a.n_seqs) if i not in have]
+    log(logf, f"gen-stories: {a.n_seqs} sequences, {len(have)} done, {len(remaining)} remaining")
+    if not remaining:
         return 0
     fwd = jax.jit(lambda p, t: target.forward(p, cfg, t)[0])
     prompts = {}
-    for c in range(0, len(todo), 256):
-        ids = todo[c : c + 256]
+    for c in range(0, len(remaining), 256):
+        ids = remaining[c : c + 256]
         toks = np.zeros((len(ids), 33), np.int32)
         toks[:, 0] = cfg.bos
         n_open = np.zeros(len(ids), np.int32)
@@ -349,20 +358,11 @@ def cmd_gen_stories(a):
                 pr = pr[: pr.index(cfg.eos)]
             prompts[i] = pr
     dec = Decoder(cfg, params, a.batch, 64 + a.max_len)
-    pending = []
-
-    def on_done(d):
-        pending.append(d)
-        if len(pending) >= a.shard_size:
-            p = write_shard(a.out, pending)
-            log(logf, f"wrote {p} ({len(pending)} sequences)")
-            pending.clear()
+    shards = ShardWriter(a.out, a.shard_size, logf)
 
     t0 = time.time()
-    n = generate(dec, todo, prompts, {cfg.eos}, a.max_len, on_done, logf, log_every=200)
-    if pending:
-        p = write_shard(a.out, pending)
-        log(logf, f"wrote {p} ({len(pending)} sequences)")
+    n = generate(dec, remaining, prompts, {cfg.eos}, a.max_len, shards.add, logf, log_every=200)
+    shards.flush()
     log(logf, f"gen-stories done: {n} tokens in {time.time() - t0:.0f} s")
     return 0
 

@@ -42,15 +42,7 @@ import time
 
 import numpy as np
 
-HELDOUT_MOD = 50
-
-
-def log(f, msg):
-    line = time.strftime("%Y-%m-%d %H:%M:%S ") + msg
-    print(line, flush=True)
-    if f:
-        f.write(line + "\n")
-        f.flush()
+from hs_train.distill import is_heldout, log
 
 
 # ---------------- data ----------------
@@ -474,8 +466,8 @@ def main(argv=None):
         )
     tcfg, tparams = target.load(a.model)
     seqs, shards = load_sequences(a.data, ck["shards"] if ck else None)
-    held = [s for s in seqs if s["idx"] % HELDOUT_MOD == 0]
-    train = [s for s in seqs if s["idx"] % HELDOUT_MOD != 0]
+    held = [s for s in seqs if is_heldout(s["idx"])]
+    train = [s for s in seqs if not is_heldout(s["idx"])]
     if ck:
         d2t, t2d = ck["d2t"], ck["t2d"]
         counts = None
