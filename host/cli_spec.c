@@ -71,21 +71,20 @@ fail:
     return st;
 }
 
+/* The model a head must fit: its configuration and general.name ("" if none). */
+typedef struct head_target {
+    hs_llama_config cfg;
+    const char *name;
+} head_target;
+
 /* Whether the head file at path fits the model (read from its header only). */
-static bool head_fits(const char *path, const hs_gguf *model) {
+static bool head_fits(const char *path, const head_target *m) {
     hs_gguf *g = NULL;
     bool ok = false;
     if (hs_gguf_open(path, &g) == HS_OK) {
         hs_eagle3_config hc;
-        hs_llama_config mc;
-        const char *name = NULL;
-        if (hs_eagle3_config_read(g, &hc) == HS_OK && hs_llama_config_read(model, &mc) == HS_OK) {
-            ok = hc.dim == mc.dim && hc.n_vocab == mc.n_vocab && hc.target_dim == mc.dim;
-            for (uint32_t t = 0; t < HS_LLAMA_TAPS; t++)
-                ok = ok && hc.tap_layers[t] < mc.n_layer;
-            if (hc.target_name[0] && hs_gguf_get_str(model, "general.name", &name) == HS_OK)
-                ok = ok && !strcmp(name, hc.target_name);
-        }
+        ok = hs_eagle3_config_read(g, &hc) == HS_OK && hs_eagle3_check_config(&hc, &m->cfg) == HS_OK &&
+             (!hc.target_name[0] || !strcmp(m->name, hc.target_name));
         hs_gguf_close(g);
     }
     return ok;
@@ -93,7 +92,7 @@ static bool head_fits(const char *path, const hs_gguf *model) {
 
 /* Searches dir and its subfolders (one level) for the first fitting head,
  * in name order. */
-static bool search_dir(const char *dir, const hs_gguf *model, char *out, size_t n, int levels) {
+static bool search_dir(const char *dir, const head_target *model, char *out, size_t n, int levels) {
     struct dirent **ents = NULL;
     int m = scandir(dir, &ents, NULL, alphasort);
     bool found = false;
@@ -119,14 +118,20 @@ static bool search_dir(const char *dir, const hs_gguf *model, char *out, size_t 
 }
 
 hs_status hs_cli_head_find(const hs_gguf *model, char *out, size_t n) {
-    char home[1024], dir[1100];
+    hs_status st = HS_OK;
+    char home[1024] = "", dir[1100];
+    head_target m = {.name = ""};
+    HS_TRY(hs_llama_config_read(model, &m.cfg));
+    if (hs_gguf_find_key(model, "general.name")) HS_TRY(hs_gguf_get_str(model, "general.name", &m.name));
     if (hs_home_dir(home, sizeof home) == HS_OK) {
         snprintf(dir, sizeof dir, "%s/heads", home);
-        if (search_dir(dir, model, out, n, 1)) return HS_OK;
+        if (search_dir(dir, &m, out, n, 1)) return HS_OK;
     }
-    if (search_dir(HS_SOURCE_HEADS, model, out, n, 1)) return HS_OK;
+    if (search_dir(HS_SOURCE_HEADS, &m, out, n, 1)) return HS_OK;
     return HS_FAIL(HS_ERR_IO, "no draft head fits this model in %s/heads or %s (use --head FILE)", home,
                    HS_SOURCE_HEADS);
+fail:
+    return st;
 }
 
 hs_status hs_cli_spec_load(const hs_cli_spec *s, hs_ops *ops, const hs_gguf *model,

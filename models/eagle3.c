@@ -147,11 +147,12 @@ fail:
     return st;
 }
 
-hs_status hs_eagle3_check_target(const hs_eagle3_config *c, const hs_llama *target) {
-    const hs_llama_config *t = hs_llama_cfg(target);
-    char msg[512];
-    size_t n = 0;
-#define MISFIT(...) n += (size_t)snprintf(msg + n, n < sizeof msg ? sizeof msg - n : 0, __VA_ARGS__)
+#define MISFIT(...) n += (size_t)snprintf(msg + n, n < cap ? cap - n : 0, __VA_ARGS__)
+
+/* Appends "; what: ..." to msg for every size of the head that does not fit
+ * the target's configuration; returns the new length. */
+static size_t config_misfits(const hs_eagle3_config *c, const hs_llama_config *t, char *msg, size_t cap,
+                             size_t n) {
     if (c->target_dim != t->dim)
         MISFIT("; hidden size: the head was made for target_hidden_size %u, the target has %u", c->target_dim,
                t->dim);
@@ -160,6 +161,22 @@ hs_status hs_eagle3_check_target(const hs_eagle3_config *c, const hs_llama *targ
                t->dim);
     if (c->n_vocab != t->n_vocab)
         MISFIT("; vocabulary: the head's %u ids, the target's %u", c->n_vocab, t->n_vocab);
+    for (uint32_t k = 0; k < HS_LLAMA_TAPS; k++)
+        if (c->tap_layers[k] >= t->n_layer)
+            MISFIT("; tap layer %u: the target has %u layers", c->tap_layers[k], t->n_layer);
+    return n;
+}
+
+hs_status hs_eagle3_check_config(const hs_eagle3_config *c, const hs_llama_config *t) {
+    char msg[512];
+    if (config_misfits(c, t, msg, sizeof msg, 0) == 0) return HS_OK;
+    return HS_FAIL(HS_ERR_INVALID_ARG, "eagle3 head does not fit the target%s", msg);
+}
+
+hs_status hs_eagle3_check_target(const hs_eagle3_config *c, const hs_llama *target) {
+    char msg[512];
+    const size_t cap = sizeof msg;
+    size_t n = config_misfits(c, hs_llama_cfg(target), msg, cap, 0);
     uint32_t layers[HS_LLAMA_TAPS];
     if (!hs_llama_taps(target, layers).buf) {
         MISFIT("; taps: the target was loaded without taps (hs_llama_options.taps, tap layers %u, %u, %u)",
@@ -169,10 +186,10 @@ hs_status hs_eagle3_check_target(const hs_eagle3_config *c, const hs_llama *targ
                "(hs_llama_options.custom_taps)",
                c->tap_layers[0], c->tap_layers[1], c->tap_layers[2], layers[0], layers[1], layers[2]);
     }
-#undef MISFIT
     if (n == 0) return HS_OK;
     return HS_FAIL(HS_ERR_INVALID_ARG, "eagle3 head does not fit the target%s", msg);
 }
+#undef MISFIT
 
 /* ---- loading ---- */
 

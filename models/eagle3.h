@@ -125,6 +125,11 @@ typedef struct hs_eagle3 hs_eagle3;
  * file that is not an eagle3 head, naming what is missing. */
 hs_status hs_eagle3_config_read(const hs_gguf *g, hs_eagle3_config *c);
 
+/* The head's sizes against a target's configuration, before loading either:
+ * HS_ERR_INVALID_ARG naming every mismatch (hidden size, dim, vocabulary, a
+ * tap layer past the target's layers). */
+hs_status hs_eagle3_check_config(const hs_eagle3_config *c, const hs_llama_config *t);
+
 /* HS_ERR_INVALID_ARG naming every mismatch (hidden size, dim, vocabulary,
  * taps off, tap layers; the target must have been loaded with taps at the
  * head's layers: hs_llama_options.taps, and custom_taps unless they are

@@ -620,6 +620,14 @@ static void test_fit(void **state) {
     bad.n_vocab = 500;
     bad.target_dim = 32;
     expect_fit_error(&bad, e->t, (const char *[]){"hidden size", "vocabulary", "tap layers"}, 3);
+    /* Before loading: the sizes alone (hs_cli_head_find picks heads with this). */
+    HS_CHECK(hs_eagle3_check_config(c, hs_llama_cfg(e->t)));
+    assert_int_equal(hs_eagle3_check_config(&bad, hs_llama_cfg(e->t)), HS_ERR_INVALID_ARG);
+    assert_non_null(strstr(hs_last_error(), "vocabulary"));
+    bad = *c;
+    bad.tap_layers[1] = 5;
+    assert_int_equal(hs_eagle3_check_config(&bad, hs_llama_cfg(e->t)), HS_ERR_INVALID_ARG);
+    assert_non_null(strstr(hs_last_error(), "tap layer 5: the target has 5 layers"));
     /* A target without taps, and one with EAGLE-3's default layers (2, 2, 2 for 5 layers). */
     hs_llama *plain = NULL, *deflt = NULL;
     hs_llama_options po = {.n_ctx = 64, .max_batch = 8};
