@@ -194,9 +194,9 @@ static void print_table(const hs_bench *b, const hs_vk_caps *c) {
     }
 }
 
-static void print_json(const hs_bench *b, const hs_vk_caps *c) {
-    cJSON *root = cJSON_CreateObject();
-    cJSON *dev = cJSON_AddObjectToObject(root, "device");
+/* The device line of benchmark reports (DESIGN.md section 8). */
+cJSON *hs_bench_device_json(const hs_vk_caps *c) {
+    cJSON *dev = cJSON_CreateObject();
     cJSON_AddStringToObject(dev, "name", c->device_name);
     cJSON_AddStringToObject(dev, "driver", c->driver_name);
     cJSON_AddStringToObject(dev, "driver_info", c->driver_info);
@@ -210,6 +210,12 @@ static void print_json(const hs_bench *b, const hs_vk_caps *c) {
     cJSON_AddBoolToObject(dev, "int8_dot", c->int8_dot);
     cJSON_AddNumberToObject(dev, "device_local_bytes", (double)c->device_local_bytes);
     cJSON_AddNumberToObject(dev, "max_storage_buffer_range", (double)c->max_storage_buffer_range);
+    return dev;
+}
+
+static void print_json(const hs_bench *b, const hs_vk_caps *c) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddItemToObject(root, "device", hs_bench_device_json(c));
     cJSON *rows = cJSON_AddArrayToObject(root, "results");
     for (int i = 0; i < b->n; i++) {
         const hs_bench_row *r = &b->rows[i];

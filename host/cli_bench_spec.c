@@ -412,19 +412,11 @@ int hs_cli_bench_spec(int argc, char **argv) {
     fprintf(stderr, "\r%80s\r", "");
 
     if (json) {
-        const hs_vk_caps *c = hs_vk_ctx_caps(vk);
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "model", model_path);
         cJSON_AddStringToObject(o, "head", sm.head ? sm.head_path : "");
         cJSON_AddStringToObject(o, "build", HS_BUILD_ID);
-        cJSON *dev = cJSON_AddObjectToObject(o, "device");
-        cJSON_AddStringToObject(dev, "name", c->device_name);
-        cJSON_AddStringToObject(dev, "driver", c->driver_info);
-        cJSON_AddNumberToObject(dev, "vendor_id", c->vendor_id);
-        cJSON_AddNumberToObject(dev, "subgroup_size", c->subgroup_size);
-        cJSON_AddBoolToObject(dev, "fp16", c->fp16);
-        cJSON_AddBoolToObject(dev, "int8_dot", c->int8_dot);
-        cJSON_AddNumberToObject(dev, "memory_bytes", (double)c->device_local_bytes);
+        cJSON_AddItemToObject(o, "device", hs_bench_device_json(hs_vk_ctx_caps(vk)));
         cJSON_AddNumberToObject(o, "n_predict", a.n_predict);
         cJSON_AddNumberToObject(o, "temperature", a.sp.temperature);
         cJSON_AddNumberToObject(o, "seed", (double)a.sp.seed);

@@ -1,6 +1,9 @@
-/* hs_bench_ops — result rows and timing helpers shared by `bench-ops`. */
+/* hs_bench_ops — result rows and timing helpers shared by `bench-ops`, and the
+ * device line of every benchmark's JSON. */
 #ifndef HS_BENCH_OPS_H
 #define HS_BENCH_OPS_H
+
+#include <cJSON.h>
 
 #include "hs_ops.h"
 
@@ -26,5 +29,9 @@ void hs_bench_add(hs_bench *b, const char *op, const char *variant, const char *
 hs_status hs_bench_time_seq(hs_vk_seq *seq, int reps, int inner, double *samples);
 /* Benchmarks of the op kernels (host/bench_kernels.c); `only` filters by op name. */
 hs_status hs_bench_ops_kernels(hs_ops *ops, hs_bench *b, int reps, const char *only);
+
+/* The device line of benchmark JSON reports: name, driver, vendor, subgroup
+ * size, features, memory, limits (a new object for the caller to attach). */
+cJSON *hs_bench_device_json(const hs_vk_caps *c);
 
 #endif
