@@ -1,7 +1,11 @@
 /* `heterospec bench`: llama-bench's tests on one model — pp512 (prompt
  * processing of 512 tokens in one batch) and tg128 (128 decoding steps) —
  * as `| model | size | params | backend | test | t/s |`, mean ± std over
- * repetitions after a warm-up, or JSON with the raw samples (-o json). */
+ * repetitions after a warm-up, or JSON with the raw samples (-o json).
+ * -p and -n take lists (-p 1,2,4,8), and -d N runs every test after N
+ * tokens of context (llama-bench's depth); with several -p values it also
+ * prints the batch cost curve: ms per batch of N tokens and its ratio to
+ * N = 1, what a speculative verification pass of N tree nodes costs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,31 +19,44 @@
 #include "llama.h"
 
 #define MAX_REPS 32
+#define MAX_TESTS 32
 
 typedef struct bench_test {
-    char name[16];
+    char name[32];
     int n_prompt, n_gen;
     double samples[MAX_REPS]; /* tokens per second */
     int n;
     double mean, std;
 } bench_test;
 
-/* One repetition: n_prompt tokens in one batch, or n_gen single-token steps
- * after a one-token context (as llama-bench's tg). Token ids are arbitrary
- * but valid. */
-static hs_status run_once(hs_llama *m, const bench_test *t, double *tps) {
+/* Arbitrary but valid token ids. */
+static void fill_tokens(int32_t *toks, int n, uint32_t V, uint32_t salt) {
+    for (int i = 0; i < n; i++)
+        toks[i] = (int32_t)((i * 7919u + salt) % V);
+}
+
+/* One repetition after `depth` tokens of context (evaluated in batches of at
+ * most max_batch, not timed): n_prompt tokens in one batch, or n_gen
+ * single-token steps (as llama-bench's tg, whose context is one token when
+ * depth is 0). */
+static hs_status run_once(hs_llama *m, const bench_test *t, int depth, uint32_t max_batch, double *tps) {
     hs_status st = HS_OK;
     uint32_t V = hs_llama_cfg(m)->n_vocab;
+    int n_tok = depth > t->n_prompt ? depth : t->n_prompt;
+    int32_t *toks = malloc(sizeof *toks * (size_t)(n_tok > 0 ? n_tok : 1));
+    if (!toks) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "bench: out of memory");
     hs_llama_reset(m);
+    fill_tokens(toks, depth, V, 101);
+    for (int i = 0; i < depth; i += (int)max_batch) {
+        uint32_t c = (uint32_t)(depth - i) < max_batch ? (uint32_t)(depth - i) : max_batch;
+        HS_TRY(hs_llama_eval(m, toks + i, c, NULL, true, true, NULL, NULL));
+    }
     if (t->n_prompt) {
-        int32_t *toks = malloc(sizeof *toks * (size_t)t->n_prompt);
-        if (!toks) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "bench: out of memory");
-        for (int i = 0; i < t->n_prompt; i++) toks[i] = (int32_t)((i * 7919u + 13) % V);
+        fill_tokens(toks, t->n_prompt, V, 13);
         double t0 = hs_now_s();
-        st = hs_llama_eval(m, toks, (uint32_t)t->n_prompt, NULL, true, true, NULL, NULL);
+        HS_TRY(hs_llama_eval(m, toks, (uint32_t)t->n_prompt, NULL, true, true, NULL, NULL));
         *tps = t->n_prompt / (hs_now_s() - t0);
-        free(toks);
-        return st;
+        goto fail;
     }
     int32_t tok = 1;
     const uint32_t *amax;
@@ -50,7 +67,22 @@ static hs_status run_once(hs_llama *m, const bench_test *t, double *tps) {
     }
     *tps = t->n_gen / (hs_now_s() - t0);
 fail:
+    free(toks);
     return st;
+}
+
+/* A comma-separated list of integers >= 0 ("512" or "1,2,4,8") into out;
+ * the count, or -1 when malformed or longer than max. */
+static int parse_list(const char *s, int *out, int max) {
+    int n = 0;
+    while (*s) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v > 1 << 20 || n == max || (*end && *end != ',')) return -1;
+        out[n++] = (int)v;
+        s = *end ? end + 1 : end;
+    }
+    return n;
 }
 
 static void stats(bench_test *t) {
@@ -75,19 +107,28 @@ static uint64_t n_bytes(const hs_gguf *g) {
 
 int hs_cli_bench(int argc, char **argv) {
     const char *model = NULL;
-    int reps = 5, pp = 512, tg = 128;
+    int reps = 5, depth = 0, pp[MAX_TESTS] = {512}, tg[MAX_TESTS] = {128}, npp = 1, ntg = 1;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            printf("usage: heterospec bench -m FILE [-p N] [-n N] [-r REPS] [-o md|json]\n\n"
+            printf("usage: heterospec bench -m FILE [-p N[,N..]] [-n N[,N..]] [-d DEPTH] [-r REPS] [-o "
+                   "md|json]\n\n"
                    "llama-bench's tests: ppN (N prompt tokens in one batch, default 512) and tgN (N\n"
                    "decoding steps, default 128); t/s as mean ± std over REPS (default 5) after one\n"
-                   "warm-up. -p 0 or -n 0 skips a test.\n");
+                   "warm-up. -p and -n take lists; 0 skips a test. -d runs every test after DEPTH\n"
+                   "tokens of context (default 0). With several -p values, the markdown output adds\n"
+                   "the batch cost curve: ms per batch and its ratio to the first -p value, which is\n"
+                   "what verifying a tree of N nodes costs against one decoding step when N = 1\n"
+                   "comes first (-p 1,2,4,8,16,32,64 -n 0).\n");
             return 0;
         } else if (!strcmp(o, "-m") && v) model = argv[++i];
-        else if (!strcmp(o, "-p") && v) pp = atoi(argv[++i]);
-        else if (!strcmp(o, "-n") && v) tg = atoi(argv[++i]);
+        else if (!strcmp(o, "-p") && v)
+            npp = parse_list(argv[++i], pp, MAX_TESTS);
+        else if (!strcmp(o, "-n") && v)
+            ntg = parse_list(argv[++i], tg, MAX_TESTS);
+        else if (!strcmp(o, "-d") && v)
+            depth = atoi(argv[++i]);
         else if (!strcmp(o, "-r") && v) reps = atoi(argv[++i]);
         else if (!strcmp(o, "-o") && v) {
             json = !strcmp(argv[++i], "json");
@@ -100,17 +141,36 @@ int hs_cli_bench(int argc, char **argv) {
             return 2;
         }
     }
-    if (!model || reps < 1 || reps > MAX_REPS || pp < 0 || tg < 0) {
-        fprintf(stderr, "heterospec bench: need -m FILE, 1 <= -r <= %d, -p/-n >= 0 (see --help)\n", MAX_REPS);
+    if (!model || reps < 1 || reps > MAX_REPS || npp < 0 || ntg < 0 || depth < 0 || npp + ntg > MAX_TESTS) {
+        fprintf(stderr,
+                "heterospec bench: need -m FILE, 1 <= -r <= %d, -d >= 0, and -p/-n lists of integers >= 0, "
+                "at most %d tests in all "
+                "(see --help)\n",
+                MAX_REPS, MAX_TESTS);
         return 2;
     }
-    bench_test tests[2];
-    int nt = 0;
-    if (pp) tests[nt++] = (bench_test){.n_prompt = pp};
-    if (tg) tests[nt++] = (bench_test){.n_gen = tg};
-    for (int i = 0; i < nt; i++)
-        snprintf(tests[i].name, sizeof tests[i].name, tests[i].n_prompt ? "pp%d" : "tg%d",
-                 tests[i].n_prompt ? tests[i].n_prompt : tests[i].n_gen);
+    bench_test tests[MAX_TESTS];
+    int nt = 0, max_pp = 0, max_tg = 0, n_curve = 0;
+    for (int i = 0; i < npp; i++)
+        if (pp[i]) {
+            tests[nt++] = (bench_test){.n_prompt = pp[i]};
+            max_pp = pp[i] > max_pp ? pp[i] : max_pp;
+            n_curve++;
+        }
+    for (int i = 0; i < ntg; i++)
+        if (tg[i]) {
+            tests[nt++] = (bench_test){.n_gen = tg[i]};
+            max_tg = tg[i] > max_tg ? tg[i] : max_tg;
+        }
+    if (!nt) {
+        fprintf(stderr, "heterospec bench: every test is skipped (-p 0 -n 0)\n");
+        return 2;
+    }
+    for (int i = 0; i < nt; i++) {
+        int k = snprintf(tests[i].name, sizeof tests[i].name, tests[i].n_prompt ? "pp%d" : "tg%d",
+                         tests[i].n_prompt ? tests[i].n_prompt : tests[i].n_gen);
+        if (depth) snprintf(tests[i].name + k, sizeof tests[i].name - (size_t)k, " @ d%d", depth);
+    }
     hs_gguf *g = NULL;
     hs_vk_ctx *vk = NULL;
     hs_ops *ops = NULL;
@@ -119,14 +179,18 @@ int hs_cli_bench(int argc, char **argv) {
     if (hs_gguf_open(model, &g) != HS_OK) goto fail;
     hs_vk_ctx_options vo = {.device_index = -1, .validation = -1};
     if (hs_vk_ctx_create(&vo, &vk) != HS_OK || hs_ops_create(vk, &ops) != HS_OK) goto fail;
-    uint32_t need = (uint32_t)(pp > tg + 1 ? pp : tg + 1);
-    hs_llama_options lo = {.n_ctx = need, .max_batch = pp > 0 ? (uint32_t)pp : 1};
+    uint32_t max_batch = (uint32_t)(max_pp > 0 ? max_pp : 1);
+    if (depth > 0 && max_batch < 512) max_batch = 512; /* fills the context in fewer passes */
+    hs_llama_options lo = {.n_ctx = (uint32_t)depth + (uint32_t)(max_pp > max_tg + 1 ? max_pp : max_tg + 1),
+                           .max_batch = max_batch};
     if (hs_llama_load(ops, g, &lo, &m) != HS_OK) goto fail;
+    max_batch = hs_llama_max_batch(m);
     for (int i = 0; i < nt; i++) {
         double tps;
-        if (run_once(m, &tests[i], &tps) != HS_OK) goto fail; /* warm-up: pipelines, caches */
+        if (run_once(m, &tests[i], depth, max_batch, &tps) != HS_OK)
+            goto fail; /* warm-up: pipelines, caches */
         for (int r = 0; r < reps; r++) {
-            if (run_once(m, &tests[i], &tests[i].samples[r]) != HS_OK) goto fail;
+            if (run_once(m, &tests[i], depth, max_batch, &tests[i].samples[r]) != HS_OK) goto fail;
             tests[i].n++;
         }
         stats(&tests[i]);
@@ -142,6 +206,7 @@ int hs_cli_bench(int argc, char **argv) {
         cJSON_AddStringToObject(o, "device", c->device_name);
         cJSON_AddStringToObject(o, "driver", c->driver_info);
         cJSON_AddNumberToObject(o, "dispatches_per_token", hs_llama_last_dispatches(m));
+        cJSON_AddNumberToObject(o, "depth", depth);
         const hs_tuning *tu = hs_ops_tuning(ops);
         cJSON *tj = cJSON_AddObjectToObject(o, "tuning");
         cJSON_AddStringToObject(tj, "name", tu->name);
@@ -152,6 +217,8 @@ int hs_cli_bench(int argc, char **argv) {
         for (int i = 0; i < nt; i++) {
             cJSON *t = cJSON_CreateObject();
             cJSON_AddStringToObject(t, "test", tests[i].name);
+            cJSON_AddNumberToObject(t, "n_prompt", tests[i].n_prompt);
+            cJSON_AddNumberToObject(t, "n_gen", tests[i].n_gen);
             cJSON_AddNumberToObject(t, "avg_ts", tests[i].mean);
             cJSON_AddNumberToObject(t, "stddev_ts", tests[i].std);
             cJSON *s = cJSON_AddArrayToObject(t, "samples_ts");
@@ -168,6 +235,23 @@ int hs_cli_bench(int argc, char **argv) {
             printf("| %s | %.2f MiB | %.2f M | heterospec Vulkan (%s) | %s | %.2f ± %.2f |\n", name,
                    n_bytes(g) / 1048576.0, n_params(g) / 1e6, c->device_name, tests[i].name, tests[i].mean,
                    tests[i].std);
+        if (n_curve > 1) {
+            /* tests[0 .. n_curve-1] are the pp tests, in -p order */
+            double ms0 = 1e3 * tests[0].n_prompt / tests[0].mean;
+            printf("\nbatch cost curve (context %d):\n\n| N |", depth);
+            for (int i = 0; i < n_curve; i++)
+                printf(" %d |", tests[i].n_prompt);
+            printf("\n| --- |");
+            for (int i = 0; i < n_curve; i++)
+                printf(" ---: |");
+            printf("\n| ms per batch |");
+            for (int i = 0; i < n_curve; i++)
+                printf(" %.1f |", 1e3 * tests[i].n_prompt / tests[i].mean);
+            printf("\n| cost / N=%d |", tests[0].n_prompt);
+            for (int i = 0; i < n_curve; i++)
+                printf(" %.2f |", 1e3 * tests[i].n_prompt / tests[i].mean / ms0);
+            printf("\n");
+        }
     }
     rc = 0;
 fail:
