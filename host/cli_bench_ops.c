@@ -176,6 +176,27 @@ static hs_status bench_dispatch(hs_ops *ops, hs_bench *b, int reps) {
     if (st == HS_OK) st = hs_vk_seq_end(seq);
     if (st == HS_OK) st = hs_bench_time_seq(seq, reps, 1, samples);
     if (st == HS_OK) hs_bench_add(b, "device memory read", "uvec4 loop", "256 MiB", "GB/s", samples, reps, bytes / 1e9);
+    /* The same through a uniform texel buffer, where the device has one. */
+    uint64_t tchunk = c->max_texel_elements * 16;
+    if (tchunk > bytes) tchunk = bytes;
+    if (st == HS_OK && c->max_texel_elements) {
+        rd.name = "read_bw_texel";
+        rd.code = hs_spv_read_bw_texel;
+        rd.code_size = hs_spv_read_bw_texel_size;
+        rd.texel_mask = 1;
+        st = hs_ops_pipeline(ops, &rd, &rp);
+        if (st == HS_OK) st = hs_vk_seq_begin(seq);
+        for (uint64_t off = 0; st == HS_OK && off < bytes; off += tchunk) {
+            uint64_t n = bytes - off < tchunk ? bytes - off : tchunk;
+            hs_vk_binding bb[2] = {{buf, off, n}, {out, 0, 0}};
+            uint32_t push[2] = {(uint32_t)(n / 16), threads};
+            st = hs_vk_seq_dispatch(seq, rp, bb, 2, push, groups, 1, 1);
+        }
+        if (st == HS_OK) st = hs_vk_seq_end(seq);
+        if (st == HS_OK) st = hs_bench_time_seq(seq, reps, 1, samples);
+        if (st == HS_OK)
+            hs_bench_add(b, "device memory read", "texel fetch", "256 MiB", "GB/s", samples, reps, bytes / 1e9);
+    }
     hs_vk_buffer_destroy(out);
 fail:
     hs_vk_seq_destroy(seq);

@@ -87,14 +87,18 @@ static const struct {
 } k_tuning[] = {
     /* lavapipe: dispatches are expensive, barriers very expensive; a workgroup
      * of one subgroup (8 lanes) computing several rows that share activation
-     * loads is the fast shape (DESIGN.md section 9). */
-    {0x10005, NULL, {"lavapipe", 4, 4, 8}},
-    {0x10DE, NULL, {"nvidia", 2, 8, 128}},
-    {0x1002, NULL, {"amd", 2, 8, 128}},
-    {0x8086, NULL, {"intel", 2, 8, 64}},
-    {0x5143, NULL, {"qualcomm", 2, 4, 64}},
-    {0x13B5, NULL, {"arm", 2, 4, 64}},
-    {0, NULL, {"generic", 2, 4, 64}},
+     * loads is the fast shape (DESIGN.md section 9). A texel fetch is one
+     * vector gather where a storage-buffer load loops over the lanes (measured:
+     * bench-ops "device memory read"), so weights come through texel buffers. */
+    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1}},
+    /* GPUs: storage-buffer loads are as wide as texel fetches and skip the
+     * texture path, so weights stay in storage buffers (not measured here). */
+    {0x10DE, NULL, {"nvidia", 2, 8, 128, 0}},
+    {0x1002, NULL, {"amd", 2, 8, 128, 0}},
+    {0x8086, NULL, {"intel", 2, 8, 64, 0}},
+    {0x5143, NULL, {"qualcomm", 2, 4, 64, 0}},
+    {0x13B5, NULL, {"arm", 2, 4, 64, 0}},
+    {0, NULL, {"generic", 2, 4, 64, 0}},
 };
 
 hs_tuning hs_tuning_for(const hs_vk_caps *c) {
@@ -118,6 +122,9 @@ void hs_feature_uses(const hs_vk_caps *c, hs_feature_use out[HS_FEATURE_COUNT]) 
         {"8-bit storage", "HS_VK_DISABLE_8BIT_STORAGE", c->storage8, NULL, NULL},
         {"int8 dot product", "HS_VK_DISABLE_INT8_DOT", c->int8_dot, NULL, NULL},
         {"cooperative matrix", "HS_VK_DISABLE_COOPMAT", c->coopmat, NULL, NULL},
+        {"uniform texel buffers", "HS_VK_DISABLE_TEXEL_BUFFER", c->max_texel_elements > 0,
+         "products' weight loads (where the tuning table asks for them: lavapipe)",
+         "storage-buffer loads of the same bits, bitwise the same results"},
     };
     memcpy(out, t, sizeof t);
 }
@@ -133,26 +140,30 @@ static bool tuning_invalid(const hs_ops *ops, const hs_tuning *t, char *why, siz
     else if (t->reduce_wg_size == 0 || t->reduce_wg_size % ops->subgroup || t->reduce_wg_size > wg_max)
         snprintf(why, size, "reduction workgroup %u must be a multiple of the subgroup (%u) and at most %u",
                  t->reduce_wg_size, ops->subgroup, wg_max);
+    else if (t->texel_weights > 1)
+        snprintf(why, size, "texel %u is not 0 or 1", t->texel_weights);
     else
         return false;
     return true;
 }
 
-/* Applies HS_TUNING ("rows=8,cols=4,reduce=64", any subset) to t. */
+/* Applies HS_TUNING ("rows=8,cols=4,reduce=64,texel=0", any subset) to t. */
 static hs_status apply_env_tuning(hs_tuning *t, char *name, size_t name_size) {
     const char *env = getenv("HS_TUNING");
     if (!env || !*env) return HS_OK;
     const char *p = env;
     while (*p) {
-        static const char *keys[] = {"rows", "cols", "reduce"};
-        uint32_t *fields[] = {&t->matvec_rows_per_wg, &t->matmul_cols_per_wg, &t->reduce_wg_size};
+        static const char *keys[] = {"rows", "cols", "reduce", "texel"};
+        uint32_t *fields[] = {&t->matvec_rows_per_wg, &t->matmul_cols_per_wg, &t->reduce_wg_size,
+                              &t->texel_weights};
         size_t k = 0, len = 0;
-        for (; k < 3; k++) {
+        for (; k < 4; k++) {
             len = strlen(keys[k]);
             if (!strncmp(p, keys[k], len) && p[len] == '=') break;
         }
-        if (k == 3)
-            return HS_FAIL(HS_ERR_INVALID_ARG, "HS_TUNING='%s': expected rows=N, cols=N or reduce=N at '%s'", env, p);
+        if (k == 4)
+            return HS_FAIL(HS_ERR_INVALID_ARG,
+                           "HS_TUNING='%s': expected rows=N, cols=N, reduce=N or texel=0|1 at '%s'", env, p);
         char *end = NULL;
         errno = 0;
         unsigned long v = strtoul(p + len + 1, &end, 10);

@@ -49,6 +49,8 @@ typedef struct hs_tuning {
     uint32_t matmul_cols_per_wg; /* activation columns sharing one weight load (1 .. HS_TUNING_MAX_COLS) */
     uint32_t reduce_wg_size;     /* workgroup size of row reductions (norm, softmax, top-k); a
                                   * multiple of the subgroup, at most the device's limit */
+    uint32_t texel_weights;      /* 1: the products read weights through uniform texel buffers where
+                                  * the device has them (HS_VK_DISABLE_TEXEL_BUFFER), 0: storage buffers */
 } hs_tuning;
 #define HS_TUNING_MAX_ROWS 8u
 #define HS_TUNING_MAX_COLS 8u
@@ -70,7 +72,7 @@ typedef struct hs_feature_use {
     const char *used_by;  /* the kernels that use it when available; NULL: none yet */
     const char *fallback; /* what those kernels do without it */
 } hs_feature_use;
-#define HS_FEATURE_COUNT 7u
+#define HS_FEATURE_COUNT 8u
 /* Fills out[HS_FEATURE_COUNT] for a device. */
 void hs_feature_uses(const hs_vk_caps *caps, hs_feature_use out[HS_FEATURE_COUNT]);
 

@@ -125,11 +125,17 @@ hs_status hs_weight_create_stacked(hs_ops *ops, hs_type type, uint32_t cols, uin
 
     /* Groups per chunk: Q part, then S part at an aligned offset, all within
      * one binding range and one allocation; one dispatch per chunk must also
-     * fit the grid (RW = 1 gives rl workgroups per group). */
+     * fit the grid (RW = 1 gives rl workgroups per group). Where the device
+     * has texel buffers, both parts may be bound as RGBA32UI texels as well:
+     * the S part starts at the texel offset alignment too, its range is padded
+     * to whole texels, and a chunk stays within maxTexelBufferElements. */
     const uint64_t gq = hs_quant_group_q_bytes(type, cols, w->g), gs = hs_quant_group_s_bytes(type, cols, w->g);
-    const uint64_t align = c->min_storage_offset_align > 16 ? c->min_storage_offset_align : 16;
-    const uint64_t limit = c->max_alloc && c->max_alloc < c->max_storage_buffer_range ? c->max_alloc
-                                                                                        : c->max_storage_buffer_range;
+    uint64_t align = c->min_storage_offset_align > 16 ? c->min_storage_offset_align : 16;
+    if (c->max_texel_elements && c->min_texel_offset_align > align) align = c->min_texel_offset_align;
+    uint64_t limit = c->max_alloc && c->max_alloc < c->max_storage_buffer_range ? c->max_alloc
+                                                                                  : c->max_storage_buffer_range;
+    if (c->max_texel_elements && c->max_texel_elements * 16 < limit) limit = c->max_texel_elements * 16;
+    limit -= 16; /* the S part's padding */
     const uint32_t ngroups = (uint32_t)((total + w->g - 1) / w->g);
     uint64_t per = limit / (gq + gs);
     while (per > 0 && align_up(per * gq, align) + per * gs > limit) per--;
@@ -159,7 +165,7 @@ hs_status hs_weight_create_stacked(hs_ops *ops, hs_type type, uint32_t cols, uin
         ch->q_bytes = ch->ngroups * gq;
         ch->s_bytes = ch->ngroups * gs;
         ch->s_off = ch->s_bytes ? align_up(ch->q_bytes, align) : 0;
-        const uint64_t bytes = ch->s_bytes ? ch->s_off + ch->s_bytes : ch->q_bytes;
+        const uint64_t bytes = ch->s_bytes ? ch->s_off + align_up(ch->s_bytes, 16) : ch->q_bytes;
         stage = calloc(1, bytes);
         if (!stage) {
             st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_weight_create: out of memory (%llu bytes)",
@@ -241,10 +247,16 @@ static bool overlap(hs_vk_binding a, uint64_t an, hs_vk_binding b, uint64_t bn) 
 /* ---- matmul ---- */
 
 /* A chunk's two weight bindings: the quant plane, and the scale plane (or the
- * quant plane again for types without one, so the binding stays valid). */
+ * quant plane again for types without one, so the binding stays valid),
+ * padded to whole 16-byte texels. */
 static hs_vk_binding chunk_quants(const hs_weight_chunk *ch) { return (hs_vk_binding){ch->buf, 0, ch->q_bytes}; }
 static hs_vk_binding chunk_scales(const hs_weight_chunk *ch) {
-    return ch->s_bytes ? (hs_vk_binding){ch->buf, ch->s_off, ch->s_bytes} : chunk_quants(ch);
+    return ch->s_bytes ? (hs_vk_binding){ch->buf, ch->s_off, align_up(ch->s_bytes, 16)} : chunk_quants(ch);
+}
+
+/* Whether the products read weights through texel buffers on this device. */
+static bool texel_weights(const hs_ops *ops) {
+    return hs_ops_tuning(ops)->texel_weights && hs_ops_caps(ops)->max_texel_elements > 0;
 }
 
 hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
@@ -313,11 +325,13 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     const bool xvec4 = w->cols % 4 == 0 && wx.elem % 4 == 0 && x_stride % 4 == 0 &&
                        (opt->prologue != HS_MATMUL_RMSNORM || wg.elem % 4 == 0);
 
+    const bool tx = texel_weights(ops);
     char name[32];
-    snprintf(name, sizeof name, "matmul_%s%s", type_suffix(w->type), sg ? "_sg" : "");
+    snprintf(name, sizeof name, "matmul_%s%s%s", type_suffix(w->type), sg ? "_sg" : "", tx ? "_tx" : "");
     hs_vk_pipeline_desc d = {.name = name,
                              .n_bindings = 6,
                              .write_mask = 1u << 3,
+                             .texel_mask = tx ? 3u : 0u,
                              .push_size = sizeof(hs_matmul_push),
                              .n_spec = 7,
                              .spec = {w->lanes, w->rl, rw, cw, (uint32_t)opt->prologue, opt->residual ? 1u : 0u,
@@ -325,8 +339,10 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
                              .wg_size = {w->lanes, 1, 1}};
 #define HS_MM_CODE(E, T)                                                                           \
     case HS_TYPE_##E:                                                                              \
-        d.code = sg ? hs_spv_matmul_##T##_sg : hs_spv_matmul_##T;                                  \
-        d.code_size = sg ? hs_spv_matmul_##T##_sg_size : hs_spv_matmul_##T##_size;                 \
+        d.code = sg ? (tx ? hs_spv_matmul_##T##_sg_tx : hs_spv_matmul_##T##_sg)                    \
+                    : (tx ? hs_spv_matmul_##T##_tx : hs_spv_matmul_##T);                           \
+        d.code_size = sg ? (tx ? hs_spv_matmul_##T##_sg_tx_size : hs_spv_matmul_##T##_sg_size)     \
+                         : (tx ? hs_spv_matmul_##T##_tx_size : hs_spv_matmul_##T##_size);          \
         break;
     switch (w->type) {
         HS_MM_CODE(F32, f32)

@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#include "stb_ds.h"
+
 /* Under HS_VK_FORCE_NONCOHERENT: a host-visible type without HOST_COHERENT
  * (cached if possible), so that the emulation runs on really non-coherent
  * memory where the device has some; -1 if it has none. */
@@ -40,7 +42,8 @@ hs_status hs_vk_buffer_create(hs_vk_ctx *ctx, uint64_t size, hs_mem mem, hs_vk_b
     VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
                               .size = size,
                               .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
-                                       VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+                                       VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+                                       (ctx->caps.max_texel_elements ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0),
                               .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
     snprintf(detail, sizeof detail, "requested %.1f MiB", size / 1048576.0);
     HS_VK_CALL(vkCreateBuffer(ctx->device, &bci, NULL, &b->buffer), detail);
@@ -114,12 +117,34 @@ fail:
 void hs_vk_buffer_destroy(hs_vk_buffer *b) {
     if (!b) return;
     VkDevice d = b->ctx->device;
+    for (ptrdiff_t i = 0; i < stbds_arrlen(b->views); i++) vkDestroyBufferView(d, b->views[i].view, NULL);
+    stbds_arrfree(b->views);
     if (b->mapped) vkUnmapMemory(d, b->memory);
     if (b->buffer) vkDestroyBuffer(d, b->buffer, NULL);
     if (b->memory) vkFreeMemory(d, b->memory, NULL);
     free(b->shadow);
     hs_vk_obj_unlink(b->ctx, &b->obj);
     free(b);
+}
+
+hs_status hs_vk_buffer_texel_view(hs_vk_buffer *b, uint64_t offset, uint64_t range, VkBufferView *out) {
+    hs_status st = HS_OK;
+    for (ptrdiff_t i = 0; i < stbds_arrlen(b->views); i++)
+        if (b->views[i].offset == offset && b->views[i].range == range) {
+            *out = b->views[i].view;
+            return HS_OK;
+        }
+    VkBufferViewCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+                                 .buffer = b->buffer,
+                                 .format = VK_FORMAT_R32G32B32A32_UINT,
+                                 .offset = offset,
+                                 .range = range};
+    struct hs_vk_texel_view v = {offset, range, VK_NULL_HANDLE};
+    HS_VK_CALL(vkCreateBufferView(b->ctx->device, &ci, NULL, &v.view), "texel buffer view");
+    stbds_arrput(b->views, v);
+    *out = v.view;
+fail:
+    return st;
 }
 
 uint64_t hs_vk_buffer_size(const hs_vk_buffer *b) { return b->size; }

@@ -193,6 +193,11 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
     const VkPhysicalDeviceLimits *l = &p->limits;
     c->max_storage_buffer_range = l->maxStorageBufferRange;
     c->min_storage_offset_align = l->minStorageBufferOffsetAlignment;
+    c->min_texel_offset_align = l->minTexelBufferOffsetAlignment;
+    VkFormatProperties fp;
+    vkGetPhysicalDeviceFormatProperties(pd, VK_FORMAT_R32G32B32A32_UINT, &fp);
+    c->max_texel_elements =
+        (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) ? l->maxTexelBufferElements : 0;
     c->max_storage_buffers = l->maxPerStageDescriptorStorageBuffers;
     c->max_shared_memory = l->maxComputeSharedMemorySize;
     c->max_push_constants = l->maxPushConstantsSize;
@@ -255,6 +260,7 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
     if (env_flag("HS_VK_DISABLE_8BIT_STORAGE")) c->storage8 = false;
     if (env_flag("HS_VK_DISABLE_INT8_DOT")) c->int8_dot = false;
     if (env_flag("HS_VK_DISABLE_COOPMAT")) c->coopmat = false;
+    if (env_flag("HS_VK_DISABLE_TEXEL_BUFFER")) c->max_texel_elements = 0;
     if (env_flag("HS_VK_DISABLE_SUBGROUP_OPS")) c->subgroup_ops = false;
     if (env_flag("HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL") || !c->subgroup_ops) {
         c->subgroup_size_control = false;

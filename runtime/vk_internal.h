@@ -84,7 +84,16 @@ struct hs_vk_buffer {
      * then gives wrong data on a device whose memory is coherent. */
     void *shadow;
     bool coherent; /* no flush or invalidate needed */
+    /* RGBA32UI views of ranges bound as uniform texel buffers (stb_ds array),
+     * made on first use and kept with the buffer. */
+    struct hs_vk_texel_view {
+        uint64_t offset, range;
+        VkBufferView view;
+    } *views;
 };
+
+/* The RGBA32UI view of [offset, offset + range) of b, made on first use. */
+hs_status hs_vk_buffer_texel_view(hs_vk_buffer *b, uint64_t offset, uint64_t range, VkBufferView *out);
 
 struct hs_vk_pipeline {
     hs_vk_obj obj; /* first: the context's live list */
@@ -96,6 +105,7 @@ struct hs_vk_pipeline {
     VkPipeline pipeline;
     uint32_t n_bindings;
     uint32_t write_mask;
+    uint32_t texel_mask;
     uint32_t push_size;
     uint32_t wg_size[3];
     uint32_t required_subgroup_size; /* 0: the driver's choice */

@@ -26,6 +26,11 @@ hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "pipeline %s: workgroup %ux%ux%u exceeds the device limits",
                        d->name, wg[0], wg[1], wg[2]);
 
+    if (d->texel_mask && !c->max_texel_elements)
+        return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "pipeline %s: the device has no uniform texel buffers of RGBA32UI",
+                       d->name);
+    if (d->texel_mask & d->write_mask)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "pipeline %s: a texel buffer binding cannot be written", d->name);
     hs_vk_pipeline *p = calloc(1, sizeof *p);
     if (!p) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_pipeline_create: out of memory");
     p->ctx = ctx;
@@ -33,6 +38,7 @@ hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs
     snprintf(p->name, sizeof p->name, "%s", d->name ? d->name : "?");
     p->n_bindings = d->n_bindings;
     p->write_mask = d->write_mask;
+    p->texel_mask = d->texel_mask;
     p->push_size = d->push_size;
     p->required_subgroup_size = d->required_subgroup_size;
     memcpy(p->wg_size, wg, sizeof wg);
@@ -45,7 +51,9 @@ hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs
     VkDescriptorSetLayoutBinding binds[HS_VK_MAX_BINDINGS];
     for (uint32_t i = 0; i < d->n_bindings; i++)
         binds[i] = (VkDescriptorSetLayoutBinding){.binding = i,
-                                                  .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                  .descriptorType = (d->texel_mask & (1u << i))
+                                                                        ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+                                                                        : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                                   .descriptorCount = 1,
                                                   .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo dslci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,

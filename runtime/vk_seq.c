@@ -103,11 +103,13 @@ static hs_status next_set(hs_vk_seq *s, VkDescriptorSetLayout layout, VkDescript
     hs_status st = HS_OK;
     uint32_t pool_index = s->n_dispatch / HS_SEQ_SETS_PER_POOL;
     if (pool_index >= (uint32_t)stbds_arrlen(s->pools)) {
-        VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, HS_SEQ_SETS_PER_POOL * HS_VK_MAX_BINDINGS};
+        VkDescriptorPoolSize ps[2] = {
+            {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, HS_SEQ_SETS_PER_POOL * HS_VK_MAX_BINDINGS},
+            {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, HS_SEQ_SETS_PER_POOL * HS_VK_MAX_BINDINGS}};
         VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                            .maxSets = HS_SEQ_SETS_PER_POOL,
-                                           .poolSizeCount = 1,
-                                           .pPoolSizes = &ps};
+                                           .poolSizeCount = s->ctx->caps.max_texel_elements ? 2 : 1,
+                                           .pPoolSizes = ps};
         VkDescriptorPool pool;
         HS_VK_CALL(vkCreateDescriptorPool(s->ctx->device, &dpci, NULL, &pool), NULL);
         stbds_arrput(s->pools, pool);
@@ -192,6 +194,7 @@ hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_
                        p->name, gx, gy, gz, c->max_wg_count[0], c->max_wg_count[1], c->max_wg_count[2]);
 
     VkDescriptorBufferInfo infos[HS_VK_MAX_BINDINGS];
+    VkBufferView views[HS_VK_MAX_BINDINGS];
     VkWriteDescriptorSet writes[HS_VK_MAX_BINDINGS];
     VkBuffer rd[HS_VK_MAX_BINDINGS], wr[HS_VK_MAX_BINDINGS];
     uint32_t nr = 0, nw = 0;
@@ -202,6 +205,27 @@ hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_
         if (b->offset >= size)
             return HS_FAIL(HS_ERR_OUT_OF_RANGE, "dispatch %s: binding %u offset %llu past buffer end %llu",
                            p->name, i, (unsigned long long)b->offset, (unsigned long long)size);
+        if (p->texel_mask & (1u << i)) {
+            /* a uniform texel buffer: RGBA32UI texels, a view per range */
+            uint64_t range = b->range ? b->range : (size - b->offset) & ~(uint64_t)15;
+            if (!b->range && range / 16 > c->max_texel_elements) range = c->max_texel_elements * 16;
+            if (b->offset % c->min_texel_offset_align || range % 16 || !range || range > size - b->offset ||
+                range / 16 > c->max_texel_elements)
+                return HS_FAIL(HS_ERR_INVALID_ARG,
+                               "dispatch %s: texel binding %u [%llu, +%llu): offset must be a multiple of %llu, "
+                               "range of 16 and at most %llu texels inside the buffer",
+                               p->name, i, (unsigned long long)b->offset, (unsigned long long)range,
+                               (unsigned long long)c->min_texel_offset_align,
+                               (unsigned long long)c->max_texel_elements);
+            HS_TRY(hs_vk_buffer_texel_view(b->buf, b->offset, range, &views[i]));
+            writes[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                               .dstBinding = i,
+                                               .descriptorCount = 1,
+                                               .descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
+                                               .pTexelBufferView = &views[i]};
+            rd[nr++] = b->buf->buffer;
+            continue;
+        }
         if (b->offset % c->min_storage_offset_align)
             return HS_FAIL(HS_ERR_INVALID_ARG, "dispatch %s: binding %u offset %llu not aligned to %llu",
                            p->name, i, (unsigned long long)b->offset,

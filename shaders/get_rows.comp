@@ -36,8 +36,6 @@ layout(push_constant) uniform Push {
     uint pad0, pad1;
 } p;
 
-layout(std430, binding = 0) readonly buffer WQ { uvec4 Q[]; };
-layout(std430, binding = 1) readonly buffer WS { uint S[]; };
 layout(std430, binding = 2) readonly buffer IDS { uint ids[]; };
 layout(std430, binding = 3) writeonly buffer OUT { float outv[]; };
 

@@ -21,7 +21,8 @@
  * RMSNorm's sum of squares uses 8 partial sums (one per vec4 slot of a
  * sub-block) combined in a fixed tree, the same with or without subgroups.
  *
- * Defines: TYPE (ggml type id), USE_SUBGROUP (0/1).
+ * Defines: TYPE (ggml type id), USE_SUBGROUP (0/1), USE_TEXEL (0/1: weights
+ * from storage or uniform texel buffers, quant.glsl).
  * Spec constants: 0 LANES (workgroup size), 1 RL (rows per invocation in the
  * weight layout, G = LANES * RL), 2 RW (rows per invocation here, divides RL),
  * 3 C (columns per workgroup), 4 PROLOGUE (0 none, 1 rmsnorm, 2 swiglu),
@@ -64,8 +65,6 @@ layout(push_constant) uniform Push {
     uint y_stride; /* floats between columns of y and res (>= rows) */
 } p;
 
-layout(std430, binding = 0) readonly buffer WQ { uvec4 Q[]; };
-layout(std430, binding = 1) readonly buffer WS { uint S[]; };
 layout(std430, binding = 2) readonly buffer X1 { float x1[]; };
 layout(std430, binding = 2) readonly buffer X4 { vec4 x4[]; };
 layout(std430, binding = 3) writeonly buffer Y { float y[]; };

@@ -24,8 +24,16 @@
  * Every value (f16 scales, 4/6/8-bit quants, 6-bit K scales) is ggml's, only
  * moved: the dequantized weights are bitwise those of ggml's dequantize_row_*.
  *
- * Before including, define TYPE (ggml type id). Provides QK, QP, QS, QSUB
- * (32-element sub-blocks per block) and the helpers below.
+ * Before including, define TYPE (ggml type id) and, for the texel-buffer
+ * variant, USE_TEXEL 1. Provides QK, QP, QS, QSUB (32-element sub-blocks per
+ * block), the weight bindings (0: Q, 1: S) with their loads QV(i) (uvec4 i of
+ * Q) and SV(i) (word i of S), and the helpers below.
+ *
+ * USE_TEXEL binds Q and S as uniform texel buffers of RGBA32UI (S as its
+ * words in groups of four): on llvmpipe a texel fetch is one vector gather,
+ * where a storage-buffer load is a loop over the lanes with a branch per
+ * component, several times slower (bench-ops, "device memory read"). The
+ * loaded bits are the same, so are the results.
  */
 #ifndef HS_QUANT_GLSL
 #define HS_QUANT_GLSL
@@ -71,6 +79,21 @@
 #endif
 #define QSUB (QK / 32)
 
+#ifndef USE_TEXEL
+#define USE_TEXEL 0
+#endif
+#if USE_TEXEL
+layout(binding = 0) uniform usamplerBuffer QT;
+layout(binding = 1) uniform usamplerBuffer ST;
+#define QV(i) texelFetch(QT, int(i))
+#define SV(i) (texelFetch(ST, int((i) >> 2u))[(i)&3u])
+#else
+layout(std430, binding = 0) readonly buffer WQ { uvec4 Q[]; };
+layout(std430, binding = 1) readonly buffer WS { uint S[]; };
+#define QV(i) Q[i]
+#define SV(i) S[i]
+#endif
+
 /* Unsigned nibble t (0..7) of a word, as float (exact). */
 float hs_nib(uint w, uint t) { return float((w >> (4u * t)) & 15u); }
 
@@ -94,8 +117,8 @@ uint hs_u8(uint w, uint t) { return (w >> (8u * t)) & 255u; }
 #define HS_LOAD_SUB(s)
 #define HS_DEQ8(r, GI)                                                                             \
     {                                                                                              \
-        const uvec4 u0 = Q[qb + (8u * sub + 2u * GI) * G + ring[r]];                                 \
-        const uvec4 u1 = Q[qb + (8u * sub + 2u * GI + 1u) * G + ring[r]];                            \
+        const uvec4 u0 = QV(qb + (8u * sub + 2u * GI) * G + ring[r]);                                 \
+        const uvec4 u1 = QV(qb + (8u * sub + 2u * GI + 1u) * G + ring[r]);                            \
         w[0] = uintBitsToFloat(u0.x);                                                              \
         w[1] = uintBitsToFloat(u0.y);                                                              \
         w[2] = uintBitsToFloat(u0.z);                                                              \
@@ -110,7 +133,7 @@ uint hs_u8(uint w, uint t) { return (w >> (8u * t)) & 255u; }
 #define HS_LOAD_SUB(s)
 #define HS_DEQ8(r, GI)                                                                             \
     {                                                                                              \
-        const uvec4 u0 = Q[qb + (4u * sub + GI) * G + ring[r]];                                      \
+        const uvec4 u0 = QV(qb + (4u * sub + GI) * G + ring[r]);                                      \
         const vec2 h0 = unpackHalf2x16(u0.x), h1 = unpackHalf2x16(u0.y);                           \
         const vec2 h2 = unpackHalf2x16(u0.z), h3 = unpackHalf2x16(u0.w);                           \
         w[0] = h0.x;                                                                               \
@@ -125,13 +148,13 @@ uint hs_u8(uint w, uint t) { return (w >> (8u * t)) & 255u; }
 #elif TYPE == HS_T_Q8_0
 #define HS_LOAD_BLOCK                                                                              \
     uint sw[RW];                                                                                   \
-    for (uint r = 0; r < RW; r++) sw[r] = S[sbk + ring[r]];
+    for (uint r = 0; r < RW; r++) sw[r] = SV(sbk + ring[r]);
 #define HS_LOAD_SUB(s)                                                                             \
     uvec4 qd[RW], qe[RW];                                                                          \
     float sa[RW];                                                                                  \
     for (uint r = 0; r < RW; r++) {                                                                \
-        qd[r] = Q[qb + (2u * s) * G + ring[r]];                                                    \
-        qe[r] = Q[qb + (2u * s + 1u) * G + ring[r]];                                               \
+        qd[r] = QV(qb + (2u * s) * G + ring[r]);                                                    \
+        qe[r] = QV(qb + (2u * s + 1u) * G + ring[r]);                                               \
         sa[r] = unpackHalf2x16(sw[r])[s];                                                          \
     }
 #define HS_DEQ8(r, GI)                                                                             \
@@ -145,12 +168,12 @@ uint hs_u8(uint w, uint t) { return (w >> (8u * t)) & 255u; }
 #elif TYPE == HS_T_Q4_0
 #define HS_LOAD_BLOCK                                                                              \
     uint sw[RW];                                                                                   \
-    for (uint r = 0; r < RW; r++) sw[r] = S[sbk + ring[r]];
+    for (uint r = 0; r < RW; r++) sw[r] = SV(sbk + ring[r]);
 #define HS_LOAD_SUB(s)                                                                             \
     uvec4 qd[RW];                                                                                  \
     float sa[RW];                                                                                  \
     for (uint r = 0; r < RW; r++) {                                                                \
-        qd[r] = Q[qb + s * G + ring[r]];                                                           \
+        qd[r] = QV(qb + s * G + ring[r]);                                                           \
         sa[r] = unpackHalf2x16(sw[r])[s];                                                          \
     }
 #define HS_DEQ8(r, GI)                                                                             \
@@ -161,8 +184,8 @@ uint hs_u8(uint w, uint t) { return (w >> (8u * t)) & 255u; }
     uvec4 qd[RW];                                                                                  \
     float sa[RW], sb[RW];                                                                          \
     for (uint r = 0; r < RW; r++) {                                                                \
-        qd[r] = Q[qb + ring[r]];                                                                   \
-        const vec2 dm = unpackHalf2x16(S[sbk + ring[r]]);                          \
+        qd[r] = QV(qb + ring[r]);                                                                   \
+        const vec2 dm = unpackHalf2x16(SV(sbk + ring[r]));                          \
         sa[r] = dm.x;                                                                              \
         sb[r] = dm.y;                                                                              \
     }
@@ -173,15 +196,15 @@ uint hs_u8(uint w, uint t) { return (w >> (8u * t)) & 255u; }
     vec2 dk[RW];                                                                                   \
     uvec4 hk[RW];                                                                                  \
     for (uint r = 0; r < RW; r++) {                                                                \
-        dk[r] = unpackHalf2x16(S[sbk + ring[r]]);                                  \
-        hk[r] = Q[qb + 8u * G + ring[r]];                                                          \
+        dk[r] = unpackHalf2x16(SV(sbk + ring[r]));                                  \
+        hk[r] = QV(qb + 8u * G + ring[r]);                                                          \
     }
 /* d * sc and dmin * m are exact in f32 (11 x 6 bits), as ggml's d1 and m1. */
 #define HS_LOAD_SUB(s)                                                                             \
     uvec4 qd[RW];                                                                                  \
     float sa[RW], sb[RW];                                                                          \
     for (uint r = 0; r < RW; r++) {                                                                \
-        qd[r] = Q[qb + s * G + ring[r]];                                                           \
+        qd[r] = QV(qb + s * G + ring[r]);                                                           \
         sa[r] = dk[r].x * float(hs_u8(hk[r][s >> 2], s & 3u));                                     \
         sb[r] = dk[r].y * float(hs_u8(hk[r][2u + (s >> 2)], s & 3u));                              \
     }
@@ -192,8 +215,8 @@ uint hs_u8(uint w, uint t) { return (w >> (8u * t)) & 255u; }
     float dk[RW];                                                                                  \
     uvec4 hk[RW];                                                                                  \
     for (uint r = 0; r < RW; r++) {                                                                \
-        dk[r] = unpackHalf2x16(S[sbk + ring[r]]).x;                                \
-        hk[r] = Q[qb + 12u * G + ring[r]];                                                         \
+        dk[r] = unpackHalf2x16(SV(sbk + ring[r])).x;                                \
+        hk[r] = QV(qb + 12u * G + ring[r]);                                                         \
     }
 /* d * sc is exact in f32 (11 x 8 bits); the weight is (d * sc) * q as in ggml. */
 #define HS_LOAD_SUB(s)                                                                             \
@@ -201,8 +224,8 @@ uint hs_u8(uint w, uint t) { return (w >> (8u * t)) & 255u; }
     uvec2 qe[RW];                                                                                  \
     float sa[RW], sb[RW];                                                                          \
     for (uint r = 0; r < RW; r++) {                                                                \
-        qd[r] = Q[qb + s * G + ring[r]];                                                           \
-        const uvec4 h = Q[qb + (8u + (s >> 1)) * G + ring[r]];                                     \
+        qd[r] = QV(qb + s * G + ring[r]);                                                           \
+        const uvec4 h = QV(qb + (8u + (s >> 1)) * G + ring[r]);                                     \
         qe[r] = (s & 1u) != 0u ? h.zw : h.xy;                                                      \
         sa[r] = dk[r] * hs_i8(hk[r][s >> 1], 2u * (s & 1u));                                       \
         sb[r] = dk[r] * hs_i8(hk[r][s >> 1], 2u * (s & 1u) + 1u);                                  \

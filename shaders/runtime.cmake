@@ -1,3 +1,4 @@
 # Kernels of the runtime itself (benchmarks of the device).
 hs_shader(noop noop.comp)
 hs_shader(read_bw read_bw.comp)
+hs_shader(read_bw_texel read_bw_texel.comp)

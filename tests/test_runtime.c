@@ -7,6 +7,7 @@
 
 #include "hs_shaders.h"
 #include "op_elem.h"
+#include "op_matmul.h"
 #include "op_select.h"
 #include "testutil.h"
 
@@ -38,13 +39,15 @@ static void test_caps(void **state) {
  * size it pinned, and the RoPE + KV-write variant for an f16 cache. */
 typedef struct variants {
     hs_vk_caps caps;
-    char argmax[64], rope_f16[64];
+    char argmax[64], rope_f16[64], matmul[64];
+    uint32_t texel_tuning; /* the tuning asks for texel-buffer weights */
     uint32_t argmax_sg;
     uint32_t validation;
 } variants;
 
-/* Creates a context with var=value set (var NULL: none), records one argmax
- * and one RoPE + KV write into an f16 cache, and notes the pipelines chosen. */
+/* Creates a context with var=value set (var NULL: none), records one argmax,
+ * one RoPE + KV write into an f16 cache and one q4_1 product, and notes the
+ * pipelines chosen. */
 static void probe_variants(const char *var, const char *value, variants *out) {
     memset(out, 0, sizeof *out);
     /* Put back what the run itself set (a pass of tools/test.sh). */
@@ -74,9 +77,18 @@ static void probe_variants(const char *var, const char *value, variants *out) {
     hs_kv_layer kv = {.k = {k, 0, 0}, .v = {v, 0, 0}, .type = HS_TYPE_F16, .n_ctx = 4, .n_kv_head = 1, .head_dim = 8};
     hs_rope_params rp = {.n_rot = 8, .mode = HS_ROPE_NORMAL, .freq_base = 10000.0f, .freq_scale = 1.0f};
     HS_CHECK(hs_op_rope_kv(ops, seq, &X, &P, &R, &Q, &kv, 1, 2, &rp));
+    const uint32_t n_rope = hs_vk_seq_dispatch_count(seq);
+    uint8_t wdata[32 * 20]; /* 32 rows of one q4_1 block: zero scales, any nibbles */
+    memset(wdata, 0, sizeof wdata);
+    hs_weight *w = NULL;
+    HS_CHECK(hs_weight_create(ops, HS_TYPE_Q4_1, 32, 32, wdata, &w));
+    HS_CHECK(hs_op_matmul(ops, seq, w, (hs_vk_binding){logits, 0, 128}, 1, (hs_vk_binding){logits, 512, 128}, NULL));
     HS_CHECK(hs_vk_seq_end(seq));
+    const hs_vk_pipeline *pm = hs_vk_seq_dispatch_pipeline(seq, hs_vk_seq_dispatch_count(seq) - 1);
+    snprintf(out->matmul, sizeof out->matmul, "%s", hs_vk_pipeline_name(pm));
+    out->texel_tuning = hs_ops_tuning(ops)->texel_weights;
     const hs_vk_pipeline *pa = hs_vk_seq_dispatch_pipeline(seq, n_argmax - 1);
-    const hs_vk_pipeline *pr = hs_vk_seq_dispatch_pipeline(seq, hs_vk_seq_dispatch_count(seq) - 1);
+    const hs_vk_pipeline *pr = hs_vk_seq_dispatch_pipeline(seq, n_rope - 1);
     assert_non_null(pa);
     assert_non_null(pr);
     assert_null(hs_vk_seq_dispatch_pipeline(seq, hs_vk_seq_dispatch_count(seq)));
@@ -84,6 +96,7 @@ static void probe_variants(const char *var, const char *value, variants *out) {
     snprintf(out->rope_f16, sizeof out->rope_f16, "%s", hs_vk_pipeline_name(pr));
     out->argmax_sg = hs_vk_pipeline_required_subgroup(pa);
     hs_vk_seq_destroy(seq);
+    hs_weight_destroy(w);
     hs_vk_buffer *bufs[] = {logits, idx, qkv, q, k, v};
     for (size_t i = 0; i < 6; i++) hs_vk_buffer_destroy(bufs[i]);
     hs_ops_destroy(ops);
@@ -136,6 +149,22 @@ static void test_feature_switches(void **state) {
     } else {
         assert_string_equal(base.rope_f16, "rope_kv_f16p");
     }
+    /* Texel buffers: the products' weights, where the tuning asks for them. */
+    const bool tx = strstr(base.matmul, "_tx") != NULL;
+    assert_int_equal(tx, base.caps.max_texel_elements > 0 && base.texel_tuning);
+    if (base.caps.max_texel_elements) {
+        probe_variants("HS_VK_DISABLE_TEXEL_BUFFER", "1", &off);
+        assert_int_equal(off.caps.max_texel_elements, 0);
+        assert_null(strstr(off.matmul, "_tx"));
+        if (tx) {
+            /* the same kernel but for the weights' loads */
+            char want[64];
+            snprintf(want, sizeof want, "%.*s", (int)(strlen(base.matmul) - 3), base.matmul);
+            assert_string_equal(off.matmul, want);
+        }
+        assert_string_equal(off.argmax, base.argmax);
+        assert_int_equal(off.validation, 0);
+    }
     /* Features no kernel uses: the switch clears the cap, nothing else moves. */
     static const struct {
         const char *env;
@@ -156,14 +185,15 @@ static void test_feature_switches(void **state) {
         assert_false(*(const bool *)((const char *)&off.caps + unused[i].cap));
         assert_string_equal(off.argmax, base.argmax);
         assert_string_equal(off.rope_f16, base.rope_f16);
+        assert_string_equal(off.matmul, base.matmul);
         assert_int_equal(off.argmax_sg, base.argmax_sg);
         assert_int_equal(off.validation, 0);
     }
-    /* Three features have kernels today; a kernel using another must update
+    /* Four features have kernels today; a kernel using another must update
      * hs_feature_uses and this test. */
     uint32_t with_kernels = 0;
     for (uint32_t j = 0; j < HS_FEATURE_COUNT; j++) with_kernels += uses[j].used_by != NULL;
-    assert_int_equal(with_kernels, 3);
+    assert_int_equal(with_kernels, 4);
     /* HS_VK_MAX_BUFFER_RANGE: rounded down to 256 bytes, never above the
      * device's own limit (base may itself run under a smaller override). */
     probe_variants("HS_VK_MAX_BUFFER_RANGE", "70000", &off);
