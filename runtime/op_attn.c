@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "hs_shaders.h"
+#include "op_common.h"
 
 /* Per-lane vec4 registers of one operand (queries or accumulators) the
  * attention kernel may hold: the query heads sharing a workgroup are cut to
@@ -45,50 +46,6 @@ typedef struct hs_kv_gather_push {
 } hs_kv_gather_push;
 static_assert(sizeof(hs_kv_gather_push) == 32, "kv_gather push constants");
 
-/* Bytes a binding exposes from its offset (its range, or to the buffer end). */
-static uint64_t binding_span(const hs_vk_binding *b) {
-    uint64_t size = hs_vk_buffer_size(b->buf);
-    if (b->offset >= size) return 0;
-    return b->range ? (b->range < size - b->offset ? b->range : size - b->offset) : size - b->offset;
-}
-
-/* Checks that tensor b holds `need` bytes starting `at` bytes in, on a
- * multiple of `unit` bytes. */
-static hs_status check_span(const char *op, const char *what, const hs_vk_binding *b, uint64_t at,
-                            uint64_t need, uint32_t unit) {
-    if (!b || !b->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s has no buffer", op, what);
-    uint64_t span = binding_span(b);
-    if (at > span || need > span - at)
-        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s needs %llu bytes at +%llu, binding has %llu", op, what,
-                       (unsigned long long)need, (unsigned long long)at, (unsigned long long)span);
-    if ((b->offset + at) % unit)
-        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s offset %llu is not a multiple of %u bytes", op, what,
-                       (unsigned long long)(b->offset + at), unit);
-    return HS_OK;
-}
-
-/* Binds `need` bytes starting `at` bytes into tensor b: the descriptor gets the
- * offset aligned down to minStorageBufferOffsetAlignment, and *off the slack in
- * units of `unit` bytes (the shader's element size), which the shader adds. */
-static hs_status bind_range(const hs_ops *ops, const char *op, const char *what, const hs_vk_binding *b,
-                            uint64_t at, uint64_t need, uint32_t unit, hs_vk_binding *out, uint32_t *off) {
-    const hs_vk_caps *c = hs_ops_caps(ops);
-    hs_status st = check_span(op, what, b, at, need, unit);
-    if (st != HS_OK) return st;
-    uint64_t start = b->offset + at;
-    uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
-    uint64_t base = start - start % align;
-    uint64_t slack = start - base; /* a multiple of unit: align and unit are powers of two */
-    if (slack + need > c->max_storage_buffer_range)
-        return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "%s: %s spans %llu bytes, over maxStorageBufferRange %llu", op,
-                       what, (unsigned long long)(slack + need),
-                       (unsigned long long)c->max_storage_buffer_range);
-    if (slack / unit > UINT32_MAX) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s offset too large", op, what);
-    *out = (hs_vk_binding){.buf = b->buf, .offset = base, .range = slack + need};
-    *off = (uint32_t)(slack / unit);
-    return HS_OK;
-}
-
 hs_status hs_attn_check_parents(const int32_t *parents, uint32_t n) {
     for (uint32_t i = 0; i < n; i++)
         if (parents[i] < -1 || parents[i] >= (int64_t)i)
@@ -110,9 +67,12 @@ hs_status hs_op_tree_mask(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *pare
 
     hs_vk_binding b[3];
     hs_tree_mask_push pc = {.n = n, .words = words};
-    HS_TRY(bind_range(ops, "tree_mask", "parents", parents, 0, (uint64_t)n * 4, 4, &b[0], &pc.parents_off));
-    HS_TRY(bind_range(ops, "tree_mask", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[1], &pc.mask_off));
-    HS_TRY(bind_range(ops, "tree_mask", "depth", depth, 0, (uint64_t)n * 4, 4, &b[2], &pc.depth_off));
+    HS_TRY(hs_op_bind(hs_ops_caps(ops), "tree_mask", "parents", parents, 0, (uint64_t)n * 4, 4, &b[0],
+                      &pc.parents_off));
+    HS_TRY(hs_op_bind(hs_ops_caps(ops), "tree_mask", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[1],
+                      &pc.mask_off));
+    HS_TRY(hs_op_bind(hs_ops_caps(ops), "tree_mask", "depth", depth, 0, (uint64_t)n * 4, 4, &b[2],
+                      &pc.depth_off));
 
     hs_vk_pipeline_desc d = {.name = "tree_mask",
                              .code = hs_spv_tree_mask,
@@ -247,8 +207,8 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     const uint32_t type_index = kv->type == HS_TYPE_F16 ? (x8 ? 1 : 2) : 0;
     /* Both caches hold the layer and start on a load unit; a layer past
      * maxStorageBufferRange is bound in windows. */
-    HS_TRY(check_span("attention", "k cache", &kv->k, 0, kv_bytes, variants[0][type_index].unit));
-    HS_TRY(check_span("attention", "v cache", &kv->v, 0, kv_bytes, variants[0][type_index].unit));
+    HS_TRY(hs_op_check("attention", "k cache", &kv->k, 0, kv_bytes, variants[0][type_index].unit));
+    HS_TRY(hs_op_check("attention", "v cache", &kv->v, 0, kv_bytes, variants[0][type_index].unit));
     hs_kv_split sp;
     HS_TRY(hs_kv_plan_rows(ops, "attention", &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp));
     const attn_variant *variant = &variants[sp.chunks > 1][type_index];
@@ -256,14 +216,13 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     hs_kv_bind_windows(ops, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp, variant->unit, 1, 2, 6, b, &pc.k_off,
                        &pc.v_off);
     pc.chunk_rows = sp.chunk_rows;
-    HS_TRY(
-        bind_range(ops, "attention", "info", info, 0, (uint64_t)(live_word + 1) * 4, 4, &b[3], &pc.info_off));
-    HS_TRY(bind_range(ops, "attention", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[4], &pc.mask_off));
+    HS_TRY(hs_op_bind(hs_ops_caps(ops), "attention", "info", info, 0, (uint64_t)(live_word + 1) * 4, 4, &b[3],
+                      &pc.info_off));
+    HS_TRY(hs_op_bind(hs_ops_caps(ops), "attention", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[4],
+                      &pc.mask_off));
     /* Whole q and out must exist even if they are bound chunk by chunk. */
-    if (!q || !q->buf || !out || !out->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "attention: q or out missing");
-    if (binding_span(q) < n * q_row || binding_span(out) < n * q_row)
-        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "attention: q or out holds fewer than %u x %u x %u floats", n,
-                       n_head, hd);
+    HS_TRY(hs_op_check("attention", "q", q, 0, (uint64_t)n * q_row, 16));
+    HS_TRY(hs_op_check("attention", "out", out, 0, (uint64_t)n * q_row, 16));
 
     hs_vk_pipeline_desc d = {.name = variant->name,
                              .code = variant->code,
@@ -288,8 +247,10 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "attention: one query row exceeds maxStorageBufferRange");
     for (uint32_t q0 = 0; q0 < n; q0 += (uint32_t)per) {
         uint32_t cnt = n - q0 < per ? n - q0 : (uint32_t)per;
-        HS_TRY(bind_range(ops, "attention", "q", q, q0 * q_row, cnt * q_row, 16, &b[0], &pc.q_off));
-        HS_TRY(bind_range(ops, "attention", "out", out, q0 * q_row, cnt * q_row, 16, &b[5], &pc.o_off));
+        HS_TRY(
+            hs_op_bind(hs_ops_caps(ops), "attention", "q", q, q0 * q_row, cnt * q_row, 16, &b[0], &pc.q_off));
+        HS_TRY(hs_op_bind(hs_ops_caps(ops), "attention", "out", out, q0 * q_row, cnt * q_row, 16, &b[5],
+                          &pc.o_off));
         pc.q_base = q0;
         HS_TRY(hs_vk_seq_dispatch(seq, p, b, n_bind, &pc, gx, cnt, 1));
     }
@@ -371,10 +332,10 @@ hs_status hs_op_kv_gather(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *k, c
     hs_vk_binding b[HS_VK_MAX_BINDINGS];
     hs_kv_gather_push pc = {
         .row_units = (uint32_t)row_units, .layer_units = (uint32_t)stride_units, .n_ctx = n_ctx, .cap = cap};
-    HS_TRY(bind_range(ops, "kv_gather", "rows", rows, 0, (uint64_t)(HS_KV_GATHER_SRC + cap) * 4, 4, &b[2],
-                      &pc.info_off));
-    HS_TRY(check_span("kv_gather", "k", k, 0, (uint64_t)(n_layers - 1) * layer_stride + layer_bytes, unit));
-    HS_TRY(check_span("kv_gather", "v", v, 0, (uint64_t)(n_layers - 1) * layer_stride + layer_bytes, unit));
+    HS_TRY(hs_op_bind(hs_ops_caps(ops), "kv_gather", "rows", rows, 0, (uint64_t)(HS_KV_GATHER_SRC + cap) * 4,
+                      4, &b[2], &pc.info_off));
+    HS_TRY(hs_op_check("kv_gather", "k", k, 0, (uint64_t)(n_layers - 1) * layer_stride + layer_bytes, unit));
+    HS_TRY(hs_op_check("kv_gather", "v", v, 0, (uint64_t)(n_layers - 1) * layer_stride + layer_bytes, unit));
 
     /* Layers per dispatch: as many as one binding range holds with the
      * alignment slack their windows can have (all of them for any model that
@@ -391,8 +352,8 @@ hs_status hs_op_kv_gather(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *k, c
             uint32_t cnt = n_layers - l0 < per ? n_layers - l0 : (uint32_t)per;
             uint64_t at = (uint64_t)l0 * layer_stride;
             uint64_t span = (uint64_t)(cnt - 1) * layer_stride + layer_bytes;
-            HS_TRY(bind_range(ops, "kv_gather", "k", k, at, span, unit, &b[0], &pc.k_off));
-            HS_TRY(bind_range(ops, "kv_gather", "v", v, at, span, unit, &b[1], &pc.v_off));
+            HS_TRY(hs_op_bind(hs_ops_caps(ops), "kv_gather", "k", k, at, span, unit, &b[0], &pc.k_off));
+            HS_TRY(hs_op_bind(hs_ops_caps(ops), "kv_gather", "v", v, at, span, unit, &b[1], &pc.v_off));
             HS_TRY(hs_vk_seq_dispatch(seq, p, b, 3, &pc, gx, cnt, 2));
         }
         return HS_OK;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "hs_shaders.h"
+#include "op_common.h"
 
 /* Workgroup sizes of the kernels without reductions: several subgroups on
  * every device. llvmpipe pays roughly a microsecond per workgroup, so these
@@ -77,28 +78,9 @@ typedef struct hs_operand {
     uint64_t bytes;     /* total bytes the op reads or writes */
 } hs_operand;
 
-static hs_status check_operand(const char *op, const hs_operand *a) {
-    if (!a->b || !a->b->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s has no buffer", op, a->name);
-    const hs_vk_binding *b = a->b;
-    uint64_t size = hs_vk_buffer_size(b->buf);
-    if (b->offset % 4)
-        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s offset %llu is not a multiple of 4 bytes", op, a->name,
-                       (unsigned long long)b->offset);
-    if (b->offset > size || (b->range && b->range > size - b->offset))
-        return HS_FAIL(HS_ERR_OUT_OF_RANGE,
-                       "%s: %s binding (offset %llu, range %llu) is outside its %llu-byte buffer", op,
-                       a->name, (unsigned long long)b->offset, (unsigned long long)b->range,
-                       (unsigned long long)size);
-    uint64_t avail = b->range ? b->range : size - b->offset;
-    if (a->bytes > avail)
-        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s needs %llu bytes but its binding holds %llu", op, a->name,
-                       (unsigned long long)a->bytes, (unsigned long long)avail);
-    return HS_OK;
-}
-
 static hs_status check_operands(const char *op, const hs_operand *a, int n) {
     for (int i = 0; i < n; i++) {
-        hs_status st = check_operand(op, &a[i]);
+        hs_status st = hs_op_check(op, a[i].name, a[i].b, 0, a[i].bytes, 4);
         if (st != HS_OK) return st;
     }
     return HS_OK;
@@ -136,14 +118,9 @@ static hs_status plan_rows(const hs_vk_caps *c, const char *op, const hs_operand
  * aligned-down offset; *off receives the remainder in units of `unit` bytes. */
 static void bind_window(const hs_vk_caps *c, const hs_operand *a, uint64_t r0, uint64_t nr, uint32_t unit,
                         hs_vk_binding *out, uint32_t *off) {
-    uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
-    uint64_t first = a->row_bytes ? r0 * a->row_bytes : 0;
-    uint64_t bytes = a->row_bytes ? nr * a->row_bytes : a->bytes;
-    uint64_t base = a->b->offset + first;
-    uint64_t aligned = base - base % align;
-    if (bytes == 0) bytes = 4; /* ranges must not be empty; nothing is accessed */
-    *out = (hs_vk_binding){a->b->buf, aligned, base - aligned + bytes};
-    *off = (uint32_t)((base - aligned) / unit);
+    const uint64_t first = a->row_bytes ? r0 * a->row_bytes : 0;
+    *out = hs_op_window(c, a->b->buf, a->b->offset + first, a->row_bytes ? nr * a->row_bytes : a->bytes, unit,
+                        off);
 }
 
 /* Workgroup grid for `groups` workgroups: x first, then rows of x. */
@@ -155,12 +132,6 @@ static void grid_2d(const hs_vk_caps *c, uint64_t groups, uint32_t *gx, uint32_t
 
 static uint64_t max_groups_2d(const hs_vk_caps *c) {
     return (uint64_t)c->max_wg_count[0] * c->max_wg_count[1];
-}
-
-static uint32_t clamp_wg(const hs_vk_caps *c, uint32_t wg) {
-    if (wg > c->max_wg_size[0]) wg = c->max_wg_size[0];
-    if (wg > c->max_wg_invocations) wg = c->max_wg_invocations;
-    return wg ? wg : 1;
 }
 
 /* Row ops (rmsnorm.comp, softmax.comp) walk the row twice, four elements per
@@ -177,8 +148,8 @@ static uint64_t row_trip_count(uint32_t wg, const void *ctx) {
  * long rows. */
 static uint32_t row_wg(hs_ops *ops, uint64_t dim) {
     const hs_vk_caps *c = hs_ops_caps(ops);
-    return hs_widen_for_trips(clamp_wg(c, hs_ops_tuning(ops)->reduce_wg_size), clamp_wg(c, UINT32_MAX),
-                              HS_ROW_TRIP_BUDGET, row_trip_count, &dim);
+    return hs_widen_for_trips(hs_op_clamp_wg(c, hs_ops_tuning(ops)->reduce_wg_size),
+                              hs_op_clamp_wg(c, UINT32_MAX), HS_ROW_TRIP_BUDGET, row_trip_count, &dim);
 }
 
 static hs_status get_pipeline(hs_ops *ops, const char *name, const uint32_t *code, size_t code_size,
@@ -321,7 +292,7 @@ static hs_status eltwise(hs_ops *ops, hs_vk_seq *seq, hs_elt_op kind, const hs_v
     hs_status st = check_operands(op, o, n_o);
     if (st != HS_OK || rows == 0) return st;
 
-    uint32_t wg = clamp_wg(c, HS_ELTWISE_WG);
+    uint32_t wg = hs_op_clamp_wg(c, HS_ELTWISE_WG);
     hs_vk_pipeline *p;
     st = get_pipeline(ops, k_elt[kind].name, k_elt[kind].code, *k_elt[kind].size, (uint32_t)n_o,
                       1u << (n_o - 1), sizeof(hs_eltwise_push), wg, false, &p);
@@ -407,10 +378,7 @@ static uint64_t rows_in_range(const hs_vk_caps *c, uint64_t off, uint64_t stride
  * slack in floats. */
 static void bind_rows(const hs_vk_caps *c, const hs_vk_binding *b, uint64_t r0, uint64_t nr, uint64_t stride,
                       uint64_t row, hs_vk_binding *out, uint32_t *off) {
-    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
-    const uint64_t base = b->offset + r0 * stride, aligned = base - base % align;
-    *out = (hs_vk_binding){b->buf, aligned, base - aligned + (nr - 1) * stride + row};
-    *off = (uint32_t)((base - aligned) / 4);
+    *out = hs_op_window(c, b->buf, b->offset + r0 * stride, (nr - 1) * stride + row, 4, off);
 }
 
 hs_status hs_op_gather_rows(hs_ops *ops, hs_vk_seq *seq, const hs_gather_rows *g, uint32_t n) {
@@ -460,7 +428,7 @@ hs_status hs_op_gather_rows(hs_ops *ops, hs_vk_seq *seq, const hs_gather_rows *g
     /* An indexed source larger than one binding: one dispatch per window. */
     const uint64_t win = sidx ? (src_fit < g->src_rows ? src_fit : g->src_rows) : 0;
 
-    const uint32_t wg = clamp_wg(c, HS_GATHER_WG);
+    const uint32_t wg = hs_op_clamp_wg(c, HS_GATHER_WG);
     hs_vk_pipeline *p;
     st = get_pipeline(ops, "gather_rows", hs_spv_gather_rows, hs_spv_gather_rows_size, 4, 1u << 3,
                       sizeof(hs_gather_rows_push), wg, false, &p);
@@ -622,7 +590,7 @@ hs_status hs_op_rope(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *x, const 
     if (st != HS_OK || n == 0) return st;
 
     if (rp->n_rot == 0) return HS_OK; /* nothing rotates */
-    uint32_t wg = clamp_wg(c, HS_ROPE_WG);
+    uint32_t wg = hs_op_clamp_wg(c, HS_ROPE_WG);
     hs_vk_pipeline *p;
     st = get_pipeline(ops, "rope", hs_spv_rope, hs_spv_rope_size, 3, 1u << 0, sizeof(hs_rope_push), wg, false,
                       &p);
@@ -687,7 +655,7 @@ hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, c
     if (st != HS_OK) return st;
     const uint32_t n_bind = hs_kv_bindings(7, &sp);
 
-    uint32_t wg = clamp_wg(c, HS_ROPE_WG);
+    uint32_t wg = hs_op_clamp_wg(c, HS_ROPE_WG);
     static const struct {
         const char *name;
         const uint32_t *code;

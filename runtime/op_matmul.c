@@ -14,6 +14,7 @@
 
 #include "hs_quant.h"
 #include "hs_shaders.h"
+#include "op_common.h"
 
 #define HS_GET_ROWS_WG 64u
 
@@ -209,30 +210,7 @@ typedef struct hs_window {
 
 static hs_status make_window(const hs_vk_caps *c, const char *op, const char *name, hs_vk_binding b, uint64_t bytes,
                              hs_window *out) {
-    if (!b.buf) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s has no buffer", op, name);
-    const uint64_t size = hs_vk_buffer_size(b.buf);
-    if (b.offset % 4)
-        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s offset %llu is not a multiple of 4 bytes", op, name,
-                       (unsigned long long)b.offset);
-    if (b.offset > size || (b.range && b.range > size - b.offset))
-        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s binding (offset %llu, range %llu) is outside its %llu-byte buffer",
-                       op, name, (unsigned long long)b.offset, (unsigned long long)b.range,
-                       (unsigned long long)size);
-    const uint64_t avail = b.range ? b.range : size - b.offset;
-    if (bytes > avail)
-        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s needs %llu bytes but its binding holds %llu", op, name,
-                       (unsigned long long)bytes, (unsigned long long)avail);
-    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
-    const uint64_t base = b.offset / align * align;
-    const uint64_t range = b.offset - base + bytes;
-    if (range > c->max_storage_buffer_range)
-        return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "%s: %s (%llu bytes) exceeds maxStorageBufferRange %llu; split the batch",
-                       op, name, (unsigned long long)bytes, (unsigned long long)c->max_storage_buffer_range);
-    if ((b.offset - base) / 4 > UINT32_MAX)
-        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s offset too large", op, name);
-    out->bind = (hs_vk_binding){b.buf, base, range};
-    out->elem = (uint32_t)((b.offset - base) / 4);
-    return HS_OK;
+    return hs_op_bind(c, op, name, &b, 0, bytes, 4, &out->bind, &out->elem);
 }
 
 /* b from `by` bytes further on (a range shrinks by as much). */
@@ -405,8 +383,7 @@ hs_status hs_op_get_rows(hs_ops *ops, hs_vk_seq *seq, const hs_weight *table, hs
     if ((st = make_window(c, op, "out", out, out_bytes, &wo)) != HS_OK) return st;
     if (overlap(ids, (uint64_t)n * 4, out, out_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: out overlaps ids", op);
 
-    const uint32_t wgs = clamp_u32(HS_GET_ROWS_WG, 1, c->max_wg_size[0] < c->max_wg_invocations ? c->max_wg_size[0]
-                                                                                                 : c->max_wg_invocations);
+    const uint32_t wgs = hs_op_clamp_wg(c, HS_GET_ROWS_WG);
     char name[32];
     snprintf(name, sizeof name, "get_rows_%s", type_suffix(table->type));
     hs_vk_pipeline_desc d = {.name = name,

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "hs_shaders.h"
+#include "op_common.h"
 
 /* Mirrors the push constants of shaders/argmax.comp. */
 typedef struct hs_argmax_push {
@@ -139,32 +140,6 @@ static hs_status get_pipeline(hs_ops *ops, const select_kernel *k, hs_vk_pipelin
     return hs_ops_pipeline(ops, &d, out);
 }
 
-/* Checks that b covers `need` bytes from its offset. */
-static hs_status check_binding(const char *op, const char *what, const hs_vk_binding *b, uint64_t need) {
-    if (!b || !b->buf) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s has no buffer", op, what);
-    if (b->offset % 4)
-        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %s offset %llu is not a multiple of 4 bytes", op, what,
-                       (unsigned long long)b->offset);
-    uint64_t size = hs_vk_buffer_size(b->buf);
-    uint64_t avail = b->offset < size ? size - b->offset : 0;
-    if (b->range && b->range < avail) avail = b->range;
-    if (avail < need)
-        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: %s needs %llu bytes at offset %llu, binding holds %llu", op,
-                       what, (unsigned long long)need, (unsigned long long)b->offset,
-                       (unsigned long long)avail);
-    return HS_OK;
-}
-
-/* Binding of `bytes` bytes at byte offset `off` of buf, with the offset aligned
- * down to the device's storage alignment; *base = the skipped words. */
-static hs_vk_binding sub_binding(const hs_vk_caps *c, hs_vk_buffer *buf, uint64_t off, uint64_t bytes,
-                                 uint32_t *base) {
-    uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
-    uint64_t a = off - off % align;
-    *base = (uint32_t)((off - a) / 4);
-    return (hs_vk_binding){.buf = buf, .offset = a, .range = off - a + bytes};
-}
-
 /* Rows per dispatch: every binding of a dispatch must stay within
  * maxStorageBufferRange (with the alignment slack its windows can have) and
  * the row count within maxComputeWorkGroupCount[0]. 0 if a single row does not
@@ -200,8 +175,8 @@ static hs_status dispatch_rows(hs_ops *ops, hs_vk_seq *seq, const char *op, cons
     for (uint32_t r0 = 0; r0 < n; r0 += per) {
         uint32_t rows = n - r0 < per ? n - r0 : per;
         hs_vk_binding b[2];
-        b[0] = sub_binding(c, logits->buf, logits->offset + r0 * in_row, rows * in_row, push_in_base);
-        b[1] = sub_binding(c, out->buf, out->offset + r0 * out_row, rows * out_row, push_out_base);
+        b[0] = hs_op_window(c, logits->buf, logits->offset + r0 * in_row, rows * in_row, 4, push_in_base);
+        b[1] = hs_op_window(c, out->buf, out->offset + r0 * out_row, rows * out_row, 4, push_out_base);
         *push_rows = rows;
         HS_TRY(hs_vk_seq_dispatch(seq, pipe, b, 2, push, rows, 1, 1));
     }
@@ -216,8 +191,8 @@ hs_status hs_op_argmax(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *logits,
     if (n == 0) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_op_argmax: n (rows) must be >= 1");
     if (vocab == 0 || vocab == UINT32_MAX)
         return HS_FAIL(HS_ERR_INVALID_ARG, "hs_op_argmax: vocab %u must be in [1, 2^32 - 2]", vocab);
-    HS_TRY(check_binding("hs_op_argmax", "logits", logits, (uint64_t)n * vocab * 4u));
-    HS_TRY(check_binding("hs_op_argmax", "out", out, (uint64_t)n * 4u));
+    HS_TRY(hs_op_check("hs_op_argmax", "logits", logits, 0, (uint64_t)n * vocab * 4u, 4));
+    HS_TRY(hs_op_check("hs_op_argmax", "out", out, 0, (uint64_t)n * 4u, 4));
 
     bool use_sg = hs_ops_subgroup(ops) > 1;
     select_kernel k = {
@@ -252,8 +227,8 @@ hs_status hs_op_topk(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *logits, u
                        "hs_op_topk: temperature %g must be finite and > 0 (use argmax for greedy)",
                        (double)temperature);
     uint32_t words = hs_topk_record_words(k);
-    HS_TRY(check_binding("hs_op_topk", "logits", logits, (uint64_t)n * vocab * 4u));
-    HS_TRY(check_binding("hs_op_topk", "out", out, (uint64_t)n * words * 4u));
+    HS_TRY(hs_op_check("hs_op_topk", "logits", logits, 0, (uint64_t)n * vocab * 4u, 4));
+    HS_TRY(hs_op_check("hs_op_topk", "out", out, 0, (uint64_t)n * words * 4u, 4));
 
     bool use_sg = hs_ops_subgroup(ops) > 1;
     select_kernel kk = {

@@ -1,0 +1,39 @@
+/* op_common — what every op file needs to bind a caller's tensor: the checks
+ * of a binding against what the op touches, and the window a shader sees.
+ *
+ * A descriptor's offset must be a multiple of minStorageBufferOffsetAlignment,
+ * so an op binds a tensor at its offset aligned down and passes the remainder,
+ * the slack, to the shader in units of the shader's element (hs_op_bind); the
+ * slack counts against maxStorageBufferRange. Ops that split a tensor into
+ * windows plan them with hs_ops_max_slack (hs_ops.h) and bind each with
+ * hs_op_window. Internal to runtime/op_*.c. */
+#ifndef HS_OP_COMMON_H
+#define HS_OP_COMMON_H
+
+#include "hs_ops.h"
+
+/* Checks that tensor b (its range, or to the buffer's end) holds `need` bytes
+ * starting `at` bytes in, at an offset that is a multiple of `unit` bytes
+ * (a power of two). HS_ERR_INVALID_ARG for no buffer or a misaligned offset,
+ * HS_ERR_OUT_OF_RANGE for a binding outside its buffer or too short; the
+ * message names op and what. */
+hs_status hs_op_check(const char *op, const char *what, const hs_vk_binding *b, uint64_t at, uint64_t need,
+                      uint32_t unit);
+
+/* hs_op_check, then the binding of those bytes at the offset aligned down
+ * (*out) and the slack in units of `unit` bytes (*off), which the shader adds
+ * to its indices. HS_ERR_VK_UNSUPPORTED when slack + need exceeds
+ * maxStorageBufferRange. */
+hs_status hs_op_bind(const hs_vk_caps *c, const char *op, const char *what, const hs_vk_binding *b, uint64_t at,
+                     uint64_t need, uint32_t unit, hs_vk_binding *out, uint32_t *off);
+
+/* The binding of `bytes` bytes (at least 4: a range is never empty) at byte
+ * `start` of buf, aligned down as hs_op_bind does, with the slack in units of
+ * `unit` bytes in *off; unchecked, for windows already planned to fit. */
+hs_vk_binding hs_op_window(const hs_vk_caps *c, hs_vk_buffer *buf, uint64_t start, uint64_t bytes, uint32_t unit,
+                           uint32_t *off);
+
+/* wg clamped to the device's workgroup limits (x size and invocations), at least 1. */
+uint32_t hs_op_clamp_wg(const hs_vk_caps *c, uint32_t wg);
+
+#endif
