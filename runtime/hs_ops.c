@@ -91,13 +91,22 @@ static const struct {
      * vector gather where a storage-buffer load loops over the lanes (measured:
      * bench-ops "device memory read"), so weights come through texel buffers. */
     {0x10005, NULL, {"lavapipe", 4, 4, 8, 1}},
-    /* GPUs: storage-buffer loads are as wide as texel fetches and skip the
-     * texture path, so weights stay in storage buffers (not measured here). */
+    /* GPUs (none measured here; each line says why): storage-buffer loads are
+     * as wide as texel fetches and skip the texture path, so weights stay in
+     * storage buffers everywhere below. */
+    /* NVIDIA: 32-lane warps, many registers: 8 columns share each dequantized
+     * weight; 128-lane reductions fill an SM's schedulers. */
     {0x10DE, NULL, {"nvidia", 2, 8, 128, 0}},
+    /* AMD: 64-lane waves on GCN (32 on RDNA), large register files: as NVIDIA. */
     {0x1002, NULL, {"amd", 2, 8, 128, 0}},
+    /* Intel: SIMD8-32 EUs with smaller register budgets per lane: 64-lane
+     * reductions, 8 columns. */
     {0x8086, NULL, {"intel", 2, 8, 64, 0}},
+    /* Adreno: 64/128-wide waves but register pressure spills early: 4 columns. */
     {0x5143, NULL, {"qualcomm", 2, 4, 64, 0}},
+    /* Mali: 16-lane warps (Valhall), few registers per thread: 4 columns. */
     {0x13B5, NULL, {"arm", 2, 4, 64, 0}},
+    /* Anything else: the conservative middle. */
     {0, NULL, {"generic", 2, 4, 64, 0}},
 };
 
