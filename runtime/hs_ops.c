@@ -149,6 +149,9 @@ static bool tuning_invalid(const hs_ops *ops, const hs_tuning *t, char *why, siz
     else if (t->reduce_wg_size == 0 || t->reduce_wg_size % ops->subgroup || t->reduce_wg_size > wg_max)
         snprintf(why, size, "reduction workgroup %u must be a multiple of the subgroup (%u) and at most %u",
                  t->reduce_wg_size, ops->subgroup, wg_max);
+    else if (t->matvec_rows_per_wg * t->matmul_cols_per_wg > HS_TUNING_MAX_ACC)
+        snprintf(why, size, "rows x cols = %u exceeds %u accumulators per invocation",
+                 t->matvec_rows_per_wg * t->matmul_cols_per_wg, HS_TUNING_MAX_ACC);
     else if (t->texel_weights > 1)
         snprintf(why, size, "texel %u is not 0 or 1", t->texel_weights);
     else

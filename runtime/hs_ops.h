@@ -54,6 +54,9 @@ typedef struct hs_tuning {
 } hs_tuning;
 #define HS_TUNING_MAX_ROWS 8u
 #define HS_TUNING_MAX_COLS 8u
+/* rows x cols: the accumulators of one product invocation. Larger tiles took
+ * lavapipe over 8 minutes to compile (rows 8, cols 8), so they are refused. */
+#define HS_TUNING_MAX_ACC 32u
 
 /* The table's entry for a device, before any override. */
 hs_tuning hs_tuning_for(const hs_vk_caps *caps);

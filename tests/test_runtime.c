@@ -528,7 +528,8 @@ static void test_tuning_env(void **state) {
     assert_int_equal(hs_ops_tuning(ops)->reduce_wg_size, base.reduce_wg_size);
     assert_non_null(strstr(hs_ops_tuning(ops)->name, "+env"));
     hs_ops_destroy(ops);
-    static const char *bad[] = {"rows=0", "rows=9", "cols=", "speed=3", "rows=2;cols=2", "reduce=0", "rows=2,"};
+    static const char *bad[] = {"rows=0",   "rows=9",  "cols=",         "speed=3", "rows=2;cols=2",
+                                "reduce=0", "rows=2,", "rows=8,cols=8", "texel=2"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("HS_TUNING", bad[i], 1);
         ops = NULL;
