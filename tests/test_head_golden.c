@@ -15,28 +15,13 @@
 #include <cJSON.h>
 
 #include "eagle3.h"
+#include "hs_cli.h"
 #include "llama.h"
 #include "testutil.h"
 
 #define PROB_TOL   2e-4
 #define MAX_TOKENS 64
 #define MAX_CHAIN  16
-
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
-}
 
 /* ints of a JSON array into out (at most max); the count. */
 static int json_ints(const cJSON *a, int32_t *out, int max) {
@@ -77,8 +62,8 @@ static void test_golden(void **state) {
     char dir[1024], path[1100];
     snprintf(dir, sizeof dir, "%s/models/heads/stories260K", HS_SOURCE_DIR);
     snprintf(path, sizeof path, "%s/golden.json", dir);
-    char *text = read_text(path);
-    if (!text) fail_msg("cannot read %s", path);
+    char *text = NULL;
+    HS_CHECK(hs_cli_read_text(path, &text));
     cJSON *g = cJSON_Parse(text);
     free(text);
     assert_non_null(g);
