@@ -117,6 +117,28 @@ static void bench_host_read(hs_bench *b, int reps) {
 }
 
 /* ---- dispatch overhead and device read bandwidth ---- */
+/* Times one pass of a read kernel (read_bw*.comp) over `bytes` of buf, bound
+ * in windows of `chunk` bytes, groups workgroups each; samples[reps] in s. */
+static hs_status time_read(hs_ops *ops, hs_vk_seq *seq, const hs_vk_pipeline_desc *d, hs_vk_buffer *buf,
+                           uint64_t bytes, uint64_t chunk, hs_vk_buffer *out, uint32_t groups, int reps,
+                           double *samples) {
+    hs_status st = HS_OK;
+    hs_vk_pipeline *p = NULL;
+    const uint32_t threads = d->spec[0] * groups;
+    HS_TRY(hs_ops_pipeline(ops, d, &p));
+    HS_TRY(hs_vk_seq_begin(seq));
+    for (uint64_t off = 0; off < bytes; off += chunk) {
+        const uint64_t n = bytes - off < chunk ? bytes - off : chunk;
+        hs_vk_binding bb[2] = {{buf, off, n}, {out, 0, 0}};
+        const uint32_t push[2] = {(uint32_t)(n / 16), threads};
+        HS_TRY(hs_vk_seq_dispatch(seq, p, bb, 2, push, groups, 1, 1));
+    }
+    HS_TRY(hs_vk_seq_end(seq));
+    HS_TRY(hs_bench_time_seq(seq, reps, 1, samples));
+fail:
+    return st;
+}
+
 static hs_status bench_dispatch(hs_ops *ops, hs_bench *b, int reps) {
     hs_status st = HS_OK;
     hs_vk_ctx *vk = hs_ops_vk(ops);
@@ -164,36 +186,17 @@ static hs_status bench_dispatch(hs_ops *ops, hs_bench *b, int reps) {
     hs_vk_pipeline_desc rd = {.name = "read_bw", .code = hs_spv_read_bw, .code_size = hs_spv_read_bw_size,
                               .n_bindings = 2, .write_mask = 2, .push_size = 8, .n_spec = 1,
                               .spec = {wg}, .wg_size = {wg, 1, 1}};
-    hs_vk_pipeline *rp = NULL;
-    st = hs_ops_pipeline(ops, &rd, &rp);
-    if (st == HS_OK) st = hs_vk_seq_begin(seq);
-    for (uint64_t off = 0; st == HS_OK && off < bytes; off += chunk) {
-        uint64_t n = bytes - off < chunk ? bytes - off : chunk;
-        hs_vk_binding bb[2] = {{buf, off, n}, {out, 0, 0}};
-        uint32_t push[2] = {(uint32_t)(n / 16), threads};
-        st = hs_vk_seq_dispatch(seq, rp, bb, 2, push, groups, 1, 1);
-    }
-    if (st == HS_OK) st = hs_vk_seq_end(seq);
-    if (st == HS_OK) st = hs_bench_time_seq(seq, reps, 1, samples);
+    st = time_read(ops, seq, &rd, buf, bytes, chunk, out, groups, reps, samples);
     if (st == HS_OK) hs_bench_add(b, "device memory read", "uvec4 loop", "256 MiB", "GB/s", samples, reps, bytes / 1e9);
     /* The same through a uniform texel buffer, where the device has one. */
-    uint64_t tchunk = c->max_texel_elements * 16;
-    if (tchunk > bytes) tchunk = bytes;
     if (st == HS_OK && c->max_texel_elements) {
-        rd.name = "read_bw_texel";
-        rd.code = hs_spv_read_bw_texel;
-        rd.code_size = hs_spv_read_bw_texel_size;
-        rd.texel_mask = 1;
-        st = hs_ops_pipeline(ops, &rd, &rp);
-        if (st == HS_OK) st = hs_vk_seq_begin(seq);
-        for (uint64_t off = 0; st == HS_OK && off < bytes; off += tchunk) {
-            uint64_t n = bytes - off < tchunk ? bytes - off : tchunk;
-            hs_vk_binding bb[2] = {{buf, off, n}, {out, 0, 0}};
-            uint32_t push[2] = {(uint32_t)(n / 16), threads};
-            st = hs_vk_seq_dispatch(seq, rp, bb, 2, push, groups, 1, 1);
-        }
-        if (st == HS_OK) st = hs_vk_seq_end(seq);
-        if (st == HS_OK) st = hs_bench_time_seq(seq, reps, 1, samples);
+        hs_vk_pipeline_desc rt = rd;
+        rt.name = "read_bw_texel";
+        rt.code = hs_spv_read_bw_texel;
+        rt.code_size = hs_spv_read_bw_texel_size;
+        rt.texel_mask = 1;
+        const uint64_t tchunk = c->max_texel_elements * 16 < bytes ? c->max_texel_elements * 16 : bytes;
+        st = time_read(ops, seq, &rt, buf, bytes, tchunk, out, groups, reps, samples);
         if (st == HS_OK)
             hs_bench_add(b, "device memory read", "texel fetch", "256 MiB", "GB/s", samples, reps, bytes / 1e9);
     }
