@@ -214,6 +214,7 @@ int hs_cli_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(tj, "cols", tu->matmul_cols_per_wg);
         cJSON_AddNumberToObject(tj, "reduce", tu->reduce_wg_size);
         cJSON_AddBoolToObject(tj, "texel_weights", tu->texel_weights && c->max_texel_elements);
+        cJSON_AddNumberToObject(tj, "split_n", tu->split_n);
         cJSON *arr = cJSON_AddArrayToObject(o, "tests");
         for (int i = 0; i < nt; i++) {
             cJSON *t = cJSON_CreateObject();

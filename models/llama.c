@@ -65,6 +65,7 @@ struct hs_llama {
     hs_vk_buffer *q;      /* (max_batch, q_dim) */
     hs_vk_buffer *att;    /* (max_batch, q_dim) */
     hs_vk_buffer *gu;     /* (max_batch, 2 ff) */
+    hs_vk_buffer *xs;     /* (max_batch, max(dim, ff)): the products' split prologue (x') */
     hs_vk_buffer *logits; /* (max_batch, n_vocab), host visible */
     hs_vk_buffer *mask;   /* (max_batch, mask words) */
     hs_vk_buffer *depth;  /* (max_batch) */
@@ -178,12 +179,18 @@ static void proj_destroy(llama_proj *p) {
     memset(p, 0, sizeof *p);
 }
 
-/* y[n][p->rows] = the parts' products, each into its slice of the rows. */
+/* y[n][p->rows] = the parts' products, each into its slice of the rows. When
+ * the first part computes x' into the scratch buffer, the others read it. */
 static hs_status proj_matmul(hs_ops *ops, hs_vk_seq *s, const llama_proj *p, hs_vk_binding x, uint32_t n,
                              hs_vk_binding y, const hs_matmul_opts *opt) {
     hs_status st = HS_OK;
+    const bool split = hs_matmul_splits(ops, n, opt);
     for (uint32_t i = 0; i < p->n_parts; i++) {
         hs_matmul_opts o = opt ? *opt : (hs_matmul_opts){0};
+        if (split && i > 0) {
+            x = o.scratch;
+            o.prologue = HS_MATMUL_PLAIN;
+        }
         const uint64_t skip = (uint64_t)p->row0[i] * 4;
         o.y_stride = p->rows;
         hs_vk_binding yi = {y.buf, y.offset + skip, y.range ? y.range - skip : 0};
@@ -295,6 +302,7 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
     HS_TRY(alloc(m, B * q_dim * 4, HS_MEM_DEVICE, &m->q));
     HS_TRY(alloc(m, B * q_dim * 4, HS_MEM_DEVICE, &m->att));
     HS_TRY(alloc(m, B * 2 * c->ff * 4, HS_MEM_DEVICE, &m->gu));
+    HS_TRY(alloc(m, B * (c->ff > c->dim ? c->ff : c->dim) * 4, HS_MEM_DEVICE, &m->xs));
     HS_TRY(alloc(m, B * c->n_vocab * 4, HS_MEM_HOST, &m->logits));
     HS_TRY(alloc(m, B * hs_attn_mask_words((uint32_t)B) * 4, HS_MEM_DEVICE, &m->mask));
     HS_TRY(alloc(m, B * 4, HS_MEM_DEVICE, &m->depth));
@@ -350,8 +358,8 @@ void hs_llama_destroy(hs_llama *m) {
     }
     hs_weight_destroy(m->tok_embd);
     hs_weight_destroy(m->output);
-    hs_vk_buffer *bufs[] = {m->vecs, m->k_cache, m->v_cache, m->h, m->qkv, m->q, m->att, m->gu,
-                            m->logits, m->mask, m->depth, m->step, m->taps};
+    hs_vk_buffer *bufs[] = {m->vecs, m->k_cache, m->v_cache, m->h,    m->qkv,   m->q,    m->att,
+                            m->gu,   m->xs,      m->logits,  m->mask, m->depth, m->step, m->taps};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hs_vk_buffer_destroy(bufs[i]);
     free(m);
 }
@@ -416,6 +424,7 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
     hs_vk_binding q = B(m->q, 0, (uint64_t)n * q_dim * 4);
     hs_vk_binding att = B(m->att, 0, (uint64_t)n * q_dim * 4);
     hs_vk_binding gu = B(m->gu, 0, (uint64_t)n * 2 * c->ff * 4);
+    hs_vk_binding xs = B(m->xs, 0, 0);
     hs_vk_binding tokens = B(m->step, m->off_tokens, (uint64_t)n * 4);
     hs_vk_binding pos = B(m->step, m->off_pos, (uint64_t)n * 4);
     hs_vk_binding rows = B(m->step, m->off_rows, (uint64_t)n * 4);
@@ -441,26 +450,32 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
                           .v = B(m->v_cache, m->layer_bytes * l, m->layer_bytes),
                           .type = HS_TYPE_F32, .n_ctx = m->n_ctx, .n_kv_head = c->n_kv_head,
                           .head_dim = c->head_dim};
-        hs_matmul_opts norm_attn = {.prologue = HS_MATMUL_RMSNORM, .norm = vec_binding(m, 2 * l, c->dim),
-                                    .eps = c->eps};
+        hs_matmul_opts norm_attn = {.prologue = HS_MATMUL_RMSNORM,
+                                    .norm = vec_binding(m, 2 * l, c->dim),
+                                    .eps = c->eps,
+                                    .scratch = xs};
         HS_TRY(proj_matmul(ops, s, &L->qkv, h, n, qkv, &norm_attn));
         HS_TRY(hs_op_rope_kv(ops, s, &qkv, &pos, &rows, &q, &kv, n, c->n_head, &rp));
         HS_TRY(hs_op_attention(ops, s, &q, &kv, c->n_head, &info, &mask, n, 1.0f / sqrtf((float)c->head_dim),
                                &att));
         hs_matmul_opts resid = {.residual = true, .res = h};
         HS_TRY(hs_op_matmul(ops, s, L->wo, att, n, h, &resid));
-        hs_matmul_opts norm_ffn = {.prologue = HS_MATMUL_RMSNORM, .norm = vec_binding(m, 2 * l + 1, c->dim),
-                                   .eps = c->eps};
+        hs_matmul_opts norm_ffn = {.prologue = HS_MATMUL_RMSNORM,
+                                   .norm = vec_binding(m, 2 * l + 1, c->dim),
+                                   .eps = c->eps,
+                                   .scratch = xs};
         HS_TRY(proj_matmul(ops, s, &L->gu, h, n, gu, &norm_ffn));
-        hs_matmul_opts down = {.prologue = HS_MATMUL_SWIGLU, .residual = true, .res = h};
+        hs_matmul_opts down = {.prologue = HS_MATMUL_SWIGLU, .residual = true, .res = h, .scratch = xs};
         HS_TRY(hs_op_matmul(ops, s, L->wdown, gu, n, h, &down));
     }
     /* Output head: all rows, or only the last token's. */
     uint32_t n_out = gr->last_only ? 1 : n;
     hs_vk_binding h_out = gr->last_only ? B(m->h, (uint64_t)(n - 1) * c->dim * 4, (uint64_t)c->dim * 4) : h;
     hs_vk_binding logits = B(m->logits, 0, (uint64_t)n_out * c->n_vocab * 4);
-    hs_matmul_opts norm_out = {.prologue = HS_MATMUL_RMSNORM, .norm = vec_binding(m, 2 * c->n_layer, c->dim),
-                               .eps = c->eps};
+    hs_matmul_opts norm_out = {.prologue = HS_MATMUL_RMSNORM,
+                               .norm = vec_binding(m, 2 * c->n_layer, c->dim),
+                               .eps = c->eps,
+                               .scratch = xs};
     HS_TRY(hs_op_matmul(ops, s, m->output ? m->output : m->tok_embd, h_out, n_out, logits, &norm_out));
     hs_vk_binding amax = B(m->step, m->off_argmax, (uint64_t)n_out * 4);
     HS_TRY(hs_op_argmax(ops, s, &logits, n_out, c->n_vocab, &amax));

@@ -89,25 +89,30 @@ static const struct {
      * of one subgroup (8 lanes) computing several rows that share activation
      * loads is the fast shape (DESIGN.md section 9). A texel fetch is one
      * vector gather where a storage-buffer load loops over the lanes (measured:
-     * bench-ops "device memory read"), so weights come through texel buffers. */
-    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1}},
+     * bench-ops "device memory read"), so weights come through texel buffers.
+     * Every product with a prologue computes x' in a pass of its own (split 1):
+     * fused, each workgroup reloads its columns lane by lane for the norm
+     * (measured: SmolLM2 tg64 and the N = 1..64 batches all faster split). */
+    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1}},
     /* GPUs (none measured here; each line says why): storage-buffer loads are
      * as wide as texel fetches and skip the texture path, so weights stay in
-     * storage buffers everywhere below. */
+     * storage buffers everywhere below. A fused prologue rereads x from cache,
+     * cheap next to the weights, so x' gets its own pass (one more dispatch and
+     * barrier) only from 16 columns on. */
     /* NVIDIA: 32-lane warps, many registers: 8 columns share each dequantized
      * weight; 128-lane reductions fill an SM's schedulers. */
-    {0x10DE, NULL, {"nvidia", 2, 8, 128, 0}},
+    {0x10DE, NULL, {"nvidia", 2, 8, 128, 0, 16}},
     /* AMD: 64-lane waves on GCN (32 on RDNA), large register files: as NVIDIA. */
-    {0x1002, NULL, {"amd", 2, 8, 128, 0}},
+    {0x1002, NULL, {"amd", 2, 8, 128, 0, 16}},
     /* Intel: SIMD8-32 EUs with smaller register budgets per lane: 64-lane
      * reductions, 8 columns. */
-    {0x8086, NULL, {"intel", 2, 8, 64, 0}},
+    {0x8086, NULL, {"intel", 2, 8, 64, 0, 16}},
     /* Adreno: 64/128-wide waves but register pressure spills early: 4 columns. */
-    {0x5143, NULL, {"qualcomm", 2, 4, 64, 0}},
+    {0x5143, NULL, {"qualcomm", 2, 4, 64, 0, 16}},
     /* Mali: 16-lane warps (Valhall), few registers per thread: 4 columns. */
-    {0x13B5, NULL, {"arm", 2, 4, 64, 0}},
+    {0x13B5, NULL, {"arm", 2, 4, 64, 0, 16}},
     /* Anything else: the conservative middle. */
-    {0, NULL, {"generic", 2, 4, 64, 0}},
+    {0, NULL, {"generic", 2, 4, 64, 0, 16}},
 };
 
 hs_tuning hs_tuning_for(const hs_vk_caps *c) {
@@ -159,23 +164,24 @@ static bool tuning_invalid(const hs_ops *ops, const hs_tuning *t, char *why, siz
     return true;
 }
 
-/* Applies HS_TUNING ("rows=8,cols=4,reduce=64,texel=0", any subset) to t. */
+/* Applies HS_TUNING ("rows=8,cols=4,reduce=64,texel=0,split=2", any subset) to t. */
 static hs_status apply_env_tuning(hs_tuning *t, char *name, size_t name_size) {
     const char *env = getenv("HS_TUNING");
     if (!env || !*env) return HS_OK;
     const char *p = env;
     while (*p) {
-        static const char *keys[] = {"rows", "cols", "reduce", "texel"};
+        static const char *keys[] = {"rows", "cols", "reduce", "texel", "split"};
         uint32_t *fields[] = {&t->matvec_rows_per_wg, &t->matmul_cols_per_wg, &t->reduce_wg_size,
-                              &t->texel_weights};
+                              &t->texel_weights, &t->split_n};
         size_t k = 0, len = 0;
-        for (; k < 4; k++) {
+        for (; k < 5; k++) {
             len = strlen(keys[k]);
             if (!strncmp(p, keys[k], len) && p[len] == '=') break;
         }
-        if (k == 4)
+        if (k == 5)
             return HS_FAIL(HS_ERR_INVALID_ARG,
-                           "HS_TUNING='%s': expected rows=N, cols=N, reduce=N or texel=0|1 at '%s'", env, p);
+                           "HS_TUNING='%s': expected rows=N, cols=N, reduce=N, texel=0|1 or split=N at '%s'",
+                           env, p);
         char *end = NULL;
         errno = 0;
         unsigned long v = strtoul(p + len + 1, &end, 10);

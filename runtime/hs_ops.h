@@ -51,6 +51,8 @@ typedef struct hs_tuning {
                                   * multiple of the subgroup, at most the device's limit */
     uint32_t texel_weights;      /* 1: the products read weights through uniform texel buffers where
                                   * the device has them (HS_VK_DISABLE_TEXEL_BUFFER), 0: storage buffers */
+    uint32_t split_n;            /* products of this many columns or more with a prologue and a
+                                  * scratch buffer compute x' in a pass of its own; 0: never */
 } hs_tuning;
 #define HS_TUNING_MAX_ROWS 8u
 #define HS_TUNING_MAX_COLS 8u

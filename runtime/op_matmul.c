@@ -237,6 +237,65 @@ static bool texel_weights(const hs_ops *ops) {
     return hs_ops_tuning(ops)->texel_weights && hs_ops_caps(ops)->max_texel_elements > 0;
 }
 
+bool hs_matmul_splits(const hs_ops *ops, uint32_t n, const hs_matmul_opts *opt) {
+    const uint32_t split_n = hs_ops_tuning(ops)->split_n;
+    return opt && opt->prologue != HS_MATMUL_PLAIN && opt->scratch.buf && split_n && n >= split_n;
+}
+
+/* The split prologue: matmul_pro writes x' = prologue(x) into opt->scratch
+ * (one workgroup per column), then the plain product reads it. */
+static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
+                                hs_vk_binding y, const hs_matmul_opts *opt) {
+    static const char *op = "hs_op_matmul";
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    const uint32_t x_stride = opt->prologue == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
+    const uint64_t x_bytes = (uint64_t)n * x_stride * 4, s_bytes = (uint64_t)n * w->cols * 4;
+    const uint64_t y_bytes = ((uint64_t)(n - 1) * (opt->y_stride ? opt->y_stride : w->rows) + w->rows) * 4;
+    hs_window wx, ws, wg;
+    hs_status st;
+    if ((st = make_window(c, op, "x", x, x_bytes, &wx)) != HS_OK) return st;
+    if ((st = make_window(c, op, "scratch", opt->scratch, s_bytes, &ws)) != HS_OK) return st;
+    if (overlap(opt->scratch, s_bytes, x, x_bytes) || overlap(opt->scratch, s_bytes, y, y_bytes) ||
+        (opt->residual && overlap(opt->scratch, s_bytes, opt->res, y_bytes)))
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: scratch overlaps x, y or res", op);
+    wg = wx;
+    if (opt->prologue == HS_MATMUL_RMSNORM &&
+        (st = make_window(c, op, "norm", opt->norm, (uint64_t)w->cols * 4, &wg)))
+        return st;
+    const bool xvec4 = w->cols % 4 == 0 && wx.elem % 4 == 0 && ws.elem % 4 == 0 &&
+                       (opt->prologue != HS_MATMUL_RMSNORM || wg.elem % 4 == 0);
+    hs_vk_pipeline_desc d = {.name = "matmul_pro",
+                             .code = hs_spv_matmul_pro,
+                             .code_size = hs_spv_matmul_pro_size,
+                             .n_bindings = 5,
+                             .write_mask = 1u << 3,
+                             .push_size = sizeof(hs_matmul_push),
+                             .n_spec = 7,
+                             .spec = {w->lanes, 1, 1, 1, (uint32_t)opt->prologue, 0, xvec4 ? 1u : 0u},
+                             .wg_size = {w->lanes, 1, 1}};
+    hs_vk_pipeline *pipe = NULL;
+    if ((st = hs_ops_pipeline(ops, &d, &pipe)) != HS_OK) return st;
+    const uint32_t max_gy = c->max_wg_count[1] ? c->max_wg_count[1] : 65535;
+    hs_vk_binding binds[5] = {wx.bind, wx.bind, wx.bind, ws.bind, wg.bind};
+    for (uint32_t j0 = 0; j0 < n; j0 += max_gy) {
+        const uint32_t gy = n - j0 < max_gy ? n - j0 : max_gy;
+        hs_matmul_push pc = {.cols = w->cols,
+                             .n = n,
+                             .col0 = j0,
+                             .x_stride = x_stride,
+                             .x_off = wx.elem,
+                             .y_off = ws.elem,
+                             .g_off = wg.elem,
+                             .eps = opt->eps,
+                             .y_stride = w->cols};
+        if ((st = hs_vk_seq_dispatch(seq, pipe, binds, 5, &pc, 1, gy, 1)) != HS_OK) return st;
+    }
+    hs_matmul_opts o = *opt;
+    o.prologue = HS_MATMUL_PLAIN;
+    o.scratch = (hs_vk_binding){0};
+    return hs_op_matmul(ops, seq, w, opt->scratch, n, y, &o);
+}
+
 hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
                        hs_vk_binding y, const hs_matmul_opts *opt) {
     static const char *op = "hs_op_matmul";
@@ -273,11 +332,13 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
             const uint64_t xs = (uint64_t)j * x_stride * 4, ys = (uint64_t)j * y_stride * 4;
             hs_matmul_opts o = *opt;
             if (o.residual) o.res = shifted(o.res, ys);
+            if (o.scratch.buf) o.scratch = shifted(o.scratch, (uint64_t)j * w->cols * 4);
             const hs_vk_binding xj = shifted(x, xs), yj = shifted(y, ys);
             if ((st = hs_op_matmul(ops, seq, w, xj, nb, yj, &o)) != HS_OK) return st;
         }
         return HS_OK;
     }
+    if (hs_matmul_splits(ops, n, opt)) return split_prologue(ops, seq, w, x, n, y, opt);
     if ((st = make_window(c, op, "x", x, x_bytes, &wx)) != HS_OK) return st;
     if ((st = make_window(c, op, "y", y, y_bytes, &wy)) != HS_OK) return st;
     if (overlap(x, x_bytes, y, y_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y overlaps x", op);

@@ -77,6 +77,10 @@ typedef struct hs_matmul_opts {
     uint32_t y_stride;  /* floats between columns of y and res (0: rows). A larger stride
                          * writes the rows into a slice of a wider output, e.g. Q, K and V
                          * of different types into one [n][q + 2 kv] buffer */
+    hs_vk_binding scratch; /* optional f32 [n][cols], not overlapping x, y or res: with a
+                            * prologue and n >= the tuning's split_n, x' is computed there once
+                            * per column and the product reads it (bitwise the same results;
+                            * without it, every workgroup recomputes its columns' x') */
 } hs_matmul_opts;
 
 /* y[j][r] = (res[j][r] +) sum_k W[r][k] * x'[j][k] for j < n, r < rows.
@@ -85,6 +89,11 @@ typedef struct hs_matmul_opts {
  * must be multiples of 4 bytes. opt may be NULL. */
 hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
                        hs_vk_binding y, const hs_matmul_opts *opt);
+
+/* Whether hs_op_matmul computes x' in a pass of its own into opt->scratch for
+ * a product of n columns (it then leaves x' there: more products of the same
+ * x' may read it with HS_MATMUL_PLAIN). */
+bool hs_matmul_splits(const hs_ops *ops, uint32_t n, const hs_matmul_opts *opt);
 
 /* out[j][:] = row ids[j] of table, dequantized (f32 [n][cols]); zeros for ids
  * >= rows. ids: uint32 [n], read on the device when the sequence runs. */

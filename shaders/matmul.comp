@@ -47,84 +47,12 @@ layout(constant_id = 6) const uint XVEC4 = 1;
 
 #include "quant.glsl"
 
-/* Mirrors hs_matmul_push in runtime/op_matmul.c. Offsets are in elements from
- * the start of the bound ranges (they absorb offset alignment). */
-layout(push_constant) uniform Push {
-    uint rows;     /* valid rows of the weight (outputs per column) */
-    uint cols;     /* k: elements per row (x' per column) */
-    uint n;        /* columns */
-    uint nblk;     /* device blocks per row */
-    uint group0;   /* first row group of the bound chunk */
-    uint col0;     /* first column of this dispatch */
-    uint x_stride; /* floats between columns of x (cols, or 2 cols for swiglu) */
-    uint x_off;
-    uint y_off;
-    uint g_off;
-    uint r_off;
-    float eps;
-    uint y_stride; /* floats between columns of y and res (>= rows) */
-} p;
+#include "matmul_x.glsl"
 
-layout(std430, binding = 2) readonly buffer X1 { float x1[]; };
-layout(std430, binding = 2) readonly buffer X4 { vec4 x4[]; };
 layout(std430, binding = 3) writeonly buffer Y { float y[]; };
-layout(std430, binding = 4) readonly buffer G1 { float g1[]; };
-layout(std430, binding = 4) readonly buffer G4 { vec4 g4[]; };
 layout(std430, binding = 5) readonly buffer RES { float res[]; };
 
 const uint G = LANES * RL;
-
-float hs_silu(float v) {
-    precise float e = 1.0 + exp(-v);
-    return v / e;
-}
-
-/* Four raw x elements k..k+3 (k a multiple of 4) of column j, 0 past cols. */
-vec4 x_raw(uint j, uint k, uint extra) {
-    const uint base = p.x_off + j * p.x_stride + extra + k;
-    if (XVEC4 != 0) return k < p.cols ? x4[base >> 2] : vec4(0.0);
-    vec4 v;
-    for (uint e = 0; e < 4; e++) v[e] = k + e < p.cols ? x1[base + e] : 0.0;
-    return v;
-}
-
-vec4 g_raw(uint k) {
-    if (XVEC4 != 0) return k < p.cols ? g4[(p.g_off + k) >> 2] : vec4(0.0);
-    vec4 v;
-    for (uint e = 0; e < 4; e++) v[e] = k + e < p.cols ? g1[p.g_off + k + e] : 0.0;
-    return v;
-}
-
-/* x'[j][k..k+3] after the prologue. scale: the RMSNorm factor of column j. */
-vec4 x_in(uint j, uint k, float scale) {
-    precise vec4 v = x_raw(j, k, 0u);
-    if (PROLOGUE == 1) {
-        v = (v * scale) * g_raw(k);
-    } else if (PROLOGUE == 2) {
-        const vec4 up = x_raw(j, k, p.cols);
-        v = vec4(hs_silu(v.x), hs_silu(v.y), hs_silu(v.z), hs_silu(v.w)) * up;
-    }
-    return v;
-}
-
-/* Sum of squares of slot `slot` (elements 4 slot..4 slot+3 of every 32-element
- * sub-block) of column j, in k order. */
-float sumsq_slot(uint j, uint slot) {
-    precise float s = 0.0;
-    for (uint k0 = 0; k0 < p.cols; k0 += 32u) {
-        const vec4 v = x_raw(j, k0 + 4u * slot, 0u);
-        s = fma(v.x, v.x, s);
-        s = fma(v.y, v.y, s);
-        s = fma(v.z, v.z, s);
-        s = fma(v.w, v.w, s);
-    }
-    return s;
-}
-
-float norm_scale(float ss) {
-    precise float r = 1.0 / sqrt(ss / float(p.cols) + p.eps);
-    return r;
-}
 
 /* x' of the sub-block at k0 for each column: with subgroups, lane v < 8 loads
  * slot v (elements 4v..4v+3) and HS_XGET fetches it with a shuffle; without,
@@ -199,23 +127,18 @@ void main() {
     for (uint c = 0; c < C; c++) scale[c] = 1.0;
     if (PROLOGUE == 1) {
         for (uint c = 0; c < C; c++) {
-            precise float t;
 #if USE_SUBGROUP
             if (sg) {
-                /* Lane v < 8 holds partial v; xor 1, 2, 4 is the tree below. */
-                t = sid < 8u ? sumsq_slot(cj[c], sid) : 0.0;
+                /* Lane v < 8 holds partial v; xor 1, 2, 4 is norm_of's tree. */
+                precise float t = sid < 8u ? sumsq_slot(cj[c], sid) : 0.0;
                 t = t + subgroupShuffleXor(t, 1u);
                 t = t + subgroupShuffleXor(t, 2u);
                 t = t + subgroupShuffleXor(t, 4u);
                 if (gl_SubgroupSize > 8u) t = subgroupShuffle(t, sid & 7u);
+                scale[c] = norm_scale(t);
             } else
 #endif
-            {
-                precise float q[8];
-                for (uint v = 0; v < 8u; v++) q[v] = sumsq_slot(cj[c], v);
-                t = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
-            }
-            scale[c] = norm_scale(t);
+                scale[c] = norm_of(cj[c]);
         }
     }
 

@@ -1,0 +1,40 @@
+/* matmul_pro: x'[j][k] = the prologue of a product (matmul_x.glsl), written
+ * out once per column for the products of large batches (runtime/op_matmul.c,
+ * "split prologue"). Fused into the product, every workgroup of a column
+ * recomputes RMSNorm's sum of squares or SwiGLU's exponentials for its own
+ * rows; written out, they are computed once and the product reads x' plainly.
+ * The values are matmul_x.glsl's, so the products' results are bitwise those
+ * of the fused prologue.
+ *
+ * One workgroup per column (gl_WorkGroupID.y, from col0); its LANES
+ * invocations write vec4 k = 4 lane, 4 (lane + LANES), ... of x'. y_off and
+ * y_stride place column j at y[y_off + j * y_stride].
+ * Spec constants: 0 LANES, 4 PROLOGUE (1 rmsnorm, 2 swiglu), 6 XVEC4 (1: x, g
+ * and y offsets and strides are multiples of 4 elements). */
+#version 450
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint LANES = 8;
+layout(constant_id = 4) const uint PROLOGUE = 1;
+layout(constant_id = 6) const uint XVEC4 = 1;
+
+#include "matmul_x.glsl"
+
+layout(std430, binding = 3) writeonly buffer Y1 { float y1[]; };
+layout(std430, binding = 3) writeonly buffer Y4 { vec4 y4[]; };
+
+void main() {
+    const uint j = p.col0 + gl_WorkGroupID.y;
+    if (j >= p.n) return;
+    const float scale = PROLOGUE == 1 ? norm_of(j) : 1.0;
+    for (uint k = 4u * gl_LocalInvocationID.x; k < p.cols; k += 4u * LANES) {
+        const vec4 v = x_in(j, k, scale);
+        const uint o = p.y_off + j * p.y_stride + k;
+        if (XVEC4 != 0) {
+            y4[o >> 2] = v;
+        } else {
+            for (uint e = 0; e < 4u && k + e < p.cols; e++) y1[o + e] = v[e];
+        }
+    }
+}
