@@ -264,9 +264,10 @@ static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w,
         return st;
     const bool xvec4 = w->cols % 4 == 0 && wx.elem % 4 == 0 && ws.elem % 4 == 0 &&
                        (opt->prologue != HS_MATMUL_RMSNORM || wg.elem % 4 == 0);
-    hs_vk_pipeline_desc d = {.name = "matmul_pro",
-                             .code = hs_spv_matmul_pro,
-                             .code_size = hs_spv_matmul_pro_size,
+    const bool sg = hs_ops_subgroup(ops) > 1;
+    hs_vk_pipeline_desc d = {.name = sg ? "matmul_pro_sg" : "matmul_pro",
+                             .code = sg ? hs_spv_matmul_pro_sg : hs_spv_matmul_pro,
+                             .code_size = sg ? hs_spv_matmul_pro_sg_size : hs_spv_matmul_pro_size,
                              .n_bindings = 5,
                              .write_mask = 1u << 3,
                              .push_size = sizeof(hs_matmul_push),

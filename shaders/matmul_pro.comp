@@ -9,10 +9,16 @@
  * One workgroup per column (gl_WorkGroupID.y, from col0); its LANES
  * invocations write vec4 k = 4 lane, 4 (lane + LANES), ... of x'. y_off and
  * y_stride place column j at y[y_off + j * y_stride].
+ * Defines: USE_SUBGROUP (0/1: the norm's 8 slot sums one per lane and a
+ * shuffle tree, or all 8 in every lane; the same tree, the same bits).
  * Spec constants: 0 LANES, 4 PROLOGUE (1 rmsnorm, 2 swiglu), 6 XVEC4 (1: x, g
  * and y offsets and strides are multiples of 4 elements). */
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#if USE_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint LANES = 8;
@@ -27,7 +33,22 @@ layout(std430, binding = 3) writeonly buffer Y4 { vec4 y4[]; };
 void main() {
     const uint j = p.col0 + gl_WorkGroupID.y;
     if (j >= p.n) return;
-    const float scale = PROLOGUE == 1 ? norm_of(j) : 1.0;
+    float scale = 1.0;
+    if (PROLOGUE == 1) {
+#if USE_SUBGROUP
+        if (gl_SubgroupSize >= 8u) {
+            /* Lane v < 8 sums slot v; xor 1, 2, 4 is norm_of's tree (matmul.comp). */
+            const uint sid = gl_SubgroupInvocationID;
+            precise float t = sid < 8u ? sumsq_slot(j, sid) : 0.0;
+            t = t + subgroupShuffleXor(t, 1u);
+            t = t + subgroupShuffleXor(t, 2u);
+            t = t + subgroupShuffleXor(t, 4u);
+            if (gl_SubgroupSize > 8u) t = subgroupShuffle(t, sid & 7u);
+            scale = norm_scale(t);
+        } else
+#endif
+            scale = norm_of(j);
+    }
     for (uint k = 4u * gl_LocalInvocationID.x; k < p.cols; k += 4u * LANES) {
         const vec4 v = x_in(j, k, scale);
         const uint o = p.y_off + j * p.y_stride + k;
