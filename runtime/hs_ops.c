@@ -127,17 +127,20 @@ hs_tuning hs_tuning_for(const hs_vk_caps *c) {
 void hs_feature_uses(const hs_vk_caps *c, hs_feature_use out[HS_FEATURE_COUNT]) {
     const hs_feature_use t[HS_FEATURE_COUNT] = {
         {"subgroup operations", "HS_VK_DISABLE_SUBGROUP_OPS", c->subgroup_ops,
-         "products, RMSNorm, softmax, argmax, Top-K", "portable shared-memory twins, bitwise the same results"},
+         "products, RMSNorm, softmax, argmax, Top-K",
+         "portable shared-memory twins, bitwise the same results"},
         {"subgroup size control", "HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL", c->subgroup_size_control,
          "argmax and Top-K, which pin the subgroup size", "the driver's default subgroup size"},
         {"16-bit storage", "HS_VK_DISABLE_16BIT_STORAGE", c->storage16,
-         "the RoPE + KV write into an f16 cache; the llama graph keeps f32 caches", "halves packed into uints"},
+         "the RoPE + KV write into an f16 cache; the llama graph keeps f32 caches",
+         "halves packed into uints"},
         {"fp16 arithmetic", "HS_VK_DISABLE_F16", c->fp16, NULL, NULL},
         {"8-bit storage", "HS_VK_DISABLE_8BIT_STORAGE", c->storage8, NULL, NULL},
         {"int8 dot product", "HS_VK_DISABLE_INT8_DOT", c->int8_dot, NULL, NULL},
         {"cooperative matrix", "HS_VK_DISABLE_COOPMAT", c->coopmat, NULL, NULL},
         {"uniform texel buffers", "HS_VK_DISABLE_TEXEL_BUFFER", c->max_texel_elements > 0,
-         "products' weight loads (where the tuning table asks for them: lavapipe)",
+         "products' weight loads and attention's f32 cache reads (where the tuning table asks for them: "
+         "lavapipe)",
          "storage-buffer loads of the same bits, bitwise the same results"},
     };
     memcpy(out, t, sizeof t);

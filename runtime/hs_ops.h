@@ -49,8 +49,9 @@ typedef struct hs_tuning {
     uint32_t matmul_cols_per_wg; /* activation columns sharing one weight load (1 .. HS_TUNING_MAX_COLS) */
     uint32_t reduce_wg_size;     /* workgroup size of row reductions (norm, softmax, top-k); a
                                   * multiple of the subgroup, at most the device's limit */
-    uint32_t texel_weights;      /* 1: the products read weights through uniform texel buffers where
-                                  * the device has them (HS_VK_DISABLE_TEXEL_BUFFER), 0: storage buffers */
+    uint32_t texel_weights;      /* 1: the products read weights, and attention an unsplit f32 KV
+                                  * cache, through uniform texel buffers where the device has them
+                                  * (HS_VK_DISABLE_TEXEL_BUFFER), 0: storage buffers */
     uint32_t split_n;            /* products of this many columns or more with a prologue and a
                                   * scratch buffer compute x' in a pass of its own; 0: never */
 } hs_tuning;

@@ -224,10 +224,26 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     HS_TRY(hs_op_check("attention", "q", q, 0, (uint64_t)n * q_row, 16));
     HS_TRY(hs_op_check("attention", "out", out, 0, (uint64_t)n * q_row, 16));
 
+    /* lavapipe: an unsplit f32 cache read through texel buffers (one gather
+     * per vec4 instead of a loop over the lanes), bound from an offset aligned
+     * for texel views; the same values, the same results. */
+    const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
+    const bool kv_tx = hs_ops_tuning(ops)->texel_weights && c->max_texel_elements && sp.chunks == 1 &&
+                       type_index == 0 && kv->k.offset % 16 == 0 && kv->v.offset % 16 == 0;
+    static const attn_variant tx_variant = {hs_spv_attention_f32_tx, &hs_spv_attention_f32_tx_size,
+                                            "attention_f32_tx", 16};
+    if (kv_tx) {
+        variant = &tx_variant;
+        b[1] = (hs_vk_binding){kv->k.buf, kv->k.offset - kv->k.offset % ta, 0};
+        b[2] = (hs_vk_binding){kv->v.buf, kv->v.offset - kv->v.offset % ta, 0};
+        pc.k_off = (uint32_t)((kv->k.offset % ta) / 16);
+        pc.v_off = (uint32_t)((kv->v.offset % ta) / 16);
+    }
     hs_vk_pipeline_desc d = {.name = variant->name,
                              .code = variant->code,
                              .code_size = *variant->size,
                              .n_bindings = n_bind,
+                             .texel_mask = kv_tx ? 6u : 0u,
                              .write_mask = 1u << 5,
                              .push_size = sizeof pc,
                              .n_spec = 4,

@@ -40,6 +40,11 @@
  * window c >= 1 of K at 6 + 2 (c - 1), of V at 7 + 2 (c - 1). A row is read
  * from window row / chunk_rows; the ordinal split and the arithmetic do not
  * change, so the output is bitwise the unsplit kernel's.
+ * KV_TEXEL = 1 (KV_F16 = 0, KV_CHUNKS = 1 only): K and V are uniform texel
+ * buffers of RGBA32UI, one texel per vec4: on llvmpipe a texel fetch is one
+ * gather where a storage-buffer load loops over the lanes (bench-ops
+ * attention, ctx 1024: about 2x faster at N = 1 and N = 64). Same bits loaded,
+ * same results.
  * Spec constants: 0 = workgroup size (== LANES), 1 = LANES, 2 = HEAD_DIM
  * (multiple of 4), 3 = HPW (divides n_head / n_kv_head).
  * Shared memory: LANES * HPW * (HEAD_DIM + 2) floats.
@@ -100,9 +105,17 @@ layout(push_constant) uniform Push {
 #define KV_PER_ROW (HEAD_DIM / 4u)
 #endif
 
+#ifndef KV_TEXEL
+#define KV_TEXEL 0
+#endif
 layout(binding = 0) readonly buffer Q { vec4 q4[]; };       /* [n][n_head][HEAD_DIM] */
+#if KV_TEXEL
+layout(binding = 1) uniform usamplerBuffer KT;
+layout(binding = 2) uniform usamplerBuffer VT;
+#else
 layout(binding = 1) readonly buffer K { KV_UNIT kc[]; };    /* [n_ctx][n_kv_head][HEAD_DIM] */
 layout(binding = 2) readonly buffer V { KV_UNIT vc[]; };
+#endif
 layout(binding = 3) readonly buffer Info { uint info[]; };  /* {n_prefix, n_used[, n_live]} */
 layout(binding = 4) readonly buffer Mask { uint mask[]; };  /* [n][mask_words] */
 layout(binding = 5) writeonly buffer O { vec4 o4[]; };      /* [n][n_head][HEAD_DIM] */
@@ -145,6 +158,12 @@ uint g_kvh;
         const uvec2 a = KC[kb + c], b = VC[vb + c];                                                \
         g_k[c] = vec4(unpackHalf2x16(a.x), unpackHalf2x16(a.y));                                   \
         g_v[c] = vec4(unpackHalf2x16(b.x), unpackHalf2x16(b.y));                                   \
+    }
+#elif KV_TEXEL
+#define LOAD_UNIT(KC, VC, c)                                                                       \
+    {                                                                                              \
+        g_k[c] = uintBitsToFloat(texelFetch(KT, int(kb + c)));                                     \
+        g_v[c] = uintBitsToFloat(texelFetch(VT, int(vb + c)));                                     \
     }
 #else
 #define LOAD_UNIT(KC, VC, c)                                                                       \

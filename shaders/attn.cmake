@@ -1,7 +1,9 @@
 # Attention over the KV cache with tree visibility, the tree ancestor mask, and
 # KV compaction (runtime/op_attn.c).
-# attention uses no subgroup operations, so it has no portable twin.
+# attention uses no subgroup operations, so it has no portable twin; _tx reads an
+# unsplit f32 cache through uniform texel buffers (the same values).
 hs_shader(attention_f32 attention.comp DEFINES KV_F16=0)
+hs_shader(attention_f32_tx attention.comp DEFINES KV_F16=0 KV_TEXEL=1)
 hs_shader(attention_f16x4 attention.comp DEFINES KV_F16=2)
 hs_shader(attention_f16x8 attention.comp DEFINES KV_F16=4)
 # Caches bound as HS_KV_MAX_CHUNKS windows (layers past maxStorageBufferRange).

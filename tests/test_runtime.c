@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "hs_shaders.h"
+#include "op_attn.h"
 #include "op_elem.h"
 #include "op_matmul.h"
 #include "op_select.h"
@@ -39,7 +40,7 @@ static void test_caps(void **state) {
  * size it pinned, and the RoPE + KV-write variant for an f16 cache. */
 typedef struct variants {
     hs_vk_caps caps;
-    char argmax[64], rope_f16[64], matmul[64];
+    char argmax[64], rope_f16[64], matmul[64], attn_f32[64];
     uint32_t texel_tuning; /* the tuning asks for texel-buffer weights */
     uint32_t argmax_sg;
     uint32_t validation;
@@ -82,9 +83,22 @@ static void probe_variants(const char *var, const char *value, variants *out) {
     memset(wdata, 0, sizeof wdata);
     hs_weight *w = NULL;
     HS_CHECK(hs_weight_create(ops, HS_TYPE_Q4_1, 32, 32, wdata, &w));
-    HS_CHECK(hs_op_matmul(ops, seq, w, (hs_vk_binding){logits, 0, 128}, 1, (hs_vk_binding){logits, 512, 128}, NULL));
-    HS_CHECK(hs_vk_seq_end(seq));
+    HS_CHECK(hs_op_matmul(ops, seq, w, (hs_vk_binding){logits, 0, 128}, 1, (hs_vk_binding){logits, 512, 128},
+                          NULL));
     const hs_vk_pipeline *pm = hs_vk_seq_dispatch_pipeline(seq, hs_vk_seq_dispatch_count(seq) - 1);
+    /* attention over an f32 cache (4 rows of 1 head x 8), one query, in logits */
+    hs_kv_layer kv32 = {.k = {logits, 256, 128},
+                        .v = {logits, 384, 128},
+                        .type = HS_TYPE_F32,
+                        .n_ctx = 4,
+                        .n_kv_head = 1,
+                        .head_dim = 8};
+    const hs_vk_binding aq = {logits, 0, 32}, ainfo = {logits, 64, 16}, amask = {logits, 96, 4},
+                        aout = {logits, 128, 32};
+    HS_CHECK(hs_op_attention(ops, seq, &aq, &kv32, 1, &ainfo, &amask, 1, 1.0f, &aout));
+    const hs_vk_pipeline *pt = hs_vk_seq_dispatch_pipeline(seq, hs_vk_seq_dispatch_count(seq) - 1);
+    snprintf(out->attn_f32, sizeof out->attn_f32, "%s", hs_vk_pipeline_name(pt));
+    HS_CHECK(hs_vk_seq_end(seq));
     snprintf(out->matmul, sizeof out->matmul, "%s", hs_vk_pipeline_name(pm));
     out->texel_tuning = hs_ops_tuning(ops)->texel_weights;
     const hs_vk_pipeline *pa = hs_vk_seq_dispatch_pipeline(seq, n_argmax - 1);
@@ -149,13 +163,16 @@ static void test_feature_switches(void **state) {
     } else {
         assert_string_equal(base.rope_f16, "rope_kv_f16p");
     }
-    /* Texel buffers: the products' weights, where the tuning asks for them. */
+    /* Texel buffers: the products' weights and attention's f32 cache, where
+     * the tuning asks for them. */
     const bool tx = strstr(base.matmul, "_tx") != NULL;
     assert_int_equal(tx, base.caps.max_texel_elements > 0 && base.texel_tuning);
+    assert_string_equal(base.attn_f32, tx ? "attention_f32_tx" : "attention_f32");
     if (base.caps.max_texel_elements) {
         probe_variants("HS_VK_DISABLE_TEXEL_BUFFER", "1", &off);
         assert_int_equal(off.caps.max_texel_elements, 0);
         assert_null(strstr(off.matmul, "_tx"));
+        assert_string_equal(off.attn_f32, "attention_f32");
         if (tx) {
             /* the same kernel but for the weights' loads */
             char want[64];
