@@ -64,6 +64,7 @@ struct hs_eagle3 {
     hs_vk_buffer *q;      /* (rows, q_dim) */
     hs_vk_buffer *att;    /* (rows, q_dim) */
     hs_vk_buffer *gub;    /* (rows, 2 ff) */
+    hs_vk_buffer *xs;     /* (rows, max(dim, ff)): the products' split prologue (x') */
     hs_vk_buffer *logits; /* (rows, n_draft_vocab) */
     hs_vk_buffer *hidden; /* (1 + max_nodes, dim): each slot's layer output, its children's input */
     /* Host-visible step data, written before each submit at slot-aligned
@@ -358,6 +359,7 @@ hs_status hs_eagle3_load(hs_ops *ops, const hs_gguf *g, hs_llama *target, const 
     HS_TRY(alloc(h, R * q_dim * 4, HS_MEM_DEVICE, &h->q));
     HS_TRY(alloc(h, R * q_dim * 4, HS_MEM_DEVICE, &h->att));
     HS_TRY(alloc(h, R * 2 * c->ff * 4, HS_MEM_DEVICE, &h->gub));
+    HS_TRY(alloc(h, R * (c->ff > c->dim ? c->ff : c->dim) * 4, HS_MEM_DEVICE, &h->xs));
     HS_TRY(alloc(h, R * c->n_draft_vocab * 4, HS_MEM_DEVICE, &h->logits));
     HS_TRY(alloc(h, (1ull + h->max_nodes) * c->dim * 4, HS_MEM_DEVICE, &h->hidden));
     const uint64_t arr = align_up(R * 4, h->slot);
@@ -392,8 +394,8 @@ void hs_eagle3_destroy(hs_eagle3 *h) {
     hs_weight *w[] = {h->fc, h->qkv_e, h->qkv_x, h->wo, h->gu, h->wdown, h->out};
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
         hs_weight_destroy(w[i]);
-    hs_vk_buffer *bufs[] = {h->vecs, h->k_cache, h->v_cache, h->fcin,   h->x,      h->e,    h->qkv,
-                            h->q,    h->att,     h->gub,     h->logits, h->hidden, h->step, h->records};
+    hs_vk_buffer *bufs[] = {h->vecs, h->k_cache, h->v_cache, h->fcin,   h->x,      h->e,    h->qkv,    h->q,
+                            h->att,  h->gub,     h->xs,      h->logits, h->hidden, h->step, h->records};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         hs_vk_buffer_destroy(bufs[i]);
     free(h->d2t);
@@ -451,22 +453,26 @@ static hs_status record_layer(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, uint32_t
 
     /* qkv = Wqkv [rmsnorm(e) attn_norm, rmsnorm(x) hidden_norm]: the
      * embedding half, then the hidden half added to it. */
-    hs_matmul_opts ne = {.prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_ATTN_NORM, c->dim), .eps = c->eps};
+    const hs_vk_binding xs = B(h->xs, 0, 0);
+    hs_matmul_opts ne = {
+        .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_ATTN_NORM, c->dim), .eps = c->eps, .scratch = xs};
     HS_TRY(hs_op_matmul(ops, s, h->qkv_e, e, cap, qkv, &ne));
     hs_matmul_opts nx = {.prologue = HS_MATMUL_RMSNORM,
                          .norm = vec(h, VEC_HIDDEN_NORM, c->dim),
                          .eps = c->eps,
                          .residual = true,
-                         .res = qkv};
+                         .res = qkv,
+                         .scratch = xs};
     HS_TRY(hs_op_matmul(ops, s, h->qkv_x, x, cap, qkv, &nx));
     HS_TRY(hs_op_rope_kv(ops, s, &qkv, &pos, &rows, &q, &kv, cap, c->n_head, &rp));
     HS_TRY(hs_op_attention_cols(ops, s, &q, &kv, c->n_head, &info, &mask, cap, n_cols,
                                 1.0f / sqrtf((float)c->head_dim), &att));
     hs_matmul_opts resid = {.residual = true, .res = x};
     HS_TRY(hs_op_matmul(ops, s, h->wo, att, cap, x, &resid));
-    hs_matmul_opts nf = {.prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_FFN_NORM, c->dim), .eps = c->eps};
+    hs_matmul_opts nf = {
+        .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_FFN_NORM, c->dim), .eps = c->eps, .scratch = xs};
     HS_TRY(hs_op_matmul(ops, s, h->gu, x, cap, gu, &nf));
-    hs_matmul_opts down = {.prologue = HS_MATMUL_SWIGLU, .residual = true, .res = x};
+    hs_matmul_opts down = {.prologue = HS_MATMUL_SWIGLU, .residual = true, .res = x, .scratch = xs};
     HS_TRY(hs_op_matmul(ops, s, h->wdown, gu, cap, x, &down));
 fail:
     return st;
@@ -477,8 +483,10 @@ static hs_status record_head(hs_eagle3 *h, hs_vk_seq *s, hs_vk_binding rows, uin
     hs_status st = HS_OK;
     const hs_eagle3_config *c = &h->cfg;
     hs_vk_binding logits = B(h->logits, 0, (uint64_t)n * c->n_draft_vocab * 4);
-    hs_matmul_opts no = {
-        .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_OUTPUT_NORM, c->dim), .eps = c->eps};
+    hs_matmul_opts no = {.prologue = HS_MATMUL_RMSNORM,
+                         .norm = vec(h, VEC_OUTPUT_NORM, c->dim),
+                         .eps = c->eps,
+                         .scratch = B(h->xs, 0, 0)};
     HS_TRY(hs_op_matmul(h->ops, s, h->out, rows, n, logits, &no));
     hs_vk_binding rec = B(h->records, 0, hs_topk_out_bytes(n, h->top_k));
     HS_TRY(hs_op_topk(h->ops, s, &logits, n, c->n_draft_vocab, h->top_k, 1.0f, &rec));

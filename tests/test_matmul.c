@@ -650,15 +650,15 @@ static void test_matmul_strided(void **state) {
     }
 }
 
-/* Tuning (HS_TUNING: rows per invocation, columns per workgroup) changes the
- * shape of the work, never a result: products under other tunings are
- * bitwise those under the device's own. */
+/* Tuning (HS_TUNING: rows per invocation, columns per workgroup, the split
+ * prologue) changes the shape of the work, never a result: products under
+ * other tunings are bitwise those under the device's own. */
 static void test_tuning_independent(void **state) {
     hs_test_env *env = *state;
     hs_rng r;
     hs_rng_seed(&r, 18);
     /* Few pipelines: each new shape is an LLVM compile on lavapipe. */
-    static const char *tunings[] = {"rows=1,cols=1", "rows=2,cols=3"};
+    static const char *tunings[] = {"rows=1,cols=1", "rows=2,cols=3", "split=0", "split=4"};
     static const hs_type types[] = {HS_TYPE_F16, HS_TYPE_Q4_1, HS_TYPE_Q6_K};
     static const uint32_t ns[] = {1, 3, 9};
     const uint32_t rows = 75, nmax = 9;
@@ -667,7 +667,12 @@ static void test_tuning_independent(void **state) {
         tw w = tw_make(env, &r, types[t], rows, cols);
         float *x = hs_test_rand_array(&r, (size_t)nmax * cols, -1, 1), *g = hs_test_rand_array(&r, cols, 0.5f, 1.5f);
         hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)nmax * cols * 4), *bg = hs_test_buffer(env, g, cols * 4);
-        const hs_matmul_opts o = {.prologue = HS_MATMUL_RMSNORM, .norm = hs_test_bind(bg, 0), .eps = 1e-5f};
+        hs_vk_buffer *xs = hs_test_buffer(env, NULL, (size_t)nmax * cols * 4);
+        /* with a scratch buffer: the tuning's split_n decides fused or split */
+        const hs_matmul_opts o = {.prologue = HS_MATMUL_RMSNORM,
+                                  .norm = hs_test_bind(bg, 0),
+                                  .eps = 1e-5f,
+                                  .scratch = hs_test_bind(xs, 0)};
         float *want[3];
         for (int i = 0; i < 3; i++) {
             hs_vk_buffer *y = hs_test_buffer(env, NULL, (size_t)ns[i] * rows * 4);
@@ -704,6 +709,7 @@ static void test_tuning_independent(void **state) {
         free(g);
         hs_vk_buffer_destroy(bx);
         hs_vk_buffer_destroy(bg);
+        hs_vk_buffer_destroy(xs);
         tw_free(&w);
     }
 }
