@@ -1,8 +1,9 @@
 /* matmul_pro: x'[j][k] = the prologue of a product (matmul_x.glsl), written
- * out once per column for the products of large batches (runtime/op_matmul.c,
- * "split prologue"). Fused into the product, every workgroup of a column
- * recomputes RMSNorm's sum of squares or SwiGLU's exponentials for its own
- * rows; written out, they are computed once and the product reads x' plainly.
+ * out once per column for the products the tuning splits (runtime/op_matmul.c,
+ * split_prologue; on lavapipe all of them). Fused into the product, every
+ * workgroup of a column recomputes RMSNorm's sum of squares or SwiGLU's
+ * exponentials for its own rows; written out, they are computed once and the
+ * product reads x' plainly.
  * The values are matmul_x.glsl's, so the products' results are bitwise those
  * of the fused prologue.
  *
