@@ -67,12 +67,9 @@ hs_status hs_op_tree_mask(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *pare
 
     hs_vk_binding b[3];
     hs_tree_mask_push pc = {.n = n, .words = words};
-    HS_TRY(hs_op_bind(hs_ops_caps(ops), "tree_mask", "parents", parents, 0, (uint64_t)n * 4, 4, &b[0],
-                      &pc.parents_off));
-    HS_TRY(hs_op_bind(hs_ops_caps(ops), "tree_mask", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[1],
-                      &pc.mask_off));
-    HS_TRY(hs_op_bind(hs_ops_caps(ops), "tree_mask", "depth", depth, 0, (uint64_t)n * 4, 4, &b[2],
-                      &pc.depth_off));
+    HS_TRY(hs_op_bind(c, "tree_mask", "parents", parents, 0, (uint64_t)n * 4, 4, &b[0], &pc.parents_off));
+    HS_TRY(hs_op_bind(c, "tree_mask", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[1], &pc.mask_off));
+    HS_TRY(hs_op_bind(c, "tree_mask", "depth", depth, 0, (uint64_t)n * 4, 4, &b[2], &pc.depth_off));
 
     hs_vk_pipeline_desc d = {.name = "tree_mask",
                              .code = hs_spv_tree_mask,
@@ -213,32 +210,33 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     HS_TRY(hs_kv_plan_rows(ops, "attention", &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp));
     const attn_variant *variant = &variants[sp.chunks > 1][type_index];
     const uint32_t n_bind = hs_kv_bindings(6, &sp);
-    hs_kv_bind_windows(ops, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp, variant->unit, 1, 2, 6, b, &pc.k_off,
-                       &pc.v_off);
-    pc.chunk_rows = sp.chunk_rows;
-    HS_TRY(hs_op_bind(hs_ops_caps(ops), "attention", "info", info, 0, (uint64_t)(live_word + 1) * 4, 4, &b[3],
-                      &pc.info_off));
-    HS_TRY(hs_op_bind(hs_ops_caps(ops), "attention", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[4],
-                      &pc.mask_off));
-    /* Whole q and out must exist even if they are bound chunk by chunk. */
-    HS_TRY(hs_op_check("attention", "q", q, 0, (uint64_t)n * q_row, 16));
-    HS_TRY(hs_op_check("attention", "out", out, 0, (uint64_t)n * q_row, 16));
-
     /* lavapipe: an unsplit f32 cache read through texel buffers (one gather
      * per vec4 instead of a loop over the lanes), bound from an offset aligned
-     * for texel views; the same values, the same results. */
-    const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
-    const bool kv_tx = hs_ops_tuning(ops)->texel_weights && c->max_texel_elements && sp.chunks == 1 &&
-                       type_index == 0 && kv->k.offset % 16 == 0 && kv->v.offset % 16 == 0;
+     * for texel views (the offsets are whole vec4s, checked above); the same
+     * values, the same results. */
+    const bool kv_tx =
+        hs_ops_tuning(ops)->texel_weights && c->max_texel_elements && sp.chunks == 1 && type_index == 0;
     static const attn_variant tx_variant = {hs_spv_attention_f32_tx, &hs_spv_attention_f32_tx_size,
                                             "attention_f32_tx", 16};
     if (kv_tx) {
+        const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
         variant = &tx_variant;
         b[1] = (hs_vk_binding){kv->k.buf, kv->k.offset - kv->k.offset % ta, 0};
         b[2] = (hs_vk_binding){kv->v.buf, kv->v.offset - kv->v.offset % ta, 0};
         pc.k_off = (uint32_t)((kv->k.offset % ta) / 16);
         pc.v_off = (uint32_t)((kv->v.offset % ta) / 16);
+    } else {
+        hs_kv_bind_windows(ops, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp, variant->unit, 1, 2, 6, b,
+                           &pc.k_off, &pc.v_off);
     }
+    pc.chunk_rows = sp.chunk_rows;
+    HS_TRY(
+        hs_op_bind(c, "attention", "info", info, 0, (uint64_t)(live_word + 1) * 4, 4, &b[3], &pc.info_off));
+    HS_TRY(hs_op_bind(c, "attention", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[4], &pc.mask_off));
+    /* Whole q and out must exist even if they are bound chunk by chunk. */
+    HS_TRY(hs_op_check("attention", "q", q, 0, (uint64_t)n * q_row, 16));
+    HS_TRY(hs_op_check("attention", "out", out, 0, (uint64_t)n * q_row, 16));
+
     hs_vk_pipeline_desc d = {.name = variant->name,
                              .code = variant->code,
                              .code_size = *variant->size,
@@ -263,10 +261,8 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "attention: one query row exceeds maxStorageBufferRange");
     for (uint32_t q0 = 0; q0 < n; q0 += (uint32_t)per) {
         uint32_t cnt = n - q0 < per ? n - q0 : (uint32_t)per;
-        HS_TRY(
-            hs_op_bind(hs_ops_caps(ops), "attention", "q", q, q0 * q_row, cnt * q_row, 16, &b[0], &pc.q_off));
-        HS_TRY(hs_op_bind(hs_ops_caps(ops), "attention", "out", out, q0 * q_row, cnt * q_row, 16, &b[5],
-                          &pc.o_off));
+        HS_TRY(hs_op_bind(c, "attention", "q", q, q0 * q_row, cnt * q_row, 16, &b[0], &pc.q_off));
+        HS_TRY(hs_op_bind(c, "attention", "out", out, q0 * q_row, cnt * q_row, 16, &b[5], &pc.o_off));
         pc.q_base = q0;
         HS_TRY(hs_vk_seq_dispatch(seq, p, b, n_bind, &pc, gx, cnt, 1));
     }
@@ -348,8 +344,8 @@ hs_status hs_op_kv_gather(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *k, c
     hs_vk_binding b[HS_VK_MAX_BINDINGS];
     hs_kv_gather_push pc = {
         .row_units = (uint32_t)row_units, .layer_units = (uint32_t)stride_units, .n_ctx = n_ctx, .cap = cap};
-    HS_TRY(hs_op_bind(hs_ops_caps(ops), "kv_gather", "rows", rows, 0, (uint64_t)(HS_KV_GATHER_SRC + cap) * 4,
-                      4, &b[2], &pc.info_off));
+    HS_TRY(hs_op_bind(c, "kv_gather", "rows", rows, 0, (uint64_t)(HS_KV_GATHER_SRC + cap) * 4, 4, &b[2],
+                      &pc.info_off));
     HS_TRY(hs_op_check("kv_gather", "k", k, 0, (uint64_t)(n_layers - 1) * layer_stride + layer_bytes, unit));
     HS_TRY(hs_op_check("kv_gather", "v", v, 0, (uint64_t)(n_layers - 1) * layer_stride + layer_bytes, unit));
 
@@ -368,8 +364,8 @@ hs_status hs_op_kv_gather(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *k, c
             uint32_t cnt = n_layers - l0 < per ? n_layers - l0 : (uint32_t)per;
             uint64_t at = (uint64_t)l0 * layer_stride;
             uint64_t span = (uint64_t)(cnt - 1) * layer_stride + layer_bytes;
-            HS_TRY(hs_op_bind(hs_ops_caps(ops), "kv_gather", "k", k, at, span, unit, &b[0], &pc.k_off));
-            HS_TRY(hs_op_bind(hs_ops_caps(ops), "kv_gather", "v", v, at, span, unit, &b[1], &pc.v_off));
+            HS_TRY(hs_op_bind(c, "kv_gather", "k", k, at, span, unit, &b[0], &pc.k_off));
+            HS_TRY(hs_op_bind(c, "kv_gather", "v", v, at, span, unit, &b[1], &pc.v_off));
             HS_TRY(hs_vk_seq_dispatch(seq, p, b, 3, &pc, gx, cnt, 2));
         }
         return HS_OK;

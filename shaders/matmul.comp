@@ -128,17 +128,10 @@ void main() {
     if (PROLOGUE == 1) {
         for (uint c = 0; c < C; c++) {
 #if USE_SUBGROUP
-            if (sg) {
-                /* Lane v < 8 holds partial v; xor 1, 2, 4 is norm_of's tree. */
-                precise float t = sid < 8u ? sumsq_slot(cj[c], sid) : 0.0;
-                t = t + subgroupShuffleXor(t, 1u);
-                t = t + subgroupShuffleXor(t, 2u);
-                t = t + subgroupShuffleXor(t, 4u);
-                if (gl_SubgroupSize > 8u) t = subgroupShuffle(t, sid & 7u);
-                scale[c] = norm_scale(t);
-            } else
+            scale[c] = sg ? norm_of_sg(cj[c], sid) : norm_of(cj[c]);
+#else
+            scale[c] = norm_of(cj[c]);
 #endif
-                scale[c] = norm_of(cj[c]);
         }
     }
 

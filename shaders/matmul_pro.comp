@@ -37,18 +37,10 @@ void main() {
     float scale = 1.0;
     if (PROLOGUE == 1) {
 #if USE_SUBGROUP
-        if (gl_SubgroupSize >= 8u) {
-            /* Lane v < 8 sums slot v; xor 1, 2, 4 is norm_of's tree (matmul.comp). */
-            const uint sid = gl_SubgroupInvocationID;
-            precise float t = sid < 8u ? sumsq_slot(j, sid) : 0.0;
-            t = t + subgroupShuffleXor(t, 1u);
-            t = t + subgroupShuffleXor(t, 2u);
-            t = t + subgroupShuffleXor(t, 4u);
-            if (gl_SubgroupSize > 8u) t = subgroupShuffle(t, sid & 7u);
-            scale = norm_scale(t);
-        } else
+        scale = gl_SubgroupSize >= 8u ? norm_of_sg(j, gl_SubgroupInvocationID) : norm_of(j);
+#else
+        scale = norm_of(j);
 #endif
-            scale = norm_of(j);
     }
     for (uint k = 4u * gl_LocalInvocationID.x; k < p.cols; k += 4u * LANES) {
         const vec4 v = x_in(j, k, scale);

@@ -2,9 +2,10 @@
  * the push constants (mirroring hs_matmul_push in runtime/op_matmul.c), the x
  * and norm-gain bindings (2 and 4) and x' = the prologue of x (PROLOGUE 1:
  * RMSNorm(x) * g, 2: silu(gate) * up). matmul.comp applies it inside the
- * product; matmul_pro.comp writes it out once per column for the products of
- * large batches. Both use these functions, so x' is bitwise the same either
- * way. Needs the spec constants PROLOGUE and XVEC4 declared before. */
+ * product; matmul_pro.comp writes it out once per column for the products the
+ * tuning splits. Both use these functions, so x' is bitwise the same either
+ * way. Needs the spec constants PROLOGUE and XVEC4 declared before, and
+ * USE_SUBGROUP defined (0/1). */
 #ifndef HS_MATMUL_X_GLSL
 #define HS_MATMUL_X_GLSL
 
@@ -83,13 +84,27 @@ float norm_scale(float ss) {
     return r;
 }
 
-/* The RMSNorm factor of column j: the 8 slot sums combined in a fixed tree
- * (the subgroup path of matmul.comp adds them in the same tree). */
+/* The RMSNorm factor of column j: the 8 slot sums combined in a fixed tree. */
 float norm_of(uint j) {
     precise float q[8];
     for (uint v = 0; v < 8u; v++) q[v] = sumsq_slot(j, v);
     precise float t = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7]));
     return norm_scale(t);
 }
+
+#if USE_SUBGROUP
+/* norm_of with the subgroup's help (subgroups of at least 8 lanes): lane
+ * sid < 8 sums slot sid, and shuffles with xor 1, 2, 4 add them in norm_of's
+ * tree, so the factor is bitwise the same. Needs the subgroup shuffle
+ * extensions enabled before the include. */
+float norm_of_sg(uint j, uint sid) {
+    precise float t = sid < 8u ? sumsq_slot(j, sid) : 0.0;
+    t = t + subgroupShuffleXor(t, 1u);
+    t = t + subgroupShuffleXor(t, 2u);
+    t = t + subgroupShuffleXor(t, 4u);
+    if (gl_SubgroupSize > 8u) t = subgroupShuffle(t, sid & 7u);
+    return norm_scale(t);
+}
+#endif
 
 #endif
