@@ -242,6 +242,24 @@ bool hs_matmul_splits(const hs_ops *ops, uint32_t n, const hs_matmul_opts *opt) 
     return opt && opt->prologue != HS_MATMUL_PLAIN && opt->scratch.buf && split_n && n >= split_n;
 }
 
+/* The windows a product's activations are read through: x (x_bytes) and the
+ * RMSNorm gain (the x window again without RMSNorm), and whether both, with
+ * x_stride, allow vec4 loads. */
+static hs_status x_windows(const hs_vk_caps *c, const hs_weight *w, hs_vk_binding x, uint64_t x_bytes,
+                           uint32_t x_stride, const hs_matmul_opts *opt, hs_window *wx, hs_window *wg,
+                           bool *vec4) {
+    static const char *op = "hs_op_matmul";
+    hs_status st = make_window(c, op, "x", x, x_bytes, wx);
+    if (st != HS_OK) return st;
+    *wg = *wx;
+    if (opt->prologue == HS_MATMUL_RMSNORM &&
+        (st = make_window(c, op, "norm", opt->norm, (uint64_t)w->cols * 4, wg)))
+        return st;
+    *vec4 = w->cols % 4 == 0 && wx->elem % 4 == 0 && x_stride % 4 == 0 &&
+            (opt->prologue != HS_MATMUL_RMSNORM || wg->elem % 4 == 0);
+    return HS_OK;
+}
+
 /* The split prologue: matmul_pro writes x' = prologue(x) into opt->scratch
  * (one workgroup per column), then the plain product reads it. */
 static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
@@ -252,18 +270,14 @@ static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w,
     const uint64_t x_bytes = (uint64_t)n * x_stride * 4, s_bytes = (uint64_t)n * w->cols * 4;
     const uint64_t y_bytes = ((uint64_t)(n - 1) * (opt->y_stride ? opt->y_stride : w->rows) + w->rows) * 4;
     hs_window wx, ws, wg;
+    bool xvec4;
     hs_status st;
-    if ((st = make_window(c, op, "x", x, x_bytes, &wx)) != HS_OK) return st;
+    if ((st = x_windows(c, w, x, x_bytes, x_stride, opt, &wx, &wg, &xvec4)) != HS_OK) return st;
     if ((st = make_window(c, op, "scratch", opt->scratch, s_bytes, &ws)) != HS_OK) return st;
     if (overlap(opt->scratch, s_bytes, x, x_bytes) || overlap(opt->scratch, s_bytes, y, y_bytes) ||
         (opt->residual && overlap(opt->scratch, s_bytes, opt->res, y_bytes)))
         return HS_FAIL(HS_ERR_INVALID_ARG, "%s: scratch overlaps x, y or res", op);
-    wg = wx;
-    if (opt->prologue == HS_MATMUL_RMSNORM &&
-        (st = make_window(c, op, "norm", opt->norm, (uint64_t)w->cols * 4, &wg)))
-        return st;
-    const bool xvec4 = w->cols % 4 == 0 && wx.elem % 4 == 0 && ws.elem % 4 == 0 &&
-                       (opt->prologue != HS_MATMUL_RMSNORM || wg.elem % 4 == 0);
+    xvec4 = xvec4 && ws.elem % 4 == 0;
     const bool sg = hs_ops_subgroup(ops) > 1;
     hs_vk_pipeline_desc d = {.name = sg ? "matmul_pro_sg" : "matmul_pro",
                              .code = sg ? hs_spv_matmul_pro_sg : hs_spv_matmul_pro,
@@ -340,13 +354,11 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
         return HS_OK;
     }
     if (hs_matmul_splits(ops, n, opt)) return split_prologue(ops, seq, w, x, n, y, opt);
-    if ((st = make_window(c, op, "x", x, x_bytes, &wx)) != HS_OK) return st;
+    bool xvec4;
+    if ((st = x_windows(c, w, x, x_bytes, x_stride, opt, &wx, &wg, &xvec4)) != HS_OK) return st;
     if ((st = make_window(c, op, "y", y, y_bytes, &wy)) != HS_OK) return st;
     if (overlap(x, x_bytes, y, y_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y overlaps x", op);
-    wg = wx;
     wr = wx;
-    if (opt->prologue == HS_MATMUL_RMSNORM && (st = make_window(c, op, "norm", opt->norm, (uint64_t)w->cols * 4, &wg)))
-        return st;
     if (opt->residual) {
         if ((st = make_window(c, op, "res", opt->res, y_bytes, &wr)) != HS_OK) return st;
         if (overlap(opt->res, y_bytes, y, y_bytes) && opt->res.offset != y.offset)
@@ -362,8 +374,6 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     while (cw < n && cw < cmax) cw *= 2;
     if (cw > cmax) cw = cmax;
     const uint32_t rw = w->rl;
-    const bool xvec4 = w->cols % 4 == 0 && wx.elem % 4 == 0 && x_stride % 4 == 0 &&
-                       (opt->prologue != HS_MATMUL_RMSNORM || wg.elem % 4 == 0);
 
     const bool tx = texel_weights(ops);
     char name[32];
