@@ -5,7 +5,10 @@
  * -p and -n take lists (-p 1,2,4,8), and -d N runs every test after N
  * tokens of context (llama-bench's depth); with several -p values it also
  * prints the batch cost curve: ms per batch of N tokens and its ratio to
- * N = 1, what a speculative verification pass of N tree nodes costs. */
+ * N = 1. -v N[,N..] adds vN tests: the pass a speculative round verifies
+ * N tree nodes with (a chain tree, every row's logits and argmax read back,
+ * nothing committed), with its own cost curve; that is T(N) of DESIGN.md
+ * section 4, which ppN (only the last row's logits) underestimates. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +26,7 @@
 
 typedef struct bench_test {
     char name[32];
-    int n_prompt, n_gen;
+    int n_prompt, n_gen, n_verify;
     double samples[MAX_REPS]; /* tokens per second */
     int n;
     double mean, std;
@@ -35,16 +38,26 @@ static void fill_tokens(int32_t *toks, int n, uint32_t V, uint32_t salt) {
         toks[i] = (int32_t)((i * 7919u + salt) % V);
 }
 
+/* Verification passes per vN repetition (each re-evaluates the same rows). */
+#define VERIFY_PASSES 4
+
 /* One repetition after `depth` tokens of context (evaluated in batches of at
- * most max_batch, not timed): n_prompt tokens in one batch, or n_gen
+ * most max_batch, not timed): n_prompt tokens in one batch, n_gen
  * single-token steps (as llama-bench's tg, whose context is one token when
- * depth is 0). */
+ * depth is 0), or VERIFY_PASSES uncommitted verification passes of n_verify
+ * chained tokens. */
 static hs_status run_once(hs_llama *m, const bench_test *t, int depth, uint32_t max_batch, double *tps) {
     hs_status st = HS_OK;
     uint32_t V = hs_llama_cfg(m)->n_vocab;
     int n_tok = depth > t->n_prompt ? depth : t->n_prompt;
+    if (t->n_verify > n_tok) n_tok = t->n_verify;
     int32_t *toks = malloc(sizeof *toks * (size_t)(n_tok > 0 ? n_tok : 1));
-    if (!toks) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "bench: out of memory");
+    int32_t *parents = malloc(sizeof *parents * (size_t)(t->n_verify > 0 ? t->n_verify : 1));
+    if (!toks || !parents) {
+        free(toks);
+        free(parents);
+        return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "bench: out of memory");
+    }
     hs_llama_reset(m);
     fill_tokens(toks, depth, V, 101);
     for (int i = 0; i < depth; i += (int)max_batch) {
@@ -58,8 +71,18 @@ static hs_status run_once(hs_llama *m, const bench_test *t, int depth, uint32_t 
         *tps = t->n_prompt / (hs_now_s() - t0);
         goto fail;
     }
-    int32_t tok = 1;
     const uint32_t *amax;
+    if (t->n_verify) {
+        fill_tokens(toks, t->n_verify, V, 29);
+        for (int i = 0; i < t->n_verify; i++)
+            parents[i] = i - 1;
+        double t0 = hs_now_s();
+        for (int r = 0; r < VERIFY_PASSES; r++)
+            HS_TRY(hs_llama_eval(m, toks, (uint32_t)t->n_verify, parents, false, false, NULL, &amax));
+        *tps = VERIFY_PASSES * t->n_verify / (hs_now_s() - t0);
+        goto fail;
+    }
+    int32_t tok = 1;
     double t0 = hs_now_s();
     for (int i = 0; i < t->n_gen; i++) {
         HS_TRY(hs_llama_eval(m, &tok, 1, NULL, true, true, NULL, &amax));
@@ -68,6 +91,7 @@ static hs_status run_once(hs_llama *m, const bench_test *t, int depth, uint32_t 
     *tps = t->n_gen / (hs_now_s() - t0);
 fail:
     free(toks);
+    free(parents);
     return st;
 }
 
@@ -105,28 +129,56 @@ static uint64_t n_bytes(const hs_gguf *g) {
     return n;
 }
 
+/* Tokens of a pp or v test. */
+static int test_tokens(const bench_test *t) { return t->n_prompt ? t->n_prompt : t->n_verify; }
+
+/* ms per pass of n tests (all pp or all v) and their ratio to the first. */
+static void print_curve(const char *title, const bench_test *t, int n, int depth) {
+    const double ms0 = 1e3 * test_tokens(&t[0]) / t[0].mean;
+    printf("\n%s (context %d):\n\n| N |", title, depth);
+    for (int i = 0; i < n; i++)
+        printf(" %d |", test_tokens(&t[i]));
+    printf("\n| --- |");
+    for (int i = 0; i < n; i++)
+        printf(" ---: |");
+    printf("\n| ms per pass |");
+    for (int i = 0; i < n; i++)
+        printf(" %.1f |", 1e3 * test_tokens(&t[i]) / t[i].mean);
+    printf("\n| cost / N=%d |", test_tokens(&t[0]));
+    for (int i = 0; i < n; i++)
+        printf(" %.2f |", 1e3 * test_tokens(&t[i]) / t[i].mean / ms0);
+    printf("\n");
+}
+
 int hs_cli_bench(int argc, char **argv) {
     const char *model = NULL;
-    int reps = 5, depth = 0, pp[MAX_TESTS] = {512}, tg[MAX_TESTS] = {128}, npp = 1, ntg = 1;
+    int reps = 5, depth = 0, pp[MAX_TESTS] = {512}, tg[MAX_TESTS] = {128}, vf[MAX_TESTS], npp = 1, ntg = 1,
+        nvf = 0;
     bool json = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            printf("usage: heterospec bench -m FILE [-p N[,N..]] [-n N[,N..]] [-d DEPTH] [-r REPS] [-o "
-                   "md|json]\n\n"
-                   "llama-bench's tests: ppN (N prompt tokens in one batch, default 512) and tgN (N\n"
-                   "decoding steps, default 128); t/s as mean ± std over REPS (default 5) after one\n"
-                   "warm-up. -p and -n take lists; 0 skips a test. -d runs every test after DEPTH\n"
-                   "tokens of context (default 0). With several -p values, the markdown output adds\n"
-                   "the batch cost curve: ms per batch and its ratio to the first -p value, which is\n"
-                   "what verifying a tree of N nodes costs against one decoding step when N = 1\n"
-                   "comes first (-p 1,2,4,8,16,32,64 -n 0).\n");
+            printf(
+                "usage: heterospec bench -m FILE [-p N[,N..]] [-n N[,N..]] [-v N[,N..]] [-d DEPTH] [-r REPS] "
+                "[-o md|json]\n\n"
+                "llama-bench's tests: ppN (N prompt tokens in one batch, default 512) and tgN (N\n"
+                "decoding steps, default 128); t/s as mean ± std over REPS (default 5) after one\n"
+                "warm-up. -p and -n take lists; 0 skips a test. -d runs every test after DEPTH\n"
+                "tokens of context (default 0). With several -p values, the markdown output adds\n"
+                "the batch cost curve: ms per batch and its ratio to the first -p value\n"
+                "(-p 1,2,4,8,16,32,64 -n 0). -v adds vN tests: the pass that verifies a tree of N\n"
+                "nodes (every row's logits and argmax, not committed; %d passes per repetition),\n"
+                "the real cost of speculation, with its own curve when -v has several values\n"
+                "(-p 0 -n 0 -v 1,2,4,8,16,32,64).\n",
+                VERIFY_PASSES);
             return 0;
         } else if (!strcmp(o, "-m") && v) model = argv[++i];
         else if (!strcmp(o, "-p") && v)
             npp = parse_list(argv[++i], pp, MAX_TESTS);
         else if (!strcmp(o, "-n") && v)
             ntg = parse_list(argv[++i], tg, MAX_TESTS);
+        else if (!strcmp(o, "-v") && v)
+            nvf = parse_list(argv[++i], vf, MAX_TESTS);
         else if (!strcmp(o, "-d") && v)
             depth = atoi(argv[++i]);
         else if (!strcmp(o, "-r") && v) reps = atoi(argv[++i]);
@@ -141,16 +193,18 @@ int hs_cli_bench(int argc, char **argv) {
             return 2;
         }
     }
-    if (!model || reps < 1 || reps > MAX_REPS || npp < 0 || ntg < 0 || depth < 0 || npp + ntg > MAX_TESTS) {
-        fprintf(stderr,
-                "heterospec bench: need -m FILE, 1 <= -r <= %d, -d >= 0, and -p/-n lists of integers >= 0, "
-                "at most %d tests in all "
-                "(see --help)\n",
-                MAX_REPS, MAX_TESTS);
+    if (!model || reps < 1 || reps > MAX_REPS || npp < 0 || ntg < 0 || nvf < 0 || depth < 0 ||
+        npp + ntg + nvf > MAX_TESTS) {
+        fprintf(
+            stderr,
+            "heterospec bench: need -m FILE, 1 <= -r <= %d, -d >= 0, and -p/-n/-v lists of integers >= 0, "
+            "at most %d tests in all "
+            "(see --help)\n",
+            MAX_REPS, MAX_TESTS);
         return 2;
     }
     bench_test tests[MAX_TESTS];
-    int nt = 0, max_pp = 0, max_tg = 0, n_curve = 0;
+    int nt = 0, max_pp = 0, max_tg = 0, n_curve = 0, n_vcurve = 0;
     for (int i = 0; i < npp; i++)
         if (pp[i]) {
             tests[nt++] = (bench_test){.n_prompt = pp[i]};
@@ -162,13 +216,25 @@ int hs_cli_bench(int argc, char **argv) {
             tests[nt++] = (bench_test){.n_gen = tg[i]};
             max_tg = tg[i] > max_tg ? tg[i] : max_tg;
         }
+    for (int i = 0; i < nvf; i++)
+        if (vf[i]) {
+            tests[nt++] = (bench_test){.n_verify = vf[i]};
+            max_pp = vf[i] > max_pp ? vf[i] : max_pp;
+            n_vcurve++;
+        }
     if (!nt) {
-        fprintf(stderr, "heterospec bench: every test is skipped (-p 0 -n 0)\n");
+        fprintf(stderr, "heterospec bench: every test is skipped (-p 0 -n 0, no -v)\n");
         return 2;
     }
     for (int i = 0; i < nt; i++) {
-        int k = snprintf(tests[i].name, sizeof tests[i].name, tests[i].n_prompt ? "pp%d" : "tg%d",
-                         tests[i].n_prompt ? tests[i].n_prompt : tests[i].n_gen);
+        const bench_test *t = &tests[i];
+        int k = snprintf(tests[i].name, sizeof tests[i].name,
+                         t->n_prompt ? "pp%d"
+                         : t->n_gen  ? "tg%d"
+                                     : "v%d",
+                         t->n_prompt ? t->n_prompt
+                         : t->n_gen  ? t->n_gen
+                                     : t->n_verify);
         if (depth) snprintf(tests[i].name + k, sizeof tests[i].name - (size_t)k, " @ d%d", depth);
     }
     hs_gguf *g = NULL;
@@ -221,6 +287,7 @@ int hs_cli_bench(int argc, char **argv) {
             cJSON_AddStringToObject(t, "test", tests[i].name);
             cJSON_AddNumberToObject(t, "n_prompt", tests[i].n_prompt);
             cJSON_AddNumberToObject(t, "n_gen", tests[i].n_gen);
+            cJSON_AddNumberToObject(t, "n_verify", tests[i].n_verify);
             cJSON_AddNumberToObject(t, "avg_ts", tests[i].mean);
             cJSON_AddNumberToObject(t, "stddev_ts", tests[i].std);
             cJSON *s = cJSON_AddArrayToObject(t, "samples_ts");
@@ -237,23 +304,9 @@ int hs_cli_bench(int argc, char **argv) {
             printf("| %s | %.2f MiB | %.2f M | heterospec Vulkan (%s) | %s | %.2f ± %.2f |\n", name,
                    n_bytes(g) / 1048576.0, n_params(g) / 1e6, c->device_name, tests[i].name, tests[i].mean,
                    tests[i].std);
-        if (n_curve > 1) {
-            /* tests[0 .. n_curve-1] are the pp tests, in -p order */
-            double ms0 = 1e3 * tests[0].n_prompt / tests[0].mean;
-            printf("\nbatch cost curve (context %d):\n\n| N |", depth);
-            for (int i = 0; i < n_curve; i++)
-                printf(" %d |", tests[i].n_prompt);
-            printf("\n| --- |");
-            for (int i = 0; i < n_curve; i++)
-                printf(" ---: |");
-            printf("\n| ms per batch |");
-            for (int i = 0; i < n_curve; i++)
-                printf(" %.1f |", 1e3 * tests[i].n_prompt / tests[i].mean);
-            printf("\n| cost / N=%d |", tests[0].n_prompt);
-            for (int i = 0; i < n_curve; i++)
-                printf(" %.2f |", 1e3 * tests[i].n_prompt / tests[i].mean / ms0);
-            printf("\n");
-        }
+        /* The pp tests come first, in -p order; the v tests last, in -v order. */
+        if (n_curve > 1) print_curve("batch cost curve", tests, n_curve, depth);
+        if (n_vcurve > 1) print_curve("verification cost curve", tests + nt - n_vcurve, n_vcurve, depth);
     }
     rc = 0;
 fail:

@@ -37,20 +37,30 @@ static void usage(FILE *f) {
                "  --questions F-T    questions F..T of each set, 1-based, in file order (default 1-10)\n"
                "  -n N               most new tokens per question (default 128)\n"
                "  -c N               context size (default: model's, at most 4096)\n"
-               "  --temp T           temperature (default 0: greedy); --seed S (default 0)\n"
+               "  --temp T[,T..]     temperatures (default 0: greedy); several run every method at\n"
+               "                     each (labels get @tT, speedups are against ar at the same T)\n"
+               "  --seed S           sampling seed (default 0)\n"
                "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
                "                     ar | chain[/dD] | static[/B1xB2x..] | eagle2[/kK][/dD][/nN]\n"
-               "                     (d: depth, k: draft top-k, n: tree size; defaults as generate)\n"
+               "                     | heterospec | eagle2-tuned\n"
+               "                     (d: depth, k: draft top-k, n: tree size; defaults as generate;\n"
+               "                     heterospec and eagle2-tuned take this device's calibration,\n"
+               "                     see heterospec calibrate)\n"
+               "  --calibration F    calibration JSON for heterospec and eagle2-tuned\n"
                "  --no-chat          the turn as it is, without the chat template\n"
                "  -o md|json         markdown tables (default) or one JSON object\n");
 }
 
 typedef struct method {
-    char label[64];
+    char label[80];
     bool ar;
+    float temp;
+    int ar_ref; /* the ar method at the same temperature, -1 if none */
     hs_tree_policy policy;
     hs_spec *spec;
 } method;
+
+#define MAX_TEMPS 4
 
 typedef struct acc {
     double tokens, gen_s, draft_s, verify_s;
@@ -59,8 +69,9 @@ typedef struct acc {
 } acc;
 
 typedef struct args {
-    const char *model, *head, *data, *sets, *methods, *out;
-    int q_from, q_to, n_predict, n_ctx;
+    const char *model, *head, *data, *sets, *methods, *out, *calib;
+    int q_from, q_to, n_predict, n_ctx, n_temps;
+    float temps[MAX_TEMPS];
     bool no_chat;
     hs_sampler_params sp;
 } args;
@@ -76,6 +87,7 @@ static int parse(int argc, char **argv, args *a) {
     a->n_predict = 128;
     a->sp = hs_sampler_default_params();
     a->sp.temperature = 0.0f;
+    a->n_temps = 1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -87,7 +99,7 @@ static int parse(int argc, char **argv, args *a) {
             continue;
         }
         const char *const valued[] = {"-m", "--head", "--data", "--sets",    "--questions", "-n",
-                                      "-c", "--temp", "--seed", "--methods", "-o"};
+                                      "-c", "--temp", "--seed", "--methods", "-o",          "--calibration"};
         int w = -1;
         for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++)
             if (!strcmp(o, valued[k])) w = k;
@@ -114,10 +126,27 @@ static int parse(int argc, char **argv, args *a) {
             break;
         case 5: a->n_predict = atoi(v); break;
         case 6: a->n_ctx = atoi(v); break;
-        case 7: a->sp.temperature = (float)atof(v); break;
+        case 7: {
+            char *end = NULL;
+            a->n_temps = 0;
+            for (const char *t = v; a->n_temps < MAX_TEMPS; t = end + 1) {
+                a->temps[a->n_temps++] = strtof(t, &end);
+                if (end == t || a->temps[a->n_temps - 1] < 0 || (*end && *end != ',')) {
+                    fprintf(stderr, "heterospec bench-spec: --temp %s: expected T[,T..], each >= 0\n", v);
+                    return 2;
+                }
+                if (!*end) break;
+            }
+            if (*end) {
+                fprintf(stderr, "heterospec bench-spec: --temp %s: at most %d temperatures\n", v, MAX_TEMPS);
+                return 2;
+            }
+            break;
+        }
         case 8: a->sp.seed = strtoull(v, NULL, 10); break;
         case 9: a->methods = v; break;
-        default: a->out = v; break;
+        case 10: a->out = v; break;
+        default: a->calib = v; break;
         }
     }
     if (a->n_predict < 1 || a->n_ctx < 0 || (strcmp(a->out, "md") && strcmp(a->out, "json"))) {
@@ -138,6 +167,12 @@ static hs_status parse_method(const char *text, method *m) {
     if (!name) return HS_FAIL(HS_ERR_INVALID_ARG, "empty method");
     if (!strcmp(name, "ar")) {
         m->ar = true;
+        return HS_OK;
+    }
+    if (!strcmp(name, "eagle2-tuned")) { /* the calibration's setting, attached after loading */
+        if (strtok_r(NULL, "/", &save))
+            return HS_FAIL(HS_ERR_INVALID_ARG, "method %s takes no options", text);
+        m->policy = (hs_tree_policy){.name = "eagle2-tuned"};
         return HS_OK;
     }
     hs_cli_spec s;
@@ -163,51 +198,6 @@ static hs_status parse_method(const char *text, method *m) {
     HS_TRY(hs_cli_spec_policy(&s, &m->policy));
 fail:
     return st;
-}
-
-/* The first turn and id of each question F..T of a set's question.jsonl. */
-typedef struct question {
-    int id;
-    char *text;
-} question;
-
-static hs_status read_questions(const char *path, int from, int to, question **out, int *n) {
-    hs_status st = HS_OK;
-    char *all = NULL;
-    *out = NULL;
-    *n = 0;
-    HS_TRY(hs_cli_read_text(path, &all));
-    question *qs = calloc((size_t)(to - from + 1), sizeof *qs);
-    if (!qs) HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory"));
-    *out = qs;
-    int line_no = 0;
-    for (char *save = NULL, *line = strtok_r(all, "\n", &save); line && line_no < to;
-         line = strtok_r(NULL, "\n", &save)) {
-        if (++line_no < from) continue;
-        cJSON *j = cJSON_Parse(line);
-        const cJSON *turns = cJSON_GetObjectItem(j, "turns"), *id = cJSON_GetObjectItem(j, "question_id");
-        const cJSON *t0 = cJSON_GetArrayItem(turns, 0);
-        if (!cJSON_IsString(t0)) {
-            cJSON_Delete(j);
-            HS_TRY(HS_FAIL(HS_ERR_FORMAT, "%s line %d: no \"turns\" with a first turn", path, line_no));
-        }
-        qs[*n].id = cJSON_IsNumber(id) ? id->valueint : line_no;
-        qs[*n].text = strdup(t0->valuestring);
-        cJSON_Delete(j);
-        if (!qs[(*n)++].text) HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory"));
-    }
-    if (*n < to - from + 1)
-        HS_TRY(HS_FAIL(HS_ERR_INVALID_ARG, "%s has %d questions; --questions asks for %d-%d", path, line_no,
-                       from, to));
-fail:
-    free(all);
-    return st;
-}
-
-static void free_questions(question *qs, int n) {
-    for (int i = 0; i < n; i++)
-        free(qs[i].text);
-    free(qs);
 }
 
 /* One question's run; compared/equal: its output was compared with ar's and
@@ -236,14 +226,20 @@ static double vpr(const acc *a, bool ar) {
 }
 static double dshare(const acc *a) { return a->gen_s > 0 ? a->draft_s / a->gen_s : 0; }
 
-static void print_table(const char *title, method *ms, int nm, const acc *row, int ar_index, bool greedy) {
+/* Tokens/s of the ar method at the method's temperature (0 if none). */
+static double base_tps(const method *ms, int i, const acc *row) {
+    return ms[i].ar_ref >= 0 ? tps(&row[ms[i].ar_ref]) : 0;
+}
+
+static void print_table(const char *title, method *ms, int nm, const acc *row) {
     printf("\n### %s\n\n| method | tokens/s | speedup | tau | verified/round | draft share | equal to ar |\n"
            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n",
            title);
-    const double base = ar_index >= 0 ? tps(&row[ar_index]) : 0;
     for (int i = 0; i < nm; i++) {
+        const double base = base_tps(ms, i, row);
         char eq[32] = "n/a";
-        if (greedy && ar_index >= 0) snprintf(eq, sizeof eq, "%u/%u", row[i].equal, row[i].compared);
+        if (ms[i].temp <= 0 && ms[i].ar_ref >= 0)
+            snprintf(eq, sizeof eq, "%u/%u", row[i].equal, row[i].compared);
         printf("| %s | %.2f | %s%.2fx | %.2f | %.1f | %.1f%% | %s |\n", ms[i].label, tps(&row[i]),
                base > 0 ? "" : "~", base > 0 ? tps(&row[i]) / base : 0.0, tau(&row[i], ms[i].ar),
                vpr(&row[i], ms[i].ar), 100 * dshare(&row[i]), eq);
@@ -253,6 +249,7 @@ static void print_table(const char *title, method *ms, int nm, const acc *row, i
 static cJSON *acc_json(const method *m, const acc *a, double base) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "method", m->label);
+    cJSON_AddNumberToObject(o, "temperature", m->temp);
     cJSON_AddNumberToObject(o, "questions", a->questions);
     cJSON_AddNumberToObject(o, "tokens", a->tokens);
     cJSON_AddNumberToObject(o, "gen_s", a->gen_s);
@@ -271,26 +268,38 @@ int hs_cli_bench_spec(int argc, char **argv) {
     int rc = parse(argc, argv, &a);
     if (rc) return rc == 1 ? 0 : rc;
     method ms[MAX_METHODS];
-    int nm = 0, ar_index = -1;
-    char *mlist = strdup(a.methods), *save = NULL;
-    for (char *t = strtok_r(mlist, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (nm == MAX_METHODS || parse_method(t, &ms[nm]) != HS_OK) {
-            fprintf(stderr, "heterospec bench-spec: %s\n",
-                    nm == MAX_METHODS ? "too many methods" : hs_last_error());
-            free(mlist);
-            return 2;
+    int nm = 0;
+    /* Per temperature: its methods, ar first, so every other method is
+     * compared with ar on each question. */
+    for (int ti = 0; ti < a.n_temps; ti++) {
+        const int first = nm;
+        char *mlist = strdup(a.methods), *save = NULL;
+        for (char *t = strtok_r(mlist, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (nm == MAX_METHODS || parse_method(t, &ms[nm]) != HS_OK) {
+                fprintf(stderr, "heterospec bench-spec: %s\n",
+                        nm == MAX_METHODS ? "too many methods (times temperatures)" : hs_last_error());
+                free(mlist);
+                return 2;
+            }
+            ms[nm].temp = a.temps[ti];
+            if (a.n_temps > 1) {
+                const size_t len = strlen(ms[nm].label);
+                snprintf(ms[nm].label + len, sizeof ms[nm].label - len, " @t%g", a.temps[ti]);
+            }
+            nm++;
         }
-        nm++;
+        free(mlist);
+        for (int i = first; i < nm; i++)
+            if (ms[i].ar && i != first) {
+                method t = ms[i];
+                memmove(&ms[first + 1], &ms[first], sizeof *ms * (size_t)(i - first));
+                ms[first] = t;
+                break;
+            }
+        for (int i = first; i < nm; i++)
+            ms[i].ar_ref = ms[first].ar ? first : -1;
     }
-    free(mlist);
-    /* ar first, so every other method is compared with it on each question. */
-    for (int i = 0; i < nm && ar_index < 0; i++)
-        if (ms[i].ar) {
-            method t = ms[i];
-            memmove(&ms[1], &ms[0], sizeof *ms * (size_t)i);
-            ms[0] = t;
-            ar_index = 0;
-        }
+    char *save = NULL;
     char sets[MAX_SETS][64];
     int ns = 0;
     char *slist = strdup(a.sets);
@@ -304,13 +313,19 @@ int hs_cli_bench_spec(int argc, char **argv) {
     hs_vk_ctx *vk = NULL;
     hs_ops *ops = NULL;
     hs_cli_spec_models sm = {0};
+    static hs_cli_hx hxs[2]; /* greedy, sampling (large: static) */
+    bool hx_loaded[2] = {false, false};
     /* Per set and method; row ns: all sets together. */
     acc *accs = calloc((size_t)(ns + 1) * nm, sizeof *accs), *all = accs ? accs + (size_t)ns * nm : NULL;
     cJSON *records = cJSON_CreateArray();
     rc = 1;
     if (!accs || hs_cli_model_path(a.model, model_path, sizeof model_path) != HS_OK) goto fail;
     if (hs_gguf_open(model_path, &g) != HS_OK || hs_tok_from_gguf(g, &tok) != HS_OK) goto fail;
-    if (hs_sampler_params_validate(&a.sp) != HS_OK) goto fail;
+    for (int ti = 0; ti < a.n_temps; ti++) {
+        hs_sampler_params sp = a.sp;
+        sp.temperature = a.temps[ti];
+        if (hs_sampler_params_validate(&sp) != HS_OK) goto fail;
+    }
     hs_vk_ctx_options vo = {.device_index = -1, .validation = -1};
     if (hs_vk_ctx_create(&vo, &vk) != HS_OK || hs_ops_create(vk, &ops) != HS_OK) goto fail;
     /* One target and head for all methods: the head's K is the largest any
@@ -329,22 +344,52 @@ int hs_cli_bench_spec(int argc, char **argv) {
     so.top_k = k;
     hs_llama_options lo = {.n_ctx = (uint32_t)a.n_ctx};
     if (hs_cli_spec_load(&so, ops, g, &lo, &sm) != HS_OK) goto fail;
+    /* heterospec and eagle2-tuned: the calibration of each mode used. */
+    for (int i = 0; i < nm; i++) {
+        const bool hx = !strcmp(ms[i].policy.name ? ms[i].policy.name : "", "heterospec");
+        const bool e2 = !strcmp(ms[i].policy.name ? ms[i].policy.name : "", "eagle2-tuned");
+        if (!hx && !e2) continue;
+        const int mode = ms[i].temp > 0;
+        if (!hx_loaded[mode]) {
+            if (hs_cli_hx_load(hs_vk_ctx_caps(vk), model_path, sm.head_path, a.calib, mode == 1,
+                               &hxs[mode]) != HS_OK)
+                goto fail;
+            hx_loaded[mode] = true;
+            fprintf(stderr, "[bench-spec] %s calibration: %s\n", mode ? "sampling" : "greedy",
+                    hxs[mode].source);
+        }
+        if (hx) {
+            ms[i].policy = hs_heterospec_policy(&hxs[mode].model);
+        } else if (hxs[mode].have_eagle2) {
+            ms[i].policy = hxs[mode].eagle2;
+            const size_t len = strlen(ms[i].label);
+            snprintf(ms[i].label + len, sizeof ms[i].label - len, " (k%u/d%u/n%u)", ms[i].policy.top_k,
+                     ms[i].policy.depth, ms[i].policy.total);
+        } else {
+            HS_FAIL(HS_ERR_INVALID_ARG,
+                    "eagle2-tuned: the calibration (%s) chose no EAGLE-2 setting; run heterospec "
+                    "calibrate on this device",
+                    hxs[mode].source);
+            goto fail;
+        }
+    }
     for (int i = 0; i < nm; i++)
         if (!ms[i].ar && hs_spec_create(sm.target, sm.head, &ms[i].policy, &ms[i].spec) != HS_OK) goto fail;
-    const bool greedy = a.sp.temperature <= 0;
     const bool json = !strcmp(a.out, "json");
-    if (!json)
-        printf("bench-spec: %s on %s (%s), head %s, %s, -n %d, questions %d-%d\n", model_path,
-               hs_vk_ctx_caps(vk)->device_name, hs_vk_ctx_caps(vk)->driver_info,
-               sm.head ? sm.head_path : "none", greedy ? "greedy" : "sampling", a.n_predict, a.q_from,
-               a.q_to);
+    if (!json) {
+        printf("bench-spec: %s on %s (%s), head %s, temperature", model_path, hs_vk_ctx_caps(vk)->device_name,
+               hs_vk_ctx_caps(vk)->driver_info, sm.head ? sm.head_path : "none");
+        for (int ti = 0; ti < a.n_temps; ti++)
+            printf("%s%g", ti ? "," : " ", a.temps[ti]);
+        printf(", -n %d, questions %d-%d\n", a.n_predict, a.q_from, a.q_to);
+    }
 
     for (int si = 0; si < ns; si++) {
         char path[1400];
         snprintf(path, sizeof path, "%s/%s/question.jsonl", a.data, sets[si]);
-        question *qs = NULL;
+        hs_cli_question *qs = NULL;
         int nq = 0;
-        if (read_questions(path, a.q_from, a.q_to, &qs, &nq) != HS_OK) goto fail;
+        if (hs_cli_questions_read(path, a.q_from, a.q_to, &qs, &nq) != HS_OK) goto fail;
         for (int qi = 0; qi < nq; qi++) {
             int32_t *ids = NULL, *ar_ids = NULL;
             size_t n_ids = 0;
@@ -357,6 +402,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
                 fprintf(stderr, "\r[bench-spec] %s %d/%d  question %d/%d  %-20s", sets[si], si + 1, ns,
                         qi + 1, nq, ms[mi].label);
                 hs_gen_params gp = {.n_predict = n_predict, .sp = a.sp, .spec = ms[mi].spec};
+                gp.sp.temperature = ms[mi].temp;
+                const bool greedy = ms[mi].temp <= 0;
                 hs_gen_result r;
                 if (si == 0 && qi == 0) { /* warm-up: records graphs, compiles pipelines */
                     hs_gen_params wp = gp;
@@ -366,12 +413,12 @@ int hs_cli_bench_spec(int argc, char **argv) {
                 }
                 if ((st = hs_engine_generate(sm.target, tok, ids, n_ids, &gp, &r)) != HS_OK) break;
                 bool compared = false, equal = false;
-                if (mi == ar_index) {
+                if (ms[mi].ar && greedy) {
                     ar_ids = malloc(sizeof *ar_ids * (r.n_gen + 1));
                     if (ar_ids) memcpy(ar_ids, r.ids, sizeof *ar_ids * r.n_gen);
                     ar_n = r.n_gen;
                     compared = equal = greedy;
-                } else if (greedy && ar_ids) {
+                } else if (greedy && ar_ids && ms[mi].ar_ref >= 0) {
                     compared = true;
                     equal = r.n_gen == ar_n && !memcmp(r.ids, ar_ids, sizeof *ar_ids * ar_n);
                     if (!equal)
@@ -395,19 +442,19 @@ int hs_cli_bench_spec(int argc, char **argv) {
                     cJSON_AddNumberToObject(rec, "draft_s", r.spec.draft_s);
                     cJSON_AddNumberToObject(rec, "verify_s", r.spec.verify_s);
                 }
-                if (greedy && ar_index >= 0)
-                    cJSON_AddBoolToObject(rec, "equal_to_ar", equal);
+                cJSON_AddNumberToObject(rec, "temperature", ms[mi].temp);
+                if (greedy && ms[mi].ar_ref >= 0) cJSON_AddBoolToObject(rec, "equal_to_ar", equal);
                 cJSON_AddItemToArray(records, rec);
                 hs_gen_result_free(&r);
             }
             free(ids);
             free(ar_ids);
             if (st != HS_OK) {
-                free_questions(qs, nq);
+                hs_cli_questions_free(qs, nq);
                 goto fail;
             }
         }
-        free_questions(qs, nq);
+        hs_cli_questions_free(qs, nq);
     }
     fprintf(stderr, "\r%80s\r", "");
 
@@ -418,7 +465,10 @@ int hs_cli_bench_spec(int argc, char **argv) {
         cJSON_AddStringToObject(o, "build", HS_BUILD_ID);
         cJSON_AddItemToObject(o, "device", hs_bench_device_json(hs_vk_ctx_caps(vk)));
         cJSON_AddNumberToObject(o, "n_predict", a.n_predict);
-        cJSON_AddNumberToObject(o, "temperature", a.sp.temperature);
+        cJSON_AddNumberToObject(o, "temperature", a.temps[0]);
+        cJSON *jt = cJSON_AddArrayToObject(o, "temperatures");
+        for (int ti = 0; ti < a.n_temps; ti++)
+            cJSON_AddItemToArray(jt, cJSON_CreateNumber(a.temps[ti]));
         cJSON_AddNumberToObject(o, "seed", (double)a.sp.seed);
         cJSON_AddNumberToObject(o, "question_from", a.q_from);
         cJSON_AddNumberToObject(o, "question_to", a.q_to);
@@ -427,15 +477,14 @@ int hs_cli_bench_spec(int argc, char **argv) {
             cJSON *js = cJSON_CreateObject();
             cJSON_AddStringToObject(js, "set", sets[si]);
             cJSON *jm = cJSON_AddArrayToObject(js, "methods");
-            const double base = ar_index >= 0 ? tps(&accs[si * nm + ar_index]) : 0;
             for (int mi = 0; mi < nm; mi++)
-                cJSON_AddItemToArray(jm, acc_json(&ms[mi], &accs[si * nm + mi], base));
+                cJSON_AddItemToArray(
+                    jm, acc_json(&ms[mi], &accs[si * nm + mi], base_tps(ms, mi, &accs[si * nm])));
             cJSON_AddItemToArray(jsets, js);
         }
         cJSON *jall = cJSON_AddArrayToObject(o, "all");
-        const double base = ar_index >= 0 ? tps(&all[ar_index]) : 0;
         for (int mi = 0; mi < nm; mi++)
-            cJSON_AddItemToArray(jall, acc_json(&ms[mi], &all[mi], base));
+            cJSON_AddItemToArray(jall, acc_json(&ms[mi], &all[mi], base_tps(ms, mi, all)));
         cJSON_AddItemToObject(o, "questions", records);
         records = NULL;
         char *s = cJSON_Print(o);
@@ -444,8 +493,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
         cJSON_Delete(o);
     } else {
         for (int si = 0; si < ns; si++)
-            print_table(sets[si], ms, nm, &accs[si * nm], ar_index, greedy);
-        print_table("all sets (tokens and time summed)", ms, nm, all, ar_index, greedy);
+            print_table(sets[si], ms, nm, &accs[si * nm]);
+        print_table("all sets (tokens and time summed)", ms, nm, all);
     }
     rc = 0;
 fail:

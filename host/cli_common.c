@@ -67,3 +67,42 @@ fail:
     hs_chat_destroy(c);
     return st;
 }
+
+hs_status hs_cli_questions_read(const char *path, int from, int to, hs_cli_question **out, int *n) {
+    hs_status st = HS_OK;
+    char *all = NULL;
+    *out = NULL;
+    *n = 0;
+    HS_TRY(hs_cli_read_text(path, &all));
+    hs_cli_question *qs = calloc((size_t)(to - from + 1), sizeof *qs);
+    if (!qs) HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory"));
+    *out = qs;
+    int line_no = 0;
+    for (char *save = NULL, *line = strtok_r(all, "\n", &save); line && line_no < to;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (++line_no < from) continue;
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *turns = cJSON_GetObjectItem(j, "turns"), *id = cJSON_GetObjectItem(j, "question_id");
+        const cJSON *t0 = cJSON_GetArrayItem(turns, 0);
+        if (!cJSON_IsString(t0)) {
+            cJSON_Delete(j);
+            HS_TRY(HS_FAIL(HS_ERR_FORMAT, "%s line %d: no \"turns\" with a first turn", path, line_no));
+        }
+        qs[*n].id = cJSON_IsNumber(id) ? id->valueint : line_no;
+        qs[*n].text = strdup(t0->valuestring);
+        cJSON_Delete(j);
+        if (!qs[(*n)++].text) HS_TRY(HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "out of memory"));
+    }
+    if (*n < to - from + 1)
+        HS_TRY(HS_FAIL(HS_ERR_INVALID_ARG, "%s has %d questions; --questions asks for %d-%d", path, line_no,
+                       from, to));
+fail:
+    free(all);
+    return st;
+}
+
+void hs_cli_questions_free(hs_cli_question *qs, int n) {
+    for (int i = 0; i < n; i++)
+        free(qs[i].text);
+    free(qs);
+}

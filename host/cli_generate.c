@@ -17,31 +17,33 @@
 #include "tok_gguf.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: heterospec generate [options]\n\n"
-            "  -m FILE          GGUF model (default: $HS_HOME/" HS_CLI_DEFAULT_MODEL ",\n"
-            "                   fetched by tools/fetch_model.sh)\n"
-            "  -p TEXT          prompt\n"
-            "  -f FILE          read the prompt from FILE\n"
-            "  -n N             tokens to generate (default 128)\n"
-            "  -c N             context size (default: model's, at most 4096)\n"
-            "  --chat           wrap the prompt in the model's chat template (user turn)\n"
-            "  --temp T         temperature (default 0: greedy)\n"
-            "  --top-k K        (default 40)   --top-p P (default 0.95)   --min-p P (default 0.05)\n"
-            "  --repeat-penalty R  (default 1: off)\n"
-            "  --seed S         sampling seed (default 0)\n"
-            "  --json           print one JSON object (text, ids, timings, draft statistics)\n"
-            "                   instead of streaming\n"
-            "  --spec METHOD    speculative decoding with a draft head: none (default),\n"
-            "                   chain, static or eagle2\n"
-            "  --head FILE      EAGLE-3 head GGUF (default: the first that fits the model in\n"
-            "                   $HS_HOME/heads or the source tree's models/heads)\n"
-            "  --depth D        chain: tokens drafted (default 4); eagle2: draft levels\n"
-            "                   after the first (default 5)\n"
-            "  --draft-top-k K  eagle2: nodes expanded per level (default 10)\n"
-            "  --tree-size N    eagle2: most drafted tokens verified per round (default 60)\n"
-            "  --tree B1,B2,..  static: children kept per node at each depth (default 4,2,2,1)\n"
-            "  -q, --quiet      no streamed text, only the summary\n");
+    fprintf(f, "usage: heterospec generate [options]\n\n"
+               "  -m FILE          GGUF model (default: $HS_HOME/" HS_CLI_DEFAULT_MODEL ",\n"
+               "                   fetched by tools/fetch_model.sh)\n"
+               "  -p TEXT          prompt\n"
+               "  -f FILE          read the prompt from FILE\n"
+               "  -n N             tokens to generate (default 128)\n"
+               "  -c N             context size (default: model's, at most 4096)\n"
+               "  --chat           wrap the prompt in the model's chat template (user turn)\n"
+               "  --temp T         temperature (default 0: greedy)\n"
+               "  --top-k K        (default 40)   --top-p P (default 0.95)   --min-p P (default 0.05)\n"
+               "  --repeat-penalty R  (default 1: off)\n"
+               "  --seed S         sampling seed (default 0)\n"
+               "  --json           print one JSON object (text, ids, timings, draft statistics)\n"
+               "                   instead of streaming\n"
+               "  --spec METHOD    speculative decoding with a draft head: none (default),\n"
+               "                   chain, static, eagle2 or heterospec\n"
+               "  --head FILE      EAGLE-3 head GGUF (default: the first that fits the model in\n"
+               "                   $HS_HOME/heads or the source tree's models/heads)\n"
+               "  --depth D        chain: tokens drafted (default 4); eagle2: draft levels\n"
+               "                   after the first (default 5)\n"
+               "  --draft-top-k K  eagle2: nodes expanded per level (default 10)\n"
+               "  --tree-size N    eagle2: most drafted tokens verified per round (default 60)\n"
+               "  --tree B1,B2,..  static: children kept per node at each depth (default 4,2,2,1)\n"
+               "  --calibration F  heterospec: calibration JSON (default: this device's in\n"
+               "                   $HS_HOME/calib, else the one committed beside the head, else\n"
+               "                   built-in defaults; see heterospec calibrate)\n"
+               "  -q, --quiet      no streamed text, only the summary\n");
 }
 
 typedef struct gen_args {
@@ -100,6 +102,7 @@ static int parse(int argc, char **argv, gen_args *a) {
         fprintf(stderr, "heterospec generate: -n and -c must be >= 0\n");
         return 2;
     }
+    a->spec.sampling = a->sp.temperature > 0;
     return 0;
 }
 

@@ -22,7 +22,8 @@ void hs_cli_spec_defaults(hs_cli_spec *s) {
 }
 
 int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
-    const char *const valued[] = {"--spec", "--head", "--depth", "--draft-top-k", "--tree-size", "--tree"};
+    const char *const valued[] = {"--spec",      "--head", "--depth",      "--draft-top-k",
+                                  "--tree-size", "--tree", "--calibration"};
     int which = -1;
     for (int i = 0; i < (int)(sizeof valued / sizeof valued[0]); i++)
         if (!strcmp(o, valued[i])) which = i;
@@ -37,7 +38,8 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     case 2: s->depth = atoi(v); break;
     case 3: s->top_k = atoi(v); break;
     case 4: s->tree_size = atoi(v); break;
-    default: s->tree = v; break;
+    case 5: s->tree = v; break;
+    default: s->calib = v; break;
     }
     return 2;
 }
@@ -64,8 +66,12 @@ hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out) {
             return HS_FAIL(HS_ERR_INVALID_ARG, "--depth %d: must be 1..%u", d, HS_TREE_MAX_DEPTH - 2);
         if (n < 1) return HS_FAIL(HS_ERR_INVALID_ARG, "--tree-size %d: must be >= 1", n);
         *out = hs_tree_eagle2((uint32_t)k, (uint32_t)d, (uint32_t)n);
+    } else if (!strcmp(s->method, "heterospec")) {
+        /* Its calibration is attached once the head is known (hs_cli_spec_load). */
+        *out = (hs_tree_policy){.name = "heterospec"};
     } else {
-        return HS_FAIL(HS_ERR_INVALID_ARG, "--spec %s: expected none, chain, static or eagle2", s->method);
+        return HS_FAIL(HS_ERR_INVALID_ARG, "--spec %s: expected none, chain, static, eagle2 or heterospec",
+                       s->method);
     }
 fail:
     return st;
@@ -153,6 +159,11 @@ hs_status hs_cli_spec_load(const hs_cli_spec *s, hs_ops *ops, const hs_gguf *mod
         memcpy(opt.tap_layers, hc.tap_layers, sizeof opt.tap_layers);
     }
     HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
+    if (!strcmp(out->policy.name ? out->policy.name : "", "heterospec")) {
+        HS_TRY(hs_cli_hx_load(hs_vk_ctx_caps(hs_ops_vk(ops)), hs_gguf_name(model), out->head_path, s->calib,
+                              s->sampling, &out->hx));
+        out->policy = hs_heterospec_policy(&out->hx.model);
+    }
     if (hs_cli_spec_on(s)) {
         hs_eagle3_options ho = {.top_k =
                                     out->policy.top_k > HS_TOPK_MAX_K ? HS_TOPK_MAX_K : out->policy.top_k};
@@ -178,6 +189,8 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
     const hs_spec_stats *s = &r->spec;
     if (!m->spec) return;
     fprintf(f, "[heterospec] draft: %s, head %s\n", m->policy.name, m->head_path);
+    if (m->policy.expand && !strcmp(m->policy.name, "heterospec"))
+        fprintf(f, "[heterospec] calibration: %s\n", m->hx.source);
     fprintf(f,
             "[heterospec] n_drafted = %llu, n_accept = %llu, draft acceptance rate = %.3f, mean accepted "
             "length = "

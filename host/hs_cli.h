@@ -10,7 +10,9 @@
 
 #include "eagle3.h"
 #include "engine.h"
+#include "heterospec.h"
 #include "hs_status.h"
+#include "hs_vk.h"
 #include "spec.h"
 #include "tokenizer.h"
 #include "tree.h"
@@ -28,13 +30,25 @@ hs_status hs_cli_prompt_ids(const hs_gguf *g, const hs_tok *tok, const char *tex
 /* The whole file at path as a NUL-terminated string (*out, malloc'ed). */
 hs_status hs_cli_read_text(const char *path, char **out);
 
+/* The first turn and id of each question FROM..TO (1-based, file order) of
+ * a question.jsonl in EAGLE's format (*out calloc'ed, *n entries). */
+typedef struct hs_cli_question {
+    int id;
+    char *text;
+} hs_cli_question;
+hs_status hs_cli_questions_read(const char *path, int from, int to, hs_cli_question **out, int *n);
+void hs_cli_questions_free(hs_cli_question *qs, int n);
+
 /* Speculative options of generate and bench-spec (host/cli_spec.c):
- *   --spec none|chain|static|eagle2  --head FILE  --depth D  --draft-top-k K
- *   --tree-size N  --tree B1,B2,...  (static: children per node per level)
- * -1 / NULL: the method's default. */
+ *   --spec none|chain|static|eagle2|heterospec  --head FILE  --depth D
+ *   --draft-top-k K  --tree-size N  --tree B1,B2,...  (static: children per
+ *   node per level)  --calibration FILE (heterospec)
+ * -1 / NULL: the method's default. sampling: the run samples (temperature >
+ * 0), which picks the calibration of that mode. */
 typedef struct hs_cli_spec {
-    const char *method, *head, *tree;
+    const char *method, *head, *tree, *calib;
     int depth, top_k, tree_size;
+    bool sampling;
 } hs_cli_spec;
 void hs_cli_spec_defaults(hs_cli_spec *s);
 /* 0: not a speculative option; 2: consumed o and its value v; -1: error printed. */
@@ -47,6 +61,31 @@ hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out);
  * its target, the model's general.name. */
 hs_status hs_cli_head_find(const hs_gguf *model, char *out, size_t n);
 
+/* HeteroSpec calibrations (host/cli_hx.c). A calibration file is keyed by
+ * the device (UUID, driver version and info), the model file and the head
+ * file (FNV-1a 64 of their bytes) and the mode (greedy or sample):
+ * $HS_HOME/calib/<device>-<model>-<head>-<mode>.json. */
+typedef struct hs_cli_hx_id {
+    uint64_t device, model, head;
+} hs_cli_hx_id;
+typedef struct hs_cli_hx {
+    hs_hx_model model;
+    bool have_eagle2;      /* the calibration chose an EAGLE-2 setting */
+    hs_tree_policy eagle2; /* ... this one (bench-spec's eagle2-tuned) */
+    char source[1600];     /* the file loaded, or the built-in defaults */
+} hs_cli_hx;
+hs_status hs_cli_hx_identity(const hs_vk_caps *caps, const char *model_path, const char *head_path,
+                             hs_cli_hx_id *id);
+hs_status hs_cli_hx_cache_path(const hs_cli_hx_id *id, bool sampling, char *buf, size_t n);
+/* device, model, head and mode fields of a calibration file. */
+cJSON *hs_cli_hx_identity_json(const hs_vk_caps *caps, const hs_cli_hx_id *id, const char *model_path,
+                               const char *head_path, bool sampling);
+/* given (must exist) or: this device's calibration in the cache (the mode
+ * asked, then greedy), the defaults committed beside the head
+ * (heterospec-sample.json / heterospec-greedy.json), the built-in defaults. */
+hs_status hs_cli_hx_load(const hs_vk_caps *caps, const char *model_path, const char *head_path,
+                         const char *given, bool sampling, hs_cli_hx *out);
+
 /* The target (with taps when speculating), its head and the round. */
 typedef struct hs_cli_spec_models {
     hs_llama *target;
@@ -55,6 +94,7 @@ typedef struct hs_cli_spec_models {
     hs_spec *spec; /* NULL without speculation */
     hs_tree_policy policy;
     char head_path[1200];
+    hs_cli_hx hx; /* heterospec: its calibration (policy.state points here) */
 } hs_cli_spec_models;
 hs_status hs_cli_spec_load(const hs_cli_spec *s, hs_ops *ops, const hs_gguf *model, const hs_llama_options *lo,
                            hs_cli_spec_models *out);
@@ -74,5 +114,6 @@ int hs_cli_tokenize(int argc, char **argv);
 int hs_cli_bench_ops(int argc, char **argv);
 int hs_cli_bench_spec(int argc, char **argv);
 int hs_cli_logits(int argc, char **argv);
+int hs_cli_calibrate(int argc, char **argv);
 
 #endif

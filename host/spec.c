@@ -19,6 +19,8 @@ struct hs_spec {
     int32_t *draft_tokens, *tokens, *parents, *next;
     float *probs;
     hs_spec_stats stats;
+    hs_spec_observer observer;
+    void *observer_user;
 };
 
 /* Candidates per tree: every expanded node adds the head's K children. */
@@ -85,6 +87,11 @@ void hs_spec_reset(hs_spec *s) {
 }
 
 const hs_spec_stats *hs_spec_stats_get(const hs_spec *s) { return &s->stats; }
+
+void hs_spec_set_observer(hs_spec *s, hs_spec_observer fn, void *user) {
+    s->observer = fn;
+    s->observer_user = user;
+}
 
 static hs_status consume(hs_spec *s, const uint32_t *slots, const int32_t *next, uint32_t n) {
     hs_status st = HS_OK;
@@ -240,6 +247,16 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     HS_TRY(hs_llama_accept(s->target, s->path, len));
     double t2 = hs_now_s();
     s->stats.verify_s += t2 - t1;
+    if (s->observer) {
+        const hs_spec_round_info info = {.tree = &s->tree,
+                                         .list_nodes = s->list_nodes,
+                                         .parents = s->parents,
+                                         .n_list = n_list,
+                                         .path = s->path,
+                                         .len = len,
+                                         .greedy = greedy};
+        s->observer(s->observer_user, &info);
+    }
 
     /* The head consumes the kept positions: each with the token after it. */
     for (uint32_t i = 0; i + 1 < len; i++)

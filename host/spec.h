@@ -57,11 +57,30 @@ typedef struct hs_spec_stats {
 
 typedef struct hs_spec hs_spec;
 
+/* What one round verified and kept, for calibration (host/heterospec): the
+ * tree as drafted, the verification list (list entry i is tree node
+ * list_nodes[i], its parent entry parents[i]; entry 0 the root) and the
+ * accepted path as list entries (path[0] = 0, then the accepted drafts).
+ * Greedy acceptance decided every entry whose parent is on the path;
+ * sampling tried such entries in list order up to the accepted one. */
+typedef struct hs_spec_round_info {
+    const hs_tree *tree;
+    const uint32_t *list_nodes;
+    const int32_t *parents;
+    uint32_t n_list;
+    const uint32_t *path;
+    uint32_t len;
+    bool greedy;
+} hs_spec_round_info;
+typedef void (*hs_spec_observer)(void *user, const hs_spec_round_info *r);
+
 hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy *policy, hs_spec **out);
 void hs_spec_destroy(hs_spec *s);
 /* Forgets the head's context and the statistics (the engine resets the target). */
 void hs_spec_reset(hs_spec *s);
 const hs_spec_stats *hs_spec_stats_get(const hs_spec *s);
+/* Calls fn after every round's acceptance (NULL: none). */
+void hs_spec_set_observer(hs_spec *s, hs_spec_observer fn, void *user);
 
 /* After the target evaluated a prompt chunk of n tokens (slots 0 .. n-1 of
  * its last eval): the head consumes their taps, each with the token after it

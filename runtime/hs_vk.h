@@ -142,6 +142,8 @@ uint64_t hs_vk_live_mark(const hs_vk_ctx *ctx);
 hs_vk_live_counts hs_vk_live_since(const hs_vk_ctx *ctx, uint64_t mark);
 hs_vk_live_counts hs_vk_release_since(hs_vk_ctx *ctx, uint64_t mark);
 /* Cache folder ($HS_HOME or ~/.cache/heterospec), created if missing. */
+/* mkdir -p: path and its missing parents (0755). */
+hs_status hs_mkdir_p(const char *path);
 hs_status hs_home_dir(char *buf, size_t n);
 
 /* ---- buffers ---- */

@@ -432,6 +432,20 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBi
     return VK_FALSE;
 }
 
+hs_status hs_mkdir_p(const char *path) {
+    char tmp[1400];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        mkdir(tmp, 0755);
+        *p = '/';
+    }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
+        return HS_FAIL(HS_ERR_IO, "cannot create folder %s: %s", tmp, strerror(errno));
+    return HS_OK;
+}
+
 hs_status hs_home_dir(char *buf, size_t n) {
     const char *home = getenv("HS_HOME");
     if (home && *home) {
@@ -441,18 +455,7 @@ hs_status hs_home_dir(char *buf, size_t n) {
         if (!h || !*h) h = "/tmp";
         snprintf(buf, n, "%s/.cache/heterospec", h);
     }
-    /* mkdir -p */
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", buf);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        mkdir(tmp, 0755);
-        *p = '/';
-    }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return HS_FAIL(HS_ERR_IO, "cannot create cache folder %s: %s", tmp, strerror(errno));
-    return HS_OK;
+    return hs_mkdir_p(buf);
 }
 
 /* Why cache data (VkPipelineCacheHeaderVersionOne: header size, version,

@@ -1,0 +1,456 @@
+/* `heterospec calibrate`: HeteroSpec's calibration (DESIGN.md section 4) on
+ * the device at hand.
+ *   1. The device cost model: verification passes of N = 1, 2, 4 .. 128
+ *      nodes (every row's logits and argmax, as a round verifies; trees run
+ *      in power-of-two capacity buckets, so a bucket's time holds for every N
+ *      in it), the head's draft step for widths 1, 2, 4 .. 64 and its
+ *      consume of two rows, each the median of -r passes after a warm-up.
+ *   2. Unless --device: generation on calibration questions with a generous
+ *      EAGLE-2 tree (--record K/D/N), keeping every round's drafted tree and
+ *      the tokens that followed; node records fit the strata and acceptance
+ *      maps (hs_hx_fit), replays tune per-stratum pruning thresholds and
+ *      depth caps (hs_hx_search) and choose the best EAGLE-2 setting of a
+ *      grid (hs_hx_search_eagle2).
+ * The result goes to $HS_HOME/calib (keyed by device, model, head and mode;
+ * -o FILE elsewhere), where generate and bench-spec find it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+#include "hs_bench_ops.h"
+#include "hs_cli.h"
+#include "hx_calib.h"
+#include "stb_ds.h"
+#include "tok_gguf.h"
+
+#ifndef HS_SHARED_DATA
+#define HS_SHARED_DATA "../shared/data/bench"
+#endif
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: heterospec calibrate [options]\n\n"
+            "Measures the device cost model and fits HeteroSpec's strata, acceptance maps,\n"
+            "pruning thresholds and depth caps on calibration questions; writes JSON to\n"
+            "$HS_HOME/calib (found there by generate and bench-spec).\n\n"
+            "  -m FILE            GGUF model (default: $HS_HOME/" HS_CLI_DEFAULT_MODEL ")\n"
+            "  --head FILE        draft head (default: the first that fits the model)\n"
+            "  --device           only the device cost model (keeps the strata of an existing\n"
+            "                     calibration file, else built-in ones)\n"
+            "  --data DIR         folder of <set>/question.jsonl (default: " HS_SHARED_DATA ")\n"
+            "  --sets A,B,..      sets (default mt_bench,humaneval,gsm8k,alpaca,sum)\n"
+            "  --questions F-T    calibration split: questions F..T of each set (default 1-10)\n"
+            "  -n N               new tokens per question (default 96)\n"
+            "  --temp T           temperature (default 0: greedy; > 0 fits the sample mode)\n"
+            "  --seed S           sampling seed (default 0)\n"
+            "  --record K/D/N     EAGLE-2 tree the rounds are recorded with (default 10/6/4)\n"
+            "  --strata B         entropy strata (default 4, at most %d)\n"
+            "  --max-verify N     most nodes a HeteroSpec tree verifies (default 64)\n"
+            "  -r N               timing passes per measurement (default 5)\n"
+            "  -o FILE            output (default: the cache file for this device, model, head)\n"
+            "  --no-chat          the turn as it is, without the chat template\n",
+            HS_HX_MAX_STRATA);
+}
+
+typedef struct cal_args {
+    const char *model, *head, *data, *sets, *out;
+    int q_from, q_to, n_predict, strata, reps, max_verify;
+    unsigned rec_k, rec_d, rec_n;
+    bool device_only, no_chat;
+    hs_sampler_params sp;
+} cal_args;
+
+static int parse(int argc, char **argv, cal_args *a) {
+    memset(a, 0, sizeof *a);
+    a->data = HS_SHARED_DATA;
+    a->sets = "mt_bench,humaneval,gsm8k,alpaca,sum";
+    a->q_from = 1;
+    a->q_to = 10;
+    a->n_predict = 96;
+    a->strata = 4;
+    a->reps = 5;
+    a->max_verify = 64;
+    a->rec_k = 10;
+    a->rec_d = 6;
+    a->rec_n = 4;
+    a->sp = hs_sampler_default_params();
+    a->sp.temperature = 0.0f;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            usage(stdout);
+            return 1;
+        }
+        if (!strcmp(o, "--device")) {
+            a->device_only = true;
+            continue;
+        }
+        if (!strcmp(o, "--no-chat")) {
+            a->no_chat = true;
+            continue;
+        }
+        const char *const valued[] = {"-m",           "--head", "--data", "--sets",   "--questions",
+                                      "-n",           "--temp", "--seed", "--record", "--strata",
+                                      "--max-verify", "-r",     "-o"};
+        int w = -1;
+        for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++)
+            if (!strcmp(o, valued[k])) w = k;
+        if (w < 0 || !v) {
+            fprintf(stderr, "heterospec calibrate: %s '%s' (see --help)\n",
+                    w < 0 ? "unknown option" : "no value for", o);
+            return 2;
+        }
+        i++;
+        switch (w) {
+        case 0: a->model = v; break;
+        case 1: a->head = v; break;
+        case 2: a->data = v; break;
+        case 3: a->sets = v; break;
+        case 4:
+            if (sscanf(v, "%d-%d", &a->q_from, &a->q_to) != 2 || a->q_from < 1 || a->q_to < a->q_from) {
+                fprintf(stderr, "heterospec calibrate: --questions %s: expected FROM-TO, 1 <= FROM <= TO\n",
+                        v);
+                return 2;
+            }
+            break;
+        case 5: a->n_predict = atoi(v); break;
+        case 6: a->sp.temperature = (float)atof(v); break;
+        case 7: a->sp.seed = strtoull(v, NULL, 10); break;
+        case 8:
+            if (sscanf(v, "%u/%u/%u", &a->rec_k, &a->rec_d, &a->rec_n) != 3 || a->rec_k < 1 ||
+                a->rec_k > HS_TOPK_MAX_K || a->rec_d < 1 || a->rec_d >= HS_TREE_MAX_DEPTH - 1 ||
+                a->rec_n < 1) {
+                fprintf(stderr,
+                        "heterospec calibrate: --record %s: expected K/D/N, K 1..%u, D 1..%u, N >= 1\n", v,
+                        HS_TOPK_MAX_K, HS_TREE_MAX_DEPTH - 2);
+                return 2;
+            }
+            break;
+        case 9: a->strata = atoi(v); break;
+        case 10: a->max_verify = atoi(v); break;
+        case 11: a->reps = atoi(v); break;
+        default: a->out = v; break;
+        }
+    }
+    if (a->n_predict < 2 || a->strata < 1 || a->strata > HS_HX_MAX_STRATA || a->reps < 1 || a->reps > 99 ||
+        a->max_verify < 1 || a->max_verify >= HS_HX_MAX_N) {
+        fprintf(stderr,
+                "heterospec calibrate: need -n >= 2, 1 <= --strata <= %d, 1 <= -r <= 99, 1 <= --max-verify "
+                "<= %d\n",
+                HS_HX_MAX_STRATA, HS_HX_MAX_N - 1);
+        return 2;
+    }
+    return 0;
+}
+
+static int dcmp(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *x, int n) {
+    qsort(x, (size_t)n, sizeof *x, dcmp);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* Fills t[lo + 1 .. hi] with v (a capacity bucket's time holds for all of it). */
+static void fill(double *t, uint32_t lo, uint32_t hi, double v) {
+    for (uint32_t i = lo + 1; i <= hi; i++)
+        t[i] = v;
+}
+
+#define CTX_ROWS 256 /* context before the timed passes: a typical point of a generation */
+
+static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c) {
+    hs_status st = HS_OK;
+    const uint32_t V = hs_llama_cfg(m)->n_vocab;
+    int32_t toks[HS_HX_MAX_N], parents[HS_HX_MAX_N], ctx[CTX_ROWS];
+    uint32_t slots[CTX_ROWS];
+    double x[100];
+    for (uint32_t i = 0; i < CTX_ROWS; i++) {
+        ctx[i] = (int32_t)((i * 7919u + 11) % V);
+        slots[i] = i;
+    }
+    for (uint32_t i = 0; i < HS_HX_MAX_N; i++) {
+        toks[i] = (int32_t)((i * 104729u + 3) % V);
+        parents[i] = (int32_t)i - 1;
+    }
+    const uint32_t rows = CTX_ROWS + HS_HX_MAX_N + 2 * (uint32_t)(reps + 1);
+    if (hs_llama_max_batch(m) < HS_HX_MAX_N || hs_llama_n_ctx(m) < rows)
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "calibrate: the target needs a batch of %u and a context of %u rows", HS_HX_MAX_N,
+                       rows);
+    hs_llama_reset(m);
+    hs_eagle3_reset(h);
+    const hs_topk_result *root;
+    for (uint32_t at = 0; at + 1 < CTX_ROWS; at += HS_HX_MAX_N) {
+        const uint32_t n = CTX_ROWS - 1 - at < HS_HX_MAX_N ? CTX_ROWS - 1 - at : HS_HX_MAX_N;
+        HS_TRY(hs_llama_eval(m, ctx + at, n, NULL, true, true, NULL, NULL));
+        HS_TRY(hs_eagle3_consume(h, slots, ctx + at + 1, n, &root));
+    }
+    /* Verification: N chained nodes, nothing committed. */
+    const uint32_t *amax;
+    memset(c, 0, sizeof *c);
+    for (uint32_t n = 1, prev = 0; n <= HS_HX_MAX_N; prev = n, n *= 2) {
+        for (int r = -1; r < reps; r++) {
+            const double t0 = hs_now_s();
+            HS_TRY(hs_llama_eval(m, toks, n, parents, false, false, NULL, &amax));
+            if (r >= 0) x[r] = hs_now_s() - t0;
+        }
+        fill(c->t_verify, prev, n, median(x, reps));
+    }
+    c->n_verify = HS_HX_MAX_N;
+    /* The head's consume of two kept rows (the target keeps them first). */
+    for (int r = -1; r < reps; r++) {
+        HS_TRY(hs_llama_eval(m, toks, 2, NULL, true, true, NULL, NULL));
+        const double t0 = hs_now_s();
+        HS_TRY(hs_eagle3_consume(h, slots, toks + 1, 2, &root));
+        if (r >= 0) x[r] = hs_now_s() - t0;
+    }
+    c->t_consume = median(x, reps);
+    /* A draft level of w nodes, all children of the root. */
+    const hs_topk_result *topk;
+    uint32_t zeros[HS_HX_MAX_WIDTH] = {0};
+    for (uint32_t w = 1, prev = 0; w <= HS_HX_MAX_WIDTH && w <= hs_eagle3_max_nodes(h); prev = w, w *= 2) {
+        for (int r = -1; r < reps; r++) {
+            hs_eagle3_reset_tree(h);
+            const double t0 = hs_now_s();
+            HS_TRY(hs_eagle3_draft(h, zeros, toks, w, &topk));
+            if (r >= 0) x[r] = hs_now_s() - t0;
+        }
+        fill(c->t_draft, prev, w, median(x, reps));
+        c->n_draft = w;
+    }
+    hs_eagle3_reset_tree(h);
+fail:
+    return st;
+}
+
+/* Rounds of the generation under way, and where its root sits in the output. */
+typedef struct recorder {
+    hs_hx_round *rounds; /* stb_ds array: every round so far */
+    uint32_t *pos;       /* stb_ds array: output index of each round's root */
+    uint32_t next_pos;
+    hs_status st;
+} recorder;
+
+static void observe(void *user, const hs_spec_round_info *info) {
+    recorder *rec = user;
+    hs_hx_round r;
+    if (rec->st != HS_OK) return;
+    rec->st = hs_hx_round_copy(info->tree, &r);
+    if (rec->st != HS_OK) return;
+    stbds_arrput(rec->rounds, r);
+    stbds_arrput(rec->pos, rec->next_pos);
+    rec->next_pos += info->len; /* the accepted drafts and the bonus: the next root */
+}
+
+static void print_replay(const char *what, const hs_hx_replay_result *r, double t1) {
+    printf("| %s | %.2f | %.2fx | %.2f | %.1f |\n", what, hs_hx_replay_tps(r), hs_hx_replay_tps(r) * t1,
+           r->rounds ? r->tokens / r->rounds : 0, r->rounds ? r->verified / r->rounds : 0);
+}
+
+int hs_cli_calibrate(int argc, char **argv) {
+    cal_args a;
+    int rc = parse(argc, argv, &a);
+    if (rc) return rc == 1 ? 0 : rc;
+    const bool sampling = a.sp.temperature > 0;
+    char model_path[1200], out_path[1400];
+    hs_gguf *g = NULL;
+    hs_tok *tok = NULL;
+    hs_vk_ctx *vk = NULL;
+    hs_ops *ops = NULL;
+    hs_cli_spec_models sm = {0};
+    hs_cli_hx base = {0};
+    recorder rec = {.st = HS_OK};
+    hs_hx_record *records = NULL;
+    cJSON *o = NULL;
+    char *text = NULL;
+    rc = 1;
+    if (hs_cli_model_path(a.model, model_path, sizeof model_path) != HS_OK) goto fail;
+    if (hs_gguf_open(model_path, &g) != HS_OK || hs_tok_from_gguf(g, &tok) != HS_OK) goto fail;
+    if (hs_sampler_params_validate(&a.sp) != HS_OK) goto fail;
+    hs_vk_ctx_options vo = {.device_index = -1, .validation = -1};
+    if (hs_vk_ctx_create(&vo, &vk) != HS_OK || hs_ops_create(vk, &ops) != HS_OK) goto fail;
+    const hs_vk_caps *caps = hs_vk_ctx_caps(vk);
+    hs_cli_spec so;
+    hs_cli_spec_defaults(&so);
+    so.method = "eagle2";
+    so.head = a.head;
+    so.top_k = (int)a.rec_k;
+    so.depth = (int)a.rec_d;
+    so.tree_size = (int)a.rec_n;
+    hs_llama_options lo = {.max_batch = HS_HX_MAX_N};
+    if (hs_cli_spec_load(&so, ops, g, &lo, &sm) != HS_OK) goto fail;
+    hs_cli_hx_id id;
+    if (hs_cli_hx_identity(caps, model_path, sm.head_path, &id) != HS_OK) goto fail;
+    if (a.out)
+        snprintf(out_path, sizeof out_path, "%s", a.out);
+    else if (hs_cli_hx_cache_path(&id, sampling, out_path, sizeof out_path) != HS_OK)
+        goto fail;
+    /* What exists already (this file, else the usual lookup) is the base. */
+    FILE *exists = fopen(out_path, "rb");
+    if (exists) fclose(exists);
+    if (hs_cli_hx_load(caps, model_path, sm.head_path, exists ? out_path : NULL, sampling, &base) != HS_OK)
+        goto fail;
+    hs_hx_model m = base.model;
+    m.max_depth = a.rec_d;
+    m.max_width = a.rec_k;
+    m.max_verify = (uint32_t)a.max_verify;
+    printf("calibrate: %s on %s (%s), head %s, %s\n", model_path, caps->device_name, caps->driver_info,
+           sm.head_path, sampling ? "sampling" : "greedy");
+
+    const bool measured_before = exists && base.model.cost.n_verify > 0;
+    if (a.device_only || !measured_before) {
+        fprintf(stderr, "[calibrate] timing verification, draft and consume (-r %d)\n", a.reps);
+        if (measure_cost(sm.target, sm.head, a.reps, &m.cost) != HS_OK) goto fail;
+    }
+    printf("\ndevice cost (ms): t_consume %.2f\n\n| N or w | 1 | 2 | 4 | 8 | 16 | 32 | 64 | 128 |\n"
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n| verify N |",
+           1e3 * m.cost.t_consume);
+    for (uint32_t n = 1; n <= HS_HX_MAX_N; n *= 2)
+        printf(" %.1f |", 1e3 * hs_hx_t_verify(&m.cost, n));
+    printf("\n| draft level of w |");
+    for (uint32_t w = 1; w <= HS_HX_MAX_N; w *= 2)
+        printf(w <= m.cost.n_draft ? " %.1f |" : " |", 1e3 * hs_hx_t_draft(&m.cost, w));
+    printf("\n");
+
+    hs_hx_eagle2_setting e2 = {0};
+    bool have_e2 = false;
+    if (!a.device_only) {
+        hs_spec_set_observer(sm.spec, observe, &rec);
+        char *slist = strdup(a.sets), *save = NULL;
+        uint32_t n_questions = 0;
+        for (char *set = strtok_r(slist, ",", &save); set; set = strtok_r(NULL, ",", &save)) {
+            char path[1400];
+            snprintf(path, sizeof path, "%s/%s/question.jsonl", a.data, set);
+            hs_cli_question *qs = NULL;
+            int nq = 0;
+            if (hs_cli_questions_read(path, a.q_from, a.q_to, &qs, &nq) != HS_OK) {
+                free(slist);
+                goto fail;
+            }
+            for (int qi = 0; qi < nq; qi++) {
+                fprintf(stderr, "\r[calibrate] %s question %d/%d, %td rounds so far   ", set, qi + 1, nq,
+                        stbds_arrlen(rec.rounds));
+                int32_t *ids = NULL;
+                size_t n_ids = 0;
+                hs_status st = hs_cli_prompt_ids(g, tok, qs[qi].text, !a.no_chat, NULL, &ids, &n_ids);
+                if (st == HS_OK && hs_engine_check_fit(sm.target, n_ids, (uint32_t)a.n_predict) != HS_OK) {
+                    fprintf(stderr, "\n[calibrate] %s question %d skipped: %s\n", set, qs[qi].id,
+                            hs_last_error());
+                    free(ids);
+                    continue;
+                }
+                const ptrdiff_t first = stbds_arrlen(rec.rounds);
+                rec.next_pos = 0;
+                hs_gen_params gp = {.n_predict = (uint32_t)a.n_predict, .sp = a.sp, .spec = sm.spec};
+                hs_gen_result r = {0};
+                if (st == HS_OK) st = hs_engine_generate(sm.target, tok, ids, n_ids, &gp, &r);
+                if (st == HS_OK) st = rec.st;
+                for (ptrdiff_t i = first; st == HS_OK && i < stbds_arrlen(rec.rounds); i++)
+                    hs_hx_round_set_truth(&rec.rounds[i], r.ids, r.n_gen, rec.pos[i]);
+                hs_gen_result_free(&r);
+                free(ids);
+                if (st != HS_OK) {
+                    hs_cli_questions_free(qs, nq);
+                    free(slist);
+                    goto fail;
+                }
+                n_questions++;
+            }
+            hs_cli_questions_free(qs, nq);
+        }
+        free(slist);
+        fprintf(stderr, "\r%70s\r", "");
+        const uint32_t n_rounds = (uint32_t)stbds_arrlen(rec.rounds);
+        for (uint32_t i = 0; i < n_rounds; i++)
+            if (hs_hx_round_records(&rec.rounds[i], &records) != HS_OK) goto fail;
+        const uint32_t n_rec = (uint32_t)stbds_arrlen(records);
+        printf("\n%u questions, %u rounds, %u node records\n", n_questions, n_rounds, n_rec);
+        hs_hx_fit_options fo = {.n_strata = (uint32_t)a.strata, .feature = -1};
+        if (hs_hx_fit(records, n_rec, &fo, &m) != HS_OK) goto fail;
+        hs_hx_replay_result r_fit, r_tuned, r_e2d;
+        const hs_tree_policy hp = hs_heterospec_policy(&m);
+        if (hs_hx_replay(&hp, &m.cost, rec.rounds, n_rounds, &r_fit) != HS_OK) goto fail;
+        fprintf(stderr, "[calibrate] searching pruning thresholds and depth caps\n");
+        if (hs_hx_search(&m, rec.rounds, n_rounds, &r_tuned) != HS_OK) goto fail;
+        fprintf(stderr, "[calibrate] searching the EAGLE-2 grid\n");
+        if (hs_hx_search_eagle2(&m.cost, rec.rounds, n_rounds, &e2) != HS_OK) goto fail;
+        have_e2 = true;
+        const hs_tree_policy e2d = hs_tree_eagle2(10, 5, 60);
+        if (hs_hx_replay(&e2d, &m.cost, rec.rounds, n_rounds, &r_e2d) != HS_OK) goto fail;
+        printf("\nstrata on %s (log-likelihood %.4f per record):\n\n| stratum | records | accept | look | "
+               "depth cap | "
+               "prune |\n| --- | ---: | ---: | ---: | ---: | ---: |\n",
+               hs_hx_feature_name(m.feature), hs_hx_loglik(&m, records, n_rec));
+        for (uint32_t b = 0; b < m.n_strata; b++)
+            printf("| [%.3f, %.3f) | %u | %.3f | %.3f | %u | %.2f |\n", m.s[b].lo, m.s[b].hi, m.s[b].records,
+                   m.s[b].rate, m.s[b].look, m.s[b].depth_cap, m.s[b].prune);
+        const double t1 = hs_hx_t_verify(&m.cost, 1);
+        printf("\nreplayed on the recorded rounds, priced by the cost model (ar = 1 token per verify(1)):\n\n"
+               "| policy | tokens/s | vs ar | tau | verified/round |\n| --- | ---: | ---: | ---: | ---: |\n");
+        print_replay("heterospec (fitted)", &r_fit, t1);
+        print_replay("heterospec (tuned)", &r_tuned, t1);
+        char label[96];
+        snprintf(label, sizeof label, "eagle2 best: k%u/d%u/n%u", e2.top_k, e2.depth, e2.total);
+        print_replay(label, &e2.replay, t1);
+        print_replay("eagle2 k10/d5/n60", &r_e2d, t1);
+    }
+
+    o = hs_hx_model_to_json(&m);
+    cJSON *idj = hs_cli_hx_identity_json(caps, &id, model_path, sm.head_path, sampling);
+    for (cJSON *it = idj->child; it;) {
+        cJSON *next = it->next;
+        cJSON_AddItemToObject(o, it->string, cJSON_DetachItemViaPointer(idj, it));
+        it = next;
+    }
+    cJSON_Delete(idj);
+    if (have_e2) {
+        cJSON *e = cJSON_AddObjectToObject(o, "eagle2_tuned");
+        cJSON_AddNumberToObject(e, "top_k", e2.top_k);
+        cJSON_AddNumberToObject(e, "depth", e2.depth);
+        cJSON_AddNumberToObject(e, "total", e2.total);
+        cJSON_AddNumberToObject(e, "replay_tokens_per_s", hs_hx_replay_tps(&e2.replay));
+    }
+    cJSON *cal = cJSON_AddObjectToObject(o, "calibration");
+    cJSON_AddStringToObject(cal, "sets", a.sets);
+    cJSON_AddNumberToObject(cal, "question_from", a.q_from);
+    cJSON_AddNumberToObject(cal, "question_to", a.q_to);
+    cJSON_AddNumberToObject(cal, "n_predict", a.n_predict);
+    cJSON_AddNumberToObject(cal, "rounds", (double)stbds_arrlen(rec.rounds));
+    cJSON_AddNumberToObject(cal, "records", (double)stbds_arrlen(records));
+    cJSON_AddBoolToObject(cal, "strata_fitted", !a.device_only);
+    text = cJSON_Print(o);
+    char dir[1400];
+    snprintf(dir, sizeof dir, "%s", out_path);
+    char *slash = strrchr(dir, '/');
+    if (slash) {
+        *slash = 0;
+        if (hs_mkdir_p(dir) != HS_OK) goto fail;
+    }
+    FILE *f = fopen(out_path, "wb");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        HS_FAIL(HS_ERR_IO, "cannot write %s", out_path);
+        goto fail;
+    }
+    printf("\nwrote %s\n", out_path);
+    rc = 0;
+fail:
+    if (rc) fprintf(stderr, "\nheterospec calibrate: %s\n", hs_last_error());
+    free(text);
+    cJSON_Delete(o);
+    for (ptrdiff_t i = 0; i < stbds_arrlen(rec.rounds); i++)
+        hs_hx_round_free(&rec.rounds[i]);
+    stbds_arrfree(rec.rounds);
+    stbds_arrfree(rec.pos);
+    stbds_arrfree(records);
+    hs_cli_spec_unload(&sm);
+    hs_ops_destroy(ops);
+    hs_vk_ctx_destroy(vk);
+    hs_tok_destroy(tok);
+    hs_gguf_close(g);
+    return rc;
+}

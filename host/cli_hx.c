@@ -1,0 +1,163 @@
+/* Finding and loading HeteroSpec calibrations for the CLI (hs_cli.h):
+ * cache files keyed by device, model and head, the defaults committed next
+ * to a head, and built-in defaults. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_cli.h"
+#include "hs_vk.h"
+
+/* FNV-1a (64 bits) of a file's bytes. */
+static hs_status file_hash(const char *path, uint64_t *out) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return HS_FAIL(HS_ERR_IO, "%s: %s", path, strerror(errno));
+    uint64_t h = 14695981039346656037ull;
+    unsigned char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < n; i++) {
+            h ^= buf[i];
+            h *= 1099511628211ull;
+        }
+    const bool bad = ferror(f);
+    fclose(f);
+    if (bad) return HS_FAIL(HS_ERR_IO, "%s: read error", path);
+    *out = h;
+    return HS_OK;
+}
+
+static uint64_t device_hash(const hs_vk_caps *c) {
+    uint64_t h = 14695981039346656037ull;
+    const unsigned char *parts[] = {c->device_uuid, (const unsigned char *)&c->driver_version,
+                                    (const unsigned char *)c->driver_info};
+    const size_t lens[] = {sizeof c->device_uuid, sizeof c->driver_version, strlen(c->driver_info)};
+    for (int p = 0; p < 3; p++)
+        for (size_t i = 0; i < lens[p]; i++) {
+            h ^= parts[p][i];
+            h *= 1099511628211ull;
+        }
+    return h;
+}
+
+hs_status hs_cli_hx_identity(const hs_vk_caps *caps, const char *model_path, const char *head_path,
+                             hs_cli_hx_id *id) {
+    hs_status st = HS_OK;
+    memset(id, 0, sizeof *id);
+    id->device = device_hash(caps);
+    HS_TRY(file_hash(model_path, &id->model));
+    HS_TRY(file_hash(head_path, &id->head));
+fail:
+    return st;
+}
+
+hs_status hs_cli_hx_cache_path(const hs_cli_hx_id *id, bool sampling, char *buf, size_t n) {
+    hs_status st = HS_OK;
+    char home[1024];
+    HS_TRY(hs_home_dir(home, sizeof home));
+    snprintf(buf, n, "%s/calib/%016llx-%016llx-%016llx-%s.json", home, (unsigned long long)id->device,
+             (unsigned long long)id->model, (unsigned long long)id->head, sampling ? "sample" : "greedy");
+fail:
+    return st;
+}
+
+cJSON *hs_cli_hx_identity_json(const hs_vk_caps *caps, const hs_cli_hx_id *id, const char *model_path,
+                               const char *head_path, bool sampling) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *d = cJSON_AddObjectToObject(o, "device");
+    char uuid[2 * VK_UUID_SIZE + 1], hex[17];
+    for (unsigned i = 0; i < VK_UUID_SIZE; i++)
+        snprintf(uuid + 2 * i, 3, "%02x", caps->device_uuid[i]);
+    cJSON_AddStringToObject(d, "name", caps->device_name);
+    cJSON_AddStringToObject(d, "driver", caps->driver_info);
+    cJSON_AddNumberToObject(d, "driver_version", caps->driver_version);
+    cJSON_AddStringToObject(d, "uuid", uuid);
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)id->device);
+    cJSON_AddStringToObject(d, "key", hex);
+    const char *names[] = {"model", "head"};
+    const char *paths[] = {model_path, head_path};
+    const uint64_t hashes[] = {id->model, id->head};
+    for (int i = 0; i < 2; i++) {
+        cJSON *m = cJSON_AddObjectToObject(o, names[i]);
+        const char *base = strrchr(paths[i], '/');
+        cJSON_AddStringToObject(m, "file", base ? base + 1 : paths[i]);
+        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)hashes[i]);
+        cJSON_AddStringToObject(m, "fnv1a64", hex);
+    }
+    cJSON_AddStringToObject(o, "mode", sampling ? "sample" : "greedy");
+    return o;
+}
+
+/* Loads path into out when it exists: 1 loaded, 0 absent, error otherwise. */
+static hs_status try_load(const char *path, hs_cli_hx *out, int *found) {
+    hs_status st = HS_OK;
+    char *text = NULL;
+    cJSON *o = NULL;
+    *found = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return HS_OK;
+    fclose(f);
+    HS_TRY(hs_cli_read_text(path, &text));
+    o = cJSON_Parse(text);
+    if (!o) HS_TRY(HS_FAIL(HS_ERR_FORMAT, "%s: not JSON", path));
+    st = hs_hx_model_from_json(o, &out->model);
+    if (st != HS_OK) HS_TRY(HS_FAIL(st, "%s: %s", path, hs_last_error()));
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "eagle2_tuned");
+    if (e) {
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(e, "top_k"),
+                    *d = cJSON_GetObjectItemCaseSensitive(e, "depth"),
+                    *n = cJSON_GetObjectItemCaseSensitive(e, "total");
+        if (!cJSON_IsNumber(k) || !cJSON_IsNumber(d) || !cJSON_IsNumber(n) || k->valueint < 1 ||
+            d->valueint < 1 || n->valueint < 1 || k->valueint > (int)HS_TOPK_MAX_K ||
+            d->valueint >= (int)HS_TREE_MAX_DEPTH - 1)
+            HS_TRY(HS_FAIL(HS_ERR_FORMAT, "%s: eagle2_tuned needs top_k 1..%u, depth 1..%u, total >= 1", path,
+                           HS_TOPK_MAX_K, HS_TREE_MAX_DEPTH - 2));
+        out->have_eagle2 = true;
+        out->eagle2 = hs_tree_eagle2((uint32_t)k->valueint, (uint32_t)d->valueint, (uint32_t)n->valueint);
+    }
+    const cJSON *dev =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "device"), "name");
+    snprintf(out->source, sizeof out->source, "%s (measured on %s)", path,
+             cJSON_IsString(dev) ? dev->valuestring : "an unnamed device");
+    *found = 1;
+fail:
+    cJSON_Delete(o);
+    free(text);
+    return st;
+}
+
+hs_status hs_cli_hx_load(const hs_vk_caps *caps, const char *model_path, const char *head_path,
+                         const char *given, bool sampling, hs_cli_hx *out) {
+    hs_status st = HS_OK;
+    memset(out, 0, sizeof *out);
+    hs_hx_model_default(&out->model);
+    int found = 0;
+    if (given) {
+        HS_TRY(try_load(given, out, &found));
+        if (!found) return HS_FAIL(HS_ERR_IO, "--calibration %s: no such file", given);
+        return HS_OK;
+    }
+    hs_cli_hx_id id;
+    char path[1400];
+    HS_TRY(hs_cli_hx_identity(caps, model_path, head_path, &id));
+    /* This device's own calibration, in the mode asked, then greedy's. */
+    for (int mode = sampling ? 1 : 0; mode >= 0 && !found; mode--) {
+        HS_TRY(hs_cli_hx_cache_path(&id, mode == 1, path, sizeof path));
+        HS_TRY(try_load(path, out, &found));
+    }
+    /* The defaults committed beside the head. */
+    const char *slash = strrchr(head_path, '/');
+    const int dir_len = slash ? (int)(slash - head_path) : 1;
+    for (int mode = sampling ? 1 : 0; mode >= 0 && !found; mode--) {
+        snprintf(path, sizeof path, "%.*s/heterospec-%s.json", dir_len, slash ? head_path : ".",
+                 mode ? "sample" : "greedy");
+        HS_TRY(try_load(path, out, &found));
+    }
+    if (!found)
+        snprintf(
+            out->source, sizeof out->source,
+            "built-in defaults (no calibration for this device, model and head: run heterospec calibrate)");
+fail:
+    return st;
+}

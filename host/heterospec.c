@@ -1,0 +1,666 @@
+/* heterospec: the HeteroSpec policy, calibration fitting and files (heterospec.h). */
+#include "heterospec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const feature_names[HS_HX_N_FEATURES] = {"parent_ent", "path_ent", "mean_ent"};
+
+const char *hs_hx_feature_name(hs_hx_feature f) { return f < HS_HX_N_FEATURES ? feature_names[f] : "?"; }
+
+/* ---- values and costs ---- */
+
+static float node_x(hs_hx_feature f, const hs_tree_node *v) {
+    switch (f) {
+    case HS_HX_PATH_ENT: return v->path_ent;
+    case HS_HX_MEAN_ENT: return v->depth ? v->path_ent / (float)v->depth : v->path_ent;
+    default: return v->parent_ent;
+    }
+}
+
+float hs_hx_record_x(hs_hx_feature f, const hs_hx_record *r) {
+    const hs_tree_node v = {.parent_ent = r->parent_ent, .path_ent = r->path_ent, .depth = r->depth};
+    return node_x(f, &v);
+}
+
+static uint32_t stratum_of_x(const hs_hx_model *m, float x) {
+    uint32_t b = 0;
+    while (b + 1 < m->n_strata && x >= m->s[b].hi)
+        b++;
+    return b;
+}
+
+uint32_t hs_hx_stratum_of(const hs_hx_model *m, const hs_tree_node *v) {
+    return stratum_of_x(m, node_x(m->feature, v));
+}
+
+float hs_hx_accept(const hs_hx_stratum *s, float q) {
+    if (s->n_map == 0) return s->rate;
+    if (q <= s->map_q[0]) return s->map_p[0];
+    for (uint32_t i = 1; i < s->n_map; i++)
+        if (q < s->map_q[i]) {
+            const float a = (q - s->map_q[i - 1]) / (s->map_q[i] - s->map_q[i - 1]);
+            return s->map_p[i - 1] + a * (s->map_p[i] - s->map_p[i - 1]);
+        }
+    return s->map_p[s->n_map - 1];
+}
+
+void hs_hx_values(const hs_hx_model *m, const hs_tree *t, float *V) {
+    V[0] = 1.0f;
+    /* Parents precede their children in node order. */
+    for (uint32_t v = 1; v < t->n; v++) {
+        const hs_tree_node *x = &t->nodes[v];
+        V[v] = V[x->parent] * hs_hx_accept(&m->s[hs_hx_stratum_of(m, x)], x->q);
+    }
+}
+
+/* table[1 .. n], linear beyond n from its last two entries. */
+static double table_at(const double *table, uint32_t n, uint32_t i) {
+    if (n == 0) return 0;
+    if (i == 0) i = 1;
+    if (i <= n) return table[i];
+    if (n == 1) return table[1] * i;
+    return table[n] + (table[n] - table[n - 1]) * (double)(i - n);
+}
+
+double hs_hx_t_verify(const hs_hx_cost *c, uint32_t n) { return table_at(c->t_verify, c->n_verify, n); }
+double hs_hx_t_draft(const hs_hx_cost *c, uint32_t w) { return w ? table_at(c->t_draft, c->n_draft, w) : 0; }
+
+/* ---- the policy ---- */
+
+typedef struct cand {
+    float v;
+    uint32_t depth;
+    int32_t node;   /* tree node; -1 for an expected child */
+    int32_t parent; /* tree node of the parent (for an expected child: the node drafted) */
+} cand;
+
+/* Higher V first, then shallower, then lower node index (expected children last). */
+static int cand_cmp(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    if (x->depth != y->depth) return x->depth < y->depth ? -1 : 1;
+    const uint32_t i = x->node < 0 ? UINT32_MAX : (uint32_t)x->node,
+                   j = y->node < 0 ? UINT32_MAX : (uint32_t)y->node;
+    return i < j ? -1 : i > j;
+}
+
+/* The best prefix of the sorted candidates c[0 .. n) that stays closed under
+ * ancestors (members whose parent is not in are skipped): its length in
+ * members taken into *taken (kept[] marks them when non-NULL) and its rate
+ * E[tau] / T. in[] is scratch of t->n entries. */
+static double best_prefix(const hs_hx_model *m, const hs_tree *t, const cand *c, uint32_t n, uint32_t cap,
+                          double spent, uint8_t *in, uint32_t *taken, uint8_t *kept) {
+    const hs_hx_cost *k = &m->cost;
+    memset(in, 0, t->n);
+    in[0] = 1;
+    double e = 1.0, best = 1.0 / (spent + hs_hx_t_verify(k, 1));
+    uint32_t n_in = 0, best_n = 0, best_i = 0;
+    for (uint32_t i = 0; i < n && n_in < cap; i++) {
+        if (!in[c[i].parent]) continue;
+        if (c[i].node >= 0) in[c[i].node] = 1;
+        n_in++;
+        e += c[i].v;
+        const double r = e / (spent + hs_hx_t_verify(k, n_in + 1));
+        if (r > best) {
+            best = r;
+            best_n = n_in;
+            best_i = i + 1;
+        }
+    }
+    if (kept) {
+        memset(in, 0, t->n);
+        in[0] = 1;
+        for (uint32_t i = 0; i < best_i; i++) {
+            kept[i] = in[c[i].parent];
+            if (kept[i] && c[i].node >= 0) in[c[i].node] = 1;
+        }
+    }
+    *taken = best_n;
+    return best;
+}
+
+/* Scratch of one decision: V, the candidates, marks. */
+typedef struct work {
+    float *V;
+    cand *c;
+    uint8_t *in, *kept;
+    uint32_t n; /* candidates (tree nodes but the root) */
+} work;
+
+static void work_free(work *w) {
+    free(w->V);
+    free(w->c);
+    free(w->in);
+    free(w->kept);
+}
+
+static bool work_init(work *w, const hs_hx_model *m, const hs_tree *t, uint32_t extra) {
+    memset(w, 0, sizeof *w);
+    w->V = malloc(sizeof *w->V * t->n);
+    w->c = malloc(sizeof *w->c * (t->n + extra));
+    w->in = malloc(t->n);
+    w->kept = malloc(t->n + extra);
+    if (!w->V || !w->c || !w->in || !w->kept) {
+        work_free(w);
+        return false;
+    }
+    hs_hx_values(m, t, w->V);
+    for (uint32_t v = 1; v < t->n; v++)
+        w->c[w->n++] = (cand){
+            .v = w->V[v], .depth = t->nodes[v].depth, .node = (int32_t)v, .parent = t->nodes[v].parent};
+    return true;
+}
+
+/* Time of the round so far: the head's consume and the levels drafted (nodes
+ * expanded at depth d were drafted by level d). */
+static double spent_time(const hs_hx_model *m, const hs_tree *t) {
+    uint32_t width[HS_TREE_MAX_DEPTH + 1] = {0};
+    for (uint32_t v = 1; v < t->n; v++)
+        if (t->nodes[v].slot >= 0 && t->nodes[v].depth <= HS_TREE_MAX_DEPTH) width[t->nodes[v].depth]++;
+    double s = m->cost.t_consume;
+    for (uint32_t d = 1; d <= HS_TREE_MAX_DEPTH; d++)
+        s += hs_hx_t_draft(&m->cost, width[d]);
+    return s;
+}
+
+static uint32_t verify_cap(const hs_hx_model *m, uint32_t cap) {
+    return cap < m->max_verify ? cap : m->max_verify;
+}
+
+static uint32_t hx_select(const hs_tree_policy *p, const hs_tree *t, uint32_t *sel, uint32_t cap) {
+    const hs_hx_model *m = p->state;
+    work w;
+    uint32_t n = 0, taken;
+    if (work_init(&w, m, t, 0)) {
+        qsort(w.c, w.n, sizeof *w.c, cand_cmp);
+        best_prefix(m, t, w.c, w.n, verify_cap(m, cap), spent_time(m, t), w.in, &taken, w.kept);
+        for (uint32_t i = 0; n < taken; i++)
+            if (w.kept[i]) sel[n++] = (uint32_t)w.c[i].node;
+        work_free(&w);
+    }
+    return n;
+}
+
+static uint32_t hx_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t level, uint32_t *sel,
+                          uint32_t cap) {
+    const hs_hx_model *m = p->state;
+    if (level >= m->max_depth) return 0; /* the children would be deeper than any tree */
+    uint32_t wmax = cap < m->max_width ? cap : m->max_width;
+    work w;
+    uint32_t best_w = 0;
+    cand *f = malloc(sizeof *f * (t->n ? t->n : 1)), *kids = malloc(sizeof *kids * (wmax ? wmax : 1));
+    cand *all = malloc(sizeof *all * (t->n + wmax));
+    if (f && kids && all && work_init(&w, m, t, 0)) {
+        /* The frontier: undrafted nodes of this level their stratum lets grow. */
+        uint32_t nf = 0;
+        for (uint32_t i = 0; i < w.n; i++) {
+            const cand *c = &w.c[i];
+            const hs_tree_node *v = &t->nodes[c->node];
+            const hs_hx_stratum *s = &m->s[hs_hx_stratum_of(m, v)];
+            if (v->depth == level && v->slot < 0 && level < s->depth_cap && c->v >= s->prune && c->v > 0)
+                f[nf++] = *c;
+        }
+        qsort(f, nf, sizeof *f, cand_cmp);
+        if (wmax > nf) wmax = nf;
+        const double spent = spent_time(m, t);
+        const uint32_t vcap = verify_cap(m, UINT32_MAX);
+        uint32_t taken;
+        qsort(w.c, w.n, sizeof *w.c, cand_cmp);
+        double best = best_prefix(m, t, w.c, w.n, vcap, spent, w.in, &taken, NULL);
+        /* Drafting the k best adds, for each, one expected child: kids holds
+         * them sorted, merged with the sorted candidates into all. */
+        for (uint32_t k = 1; k <= wmax; k++) {
+            const hs_tree_node *v = &t->nodes[f[k - 1].node];
+            const cand kid = {.v = f[k - 1].v * m->s[hs_hx_stratum_of(m, v)].look,
+                              .depth = level + 1,
+                              .node = -1,
+                              .parent = f[k - 1].node};
+            uint32_t i = k - 1;
+            for (; i > 0 && cand_cmp(&kid, &kids[i - 1]) < 0; i--)
+                kids[i] = kids[i - 1];
+            kids[i] = kid;
+            uint32_t a = 0, b = 0, n = 0;
+            while (a < w.n || b < k)
+                all[n++] = b == k || (a < w.n && cand_cmp(&w.c[a], &kids[b]) <= 0) ? w.c[a++] : kids[b++];
+            const double r =
+                best_prefix(m, t, all, n, vcap, spent + hs_hx_t_draft(&m->cost, k), w.in, &taken, NULL);
+            if (r > best) {
+                best = r;
+                best_w = k;
+            }
+        }
+        for (uint32_t k = 0; k < best_w; k++)
+            sel[k] = (uint32_t)f[k].node;
+        work_free(&w);
+    }
+    free(f);
+    free(kids);
+    free(all);
+    return best_w;
+}
+
+hs_tree_policy hs_heterospec_policy(const hs_hx_model *m) {
+    hs_tree_policy p = {.name = "heterospec", .expand = hx_expand, .select = hx_select};
+    p.state = (void *)m;
+    p.depth = m->max_depth;
+    p.total = m->max_verify;
+    p.max_verify = m->max_verify;
+    p.max_drafted = m->max_depth * m->max_width;
+    return p;
+}
+
+/* ---- calibration ---- */
+
+static double bern_ll(double acc, double n) {
+    if (n <= 0) return 0;
+    const double r = acc / n;
+    double s = 0;
+    if (acc > 0) s += acc * log(r);
+    if (n - acc > 0) s += (n - acc) * log(1 - r);
+    return s;
+}
+
+typedef struct xrec {
+    float x;
+    uint32_t i; /* record index */
+} xrec;
+
+static int xrec_cmp(const void *a, const void *b) {
+    const xrec *x = a, *y = b;
+    return x->x < y->x ? -1 : x->x > y->x;
+}
+
+/* Sum of Bernoulli log-likelihoods of constant rates over the strata cut at
+ * sorted positions cut[0 .. B] (cut[0] = 0, cut[B] = n); pre[i]: accepted
+ * count of the first i sorted records. */
+static double strata_ll(const uint32_t *cut, uint32_t B, const uint32_t *pre) {
+    double s = 0;
+    for (uint32_t b = 0; b < B; b++)
+        s += bern_ll(pre[cut[b + 1]] - pre[cut[b]], cut[b + 1] - cut[b]);
+    return s;
+}
+
+typedef struct qrec {
+    float q;
+    bool a;
+} qrec;
+
+static int qrec_cmp(const void *a, const void *b) {
+    const qrec *x = a, *y = b;
+    return x->q < y->q ? -1 : x->q > y->q;
+}
+
+/* Isotonic (non-decreasing) acceptance map over q from n records: equal-count
+ * bins, smoothed rates, pool-adjacent-violators. */
+static void fit_map(qrec *r, uint32_t n, hs_hx_stratum *s) {
+    qsort(r, n, sizeof *r, qrec_cmp);
+    uint32_t bins = n / 25;
+    if (bins > HS_HX_MAP_POINTS) bins = HS_HX_MAP_POINTS;
+    if (bins < 1) bins = 1;
+    double wq[HS_HX_MAP_POINTS], wa[HS_HX_MAP_POINTS], wn[HS_HX_MAP_POINTS];
+    uint32_t nb = 0;
+    for (uint32_t b = 0; b < bins; b++) {
+        const uint32_t lo = (uint32_t)((uint64_t)n * b / bins), hi = (uint32_t)((uint64_t)n * (b + 1) / bins);
+        if (hi <= lo) continue;
+        double q = 0, a = 0;
+        for (uint32_t i = lo; i < hi; i++) {
+            q += r[i].q;
+            a += r[i].a;
+        }
+        wq[nb] = q;
+        wa[nb] = a;
+        wn[nb] = hi - lo;
+        nb++;
+        /* Pool while the rate decreases. */
+        while (nb > 1 && (wa[nb - 2] + 0.5) / (wn[nb - 2] + 1) > (wa[nb - 1] + 0.5) / (wn[nb - 1] + 1)) {
+            wq[nb - 2] += wq[nb - 1];
+            wa[nb - 2] += wa[nb - 1];
+            wn[nb - 2] += wn[nb - 1];
+            nb--;
+        }
+    }
+    s->n_map = nb;
+    for (uint32_t b = 0; b < nb; b++) {
+        s->map_q[b] = (float)(wq[b] / wn[b]);
+        s->map_p[b] = (float)((wa[b] + 0.5) / (wn[b] + 1));
+    }
+    /* Knots at equal q (ties across bins) would divide by zero when interpolating. */
+    uint32_t k = 0;
+    for (uint32_t b = 0; b < nb; b++) {
+        if (k && s->map_q[b] <= s->map_q[k - 1]) {
+            s->map_p[k - 1] = s->map_p[b];
+            continue;
+        }
+        s->map_q[k] = s->map_q[b];
+        s->map_p[k] = s->map_p[b];
+        k++;
+    }
+    s->n_map = k;
+}
+
+/* Strata edges for one feature: quantile cuts refined edge by edge
+ * (coordinate ascent over a grid of positions) to maximise the likelihood of
+ * per-stratum constant rates; then each stratum's map, look-ahead and depth
+ * cap. */
+static hs_status fit_feature(const hs_hx_record *r, uint32_t n, uint32_t B, uint32_t min_rec, hs_hx_feature f,
+                             hs_hx_model *m) {
+    hs_status st = HS_OK;
+    xrec *x = malloc(sizeof *x * n);
+    uint32_t *pre = malloc(sizeof *pre * (n + 1));
+    qrec *qr = malloc(sizeof *qr * n);
+    if (!x || !pre || !qr) {
+        st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_hx_fit: out of memory");
+        goto fail;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        x[i] = (xrec){hs_hx_record_x(f, &r[i]), i};
+    qsort(x, n, sizeof *x, xrec_cmp);
+    pre[0] = 0;
+    for (uint32_t i = 0; i < n; i++)
+        pre[i + 1] = pre[i] + r[x[i].i].accepted;
+    if (B > n / min_rec) B = n / min_rec;
+    if (B < 1) B = 1;
+    uint32_t cut[HS_HX_MAX_STRATA + 1];
+    for (uint32_t b = 0; b <= B; b++)
+        cut[b] = (uint32_t)((uint64_t)n * b / B);
+    /* A cut may only sit between different x values. */
+    for (int pass = 0; pass < 4 && B > 1; pass++)
+        for (uint32_t b = 1; b < B; b++) {
+            const uint32_t lo = cut[b - 1] + min_rec, hi = cut[b + 1] - min_rec;
+            if (hi < lo) continue;
+            uint32_t best = cut[b];
+            double best_ll = strata_ll(cut, B, pre);
+            const uint32_t steps = 64;
+            for (uint32_t s = 0; s <= steps; s++) {
+                uint32_t c = lo + (uint32_t)((uint64_t)(hi - lo) * s / steps);
+                while (c < hi && c > 0 && x[c].x == x[c - 1].x)
+                    c++;
+                if (c == 0 || x[c].x == x[c - 1].x) continue;
+                cut[b] = c;
+                const double ll = strata_ll(cut, B, pre);
+                if (ll > best_ll + 1e-9) {
+                    best_ll = ll;
+                    best = c;
+                }
+            }
+            cut[b] = best;
+        }
+    /* Strata whose cut fell on equal x values merge into their neighbour. */
+    uint32_t k = 1;
+    for (uint32_t b = 1; b <= B; b++)
+        if (b == B || (cut[b] > cut[k - 1] && x[cut[b]].x != x[cut[b] - 1].x)) cut[k++] = cut[b];
+    B = k - 1;
+    m->feature = f;
+    m->n_strata = B;
+    for (uint32_t b = 0; b < B; b++) {
+        hs_hx_stratum *s = &m->s[b];
+        memset(s, 0, sizeof *s);
+        s->lo = b == 0 ? -INFINITY : 0.5f * (x[cut[b] - 1].x + x[cut[b]].x);
+        s->hi = b + 1 == B ? INFINITY : 0.5f * (x[cut[b + 1] - 1].x + x[cut[b + 1]].x);
+        s->records = cut[b + 1] - cut[b];
+        double acc = 0, look_n = 0, look_a = 0;
+        uint32_t deepest = 0, deepest_tried = 0;
+        for (uint32_t i = cut[b]; i < cut[b + 1]; i++) {
+            const hs_hx_record *rr = &r[x[i].i];
+            qr[i - cut[b]] = (qrec){rr->q, rr->accepted};
+            acc += rr->accepted;
+            if (rr->depth > deepest) deepest = rr->depth;
+            if (rr->accepted && rr->children_tried) {
+                look_n++;
+                look_a += rr->child_accepted;
+                if (rr->depth > deepest_tried) deepest_tried = rr->depth;
+            }
+        }
+        s->rate = (float)((acc + 0.5) / (s->records + 1));
+        s->look = look_n > 0 ? (float)((look_a + 0.5) / (look_n + 1)) : s->rate;
+        /* Grow nodes of this stratum no deeper than the data reached. */
+        s->depth_cap = (deepest_tried ? deepest_tried : deepest) + 1;
+        if (m->max_depth && s->depth_cap > m->max_depth) s->depth_cap = m->max_depth;
+        s->prune = 0;
+        fit_map(qr, s->records, s);
+    }
+fail:
+    free(x);
+    free(pre);
+    free(qr);
+    return st;
+}
+
+static float clampp(float p) { return p < 1e-4f ? 1e-4f : p > 1 - 1e-4f ? 1 - 1e-4f : p; }
+
+double hs_hx_loglik(const hs_hx_model *m, const hs_hx_record *r, uint32_t n) {
+    double s = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const float p =
+            clampp(hs_hx_accept(&m->s[stratum_of_x(m, hs_hx_record_x(m->feature, &r[i]))], r[i].q));
+        s += r[i].accepted ? log(p) : log(1 - p);
+    }
+    return n ? s / n : 0;
+}
+
+hs_status hs_hx_fit(const hs_hx_record *r, uint32_t n, const hs_hx_fit_options *opt, hs_hx_model *m) {
+    hs_status st = HS_OK;
+    const uint32_t B = opt && opt->n_strata ? opt->n_strata : 4,
+                   min_rec = opt && opt->min_records ? opt->min_records : 50;
+    const int want = opt ? opt->feature : -1;
+    if (B > HS_HX_MAX_STRATA)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_hx_fit: %u strata (at most %u)", B, HS_HX_MAX_STRATA);
+    if (want >= HS_HX_N_FEATURES) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_hx_fit: feature %d", want);
+    if (n < min_rec)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_hx_fit: %u node records, a stratum needs at least %u", n,
+                       min_rec);
+    hs_hx_model best = *m, trial = *m;
+    double best_ll = -INFINITY;
+    for (int f = 0; f < HS_HX_N_FEATURES; f++) {
+        if (want >= 0 && f != want) continue;
+        HS_TRY(fit_feature(r, n, B, min_rec, (hs_hx_feature)f, &trial));
+        const double ll = hs_hx_loglik(&trial, r, n);
+        if (ll > best_ll) {
+            best_ll = ll;
+            best = trial;
+        }
+    }
+    *m = best;
+fail:
+    return st;
+}
+
+/* ---- files ---- */
+
+static cJSON *pairs(const double *t, uint32_t n) {
+    cJSON *a = cJSON_CreateArray();
+    for (uint32_t i = 1; i <= n; i++) {
+        cJSON *p = cJSON_CreateArray();
+        cJSON_AddItemToArray(p, cJSON_CreateNumber(i));
+        cJSON_AddItemToArray(p, cJSON_CreateNumber(t[i]));
+        cJSON_AddItemToArray(a, p);
+    }
+    return a;
+}
+
+cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "kind", "heterospec-calibration");
+    cJSON_AddNumberToObject(o, "version", 1);
+    cJSON_AddStringToObject(o, "feature", hs_hx_feature_name(m->feature));
+    cJSON_AddNumberToObject(o, "max_depth", m->max_depth);
+    cJSON_AddNumberToObject(o, "max_width", m->max_width);
+    cJSON_AddNumberToObject(o, "max_verify", m->max_verify);
+    cJSON *sa = cJSON_AddArrayToObject(o, "strata");
+    for (uint32_t b = 0; b < m->n_strata; b++) {
+        const hs_hx_stratum *s = &m->s[b];
+        cJSON *j = cJSON_CreateObject();
+        /* JSON has no infinities: the open ends are null. */
+        if (isfinite(s->lo))
+            cJSON_AddNumberToObject(j, "lo", s->lo);
+        else
+            cJSON_AddNullToObject(j, "lo");
+        if (isfinite(s->hi))
+            cJSON_AddNumberToObject(j, "hi", s->hi);
+        else
+            cJSON_AddNullToObject(j, "hi");
+        cJSON_AddNumberToObject(j, "records", s->records);
+        cJSON_AddNumberToObject(j, "accept_rate", s->rate);
+        cJSON_AddNumberToObject(j, "look", s->look);
+        cJSON_AddNumberToObject(j, "depth_cap", s->depth_cap);
+        cJSON_AddNumberToObject(j, "prune", s->prune);
+        cJSON *map = cJSON_AddArrayToObject(j, "map");
+        for (uint32_t i = 0; i < s->n_map; i++) {
+            cJSON *p = cJSON_CreateArray();
+            cJSON_AddItemToArray(p, cJSON_CreateNumber(s->map_q[i]));
+            cJSON_AddItemToArray(p, cJSON_CreateNumber(s->map_p[i]));
+            cJSON_AddItemToArray(map, p);
+        }
+        cJSON_AddItemToArray(sa, j);
+    }
+    cJSON *c = cJSON_AddObjectToObject(o, "cost");
+    cJSON_AddNumberToObject(c, "t_consume_s", m->cost.t_consume);
+    cJSON_AddItemToObject(c, "verify_s", pairs(m->cost.t_verify, m->cost.n_verify));
+    cJSON_AddItemToObject(c, "draft_s", pairs(m->cost.t_draft, m->cost.n_draft));
+    return o;
+}
+
+static hs_status get_num(const cJSON *o, const char *key, double lo, double hi, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
+        return HS_FAIL(HS_ERR_FORMAT, "calibration: \"%s\" must be a number in [%g, %g]", key, lo, hi);
+    *out = v->valuedouble;
+    return HS_OK;
+}
+
+/* [[i, seconds], ...] with i = 1, 2, ... in order into t[1 .. n]. */
+static hs_status get_table(const cJSON *a, const char *key, uint32_t max, double *t, uint32_t *n) {
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) < 1 || cJSON_GetArraySize(a) > (int)max)
+        return HS_FAIL(HS_ERR_FORMAT, "calibration: cost.%s must list 1..%u [n, seconds] pairs", key, max);
+    uint32_t i = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, a) {
+        const cJSON *x = cJSON_GetArrayItem(p, 0), *y = cJSON_GetArrayItem(p, 1);
+        i++;
+        if (!cJSON_IsNumber(x) || !cJSON_IsNumber(y) || x->valuedouble != i || !(y->valuedouble > 0))
+            return HS_FAIL(HS_ERR_FORMAT, "calibration: cost.%s entry %u must be [%u, seconds > 0]", key, i,
+                           i);
+        t[i] = y->valuedouble;
+    }
+    *n = i;
+    return HS_OK;
+}
+
+hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
+    hs_status st = HS_OK;
+    hs_hx_model r = *m;
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(o, "kind");
+    if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "heterospec-calibration"))
+        return HS_FAIL(HS_ERR_FORMAT, "calibration: \"kind\" is not \"heterospec-calibration\"");
+    double d;
+    if (cJSON_GetObjectItemCaseSensitive(o, "max_depth")) {
+        HS_TRY(get_num(o, "max_depth", 1, HS_TREE_MAX_DEPTH - 1, &d));
+        r.max_depth = (uint32_t)d;
+        HS_TRY(get_num(o, "max_width", 1, HS_HX_MAX_WIDTH, &d));
+        r.max_width = (uint32_t)d;
+        HS_TRY(get_num(o, "max_verify", 1, HS_HX_MAX_N - 1, &d));
+        r.max_verify = (uint32_t)d;
+    }
+    const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "strata");
+    if (sa) {
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "feature");
+        int fi = -1;
+        for (int i = 0; i < HS_HX_N_FEATURES && cJSON_IsString(f); i++)
+            if (!strcmp(f->valuestring, feature_names[i])) fi = i;
+        if (fi < 0)
+            return HS_FAIL(HS_ERR_FORMAT,
+                           "calibration: \"feature\" must be parent_ent, path_ent or mean_ent");
+        r.feature = (hs_hx_feature)fi;
+        const int n = cJSON_GetArraySize(sa);
+        if (!cJSON_IsArray(sa) || n < 1 || n > HS_HX_MAX_STRATA)
+            return HS_FAIL(HS_ERR_FORMAT, "calibration: \"strata\" must hold 1..%d strata", HS_HX_MAX_STRATA);
+        r.n_strata = (uint32_t)n;
+        for (int b = 0; b < n; b++) {
+            const cJSON *j = cJSON_GetArrayItem(sa, b);
+            hs_hx_stratum *s = &r.s[b];
+            memset(s, 0, sizeof *s);
+            const cJSON *lo = cJSON_GetObjectItemCaseSensitive(j, "lo"),
+                        *hi = cJSON_GetObjectItemCaseSensitive(j, "hi");
+            s->lo = cJSON_IsNumber(lo) ? (float)lo->valuedouble : -INFINITY;
+            s->hi = cJSON_IsNumber(hi) ? (float)hi->valuedouble : INFINITY;
+            if ((b == 0) != !cJSON_IsNumber(lo) || (b == n - 1) != !cJSON_IsNumber(hi) ||
+                (b > 0 && s->lo != r.s[b - 1].hi))
+                return HS_FAIL(
+                    HS_ERR_FORMAT,
+                    "calibration: stratum %d: edges must follow on (lo null only first, hi null only last)",
+                    b);
+            HS_TRY(get_num(j, "accept_rate", 0, 1, &d));
+            s->rate = (float)d;
+            HS_TRY(get_num(j, "look", 0, 1, &d));
+            s->look = (float)d;
+            HS_TRY(get_num(j, "depth_cap", 1, HS_TREE_MAX_DEPTH, &d));
+            s->depth_cap = (uint32_t)d;
+            HS_TRY(get_num(j, "prune", 0, 1, &d));
+            s->prune = (float)d;
+            if (cJSON_GetObjectItemCaseSensitive(j, "records")) {
+                HS_TRY(get_num(j, "records", 0, 4e9, &d));
+                s->records = (uint32_t)d;
+            }
+            const cJSON *map = cJSON_GetObjectItemCaseSensitive(j, "map"), *p;
+            if (!cJSON_IsArray(map) || cJSON_GetArraySize(map) > HS_HX_MAP_POINTS)
+                return HS_FAIL(HS_ERR_FORMAT,
+                               "calibration: stratum %d: \"map\" must list at most %d [q, p] knots", b,
+                               HS_HX_MAP_POINTS);
+            cJSON_ArrayForEach(p, map) {
+                const cJSON *q = cJSON_GetArrayItem(p, 0), *a = cJSON_GetArrayItem(p, 1);
+                const uint32_t i = s->n_map;
+                if (!cJSON_IsNumber(q) || !cJSON_IsNumber(a) ||
+                    !(q->valuedouble >= 0 && q->valuedouble <= 1) ||
+                    !(a->valuedouble >= 0 && a->valuedouble <= 1) ||
+                    (i && (q->valuedouble <= s->map_q[i - 1] || a->valuedouble < s->map_p[i - 1])))
+                    return HS_FAIL(
+                        HS_ERR_FORMAT,
+                        "calibration: stratum %d map knot %u: q rising, p non-decreasing, both in [0, 1]", b,
+                        i);
+                s->map_q[i] = (float)q->valuedouble;
+                s->map_p[i] = (float)a->valuedouble;
+                s->n_map++;
+            }
+        }
+    }
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "cost");
+    if (c) {
+        HS_TRY(get_num(c, "t_consume_s", 0, 1e3, &r.cost.t_consume));
+        HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "verify_s"), "verify_s", HS_HX_MAX_N,
+                         r.cost.t_verify, &r.cost.n_verify));
+        HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "draft_s"), "draft_s", HS_HX_MAX_WIDTH,
+                         r.cost.t_draft, &r.cost.n_draft));
+    }
+    *m = r;
+fail:
+    return st;
+}
+
+void hs_hx_model_default(hs_hx_model *m) {
+    memset(m, 0, sizeof *m);
+    m->feature = HS_HX_PARENT_ENT;
+    m->n_strata = 1;
+    /* Acceptance as likely as the draft says, a child as likely as not. */
+    m->s[0] = (hs_hx_stratum){.lo = -INFINITY,
+                              .hi = INFINITY,
+                              .n_map = 2,
+                              .map_q = {0, 1},
+                              .map_p = {0, 1},
+                              .rate = 0.5f,
+                              .look = 0.5f,
+                              .depth_cap = 6};
+    m->max_depth = 6;
+    m->max_width = 8;
+    m->max_verify = 32;
+    /* A GPU-like cost in units of one decoding step: verifying 64 nodes costs
+     * two steps, a draft level a tenth of one. */
+    m->cost.n_verify = 2;
+    m->cost.t_verify[1] = 1.0;
+    m->cost.t_verify[2] = 1.0 + 1.0 / 63;
+    m->cost.n_draft = 2;
+    m->cost.t_draft[1] = 0.1;
+    m->cost.t_draft[2] = 0.1 + 0.1 / 63;
+    m->cost.t_consume = 0.1;
+}

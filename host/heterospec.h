@@ -1,0 +1,159 @@
+/* heterospec — the HeteroSpec tree policy, its calibration and its device
+ * cost model (DESIGN.md section 4; the README's HeteroSpec section says the
+ * same in prose).
+ *
+ * Per candidate node v of a draft tree (host/tree), with parent u:
+ *   x(v)   its entropy feature, one of (chosen by calibration):
+ *            parent_ent  H_K(u), the Top-K entropy of the draft step that proposed v
+ *            path_ent    C(v) = sum of H_K over v's ancestors (meta-path entropy)
+ *            mean_ent    C(v) / depth(v)
+ *   b(v)   its stratum: the interval of x(v) between the calibrated edges;
+ *   f_b(q) the stratum's acceptance map: monotone in the draft probability q
+ *          of v, the probability that the target accepts v given u accepted;
+ *   V(v)   = V(u) * f_{b(v)}(q(v)), V(root) = 1: the probability that v is
+ *          accepted; E[tau] of a verified set S = 1 + sum over S of V.
+ * Device cost of a round that drafts levels of widths w_1 .. w_L and verifies
+ * N nodes besides the root:
+ *   T = t_consume + sum_l t_draft(w_l) + t_verify(N + 1).
+ * Decisions (the whole policy):
+ *   select: the candidates in order of V (shallower first on ties, so the
+ *           set stays closed under ancestors), keeping the prefix whose
+ *           E[tau] / T is highest. N = 0 (plain decoding of the root) is one
+ *           of the choices: a round speculates only when it pays.
+ *   expand: before drafting level l, each unexpanded candidate of depth l
+ *           whose stratum allows it (V(v) >= prune_b, l < depth_cap_b) may be
+ *           drafted; drafting v is expected to add one child of value
+ *           V(v) * look_b (look_b: the calibrated probability that some child
+ *           of an accepted node of stratum b is accepted). The policy drafts
+ *           the w best (by V) for the w whose best E[tau] / T (select's rule,
+ *           with those expected children and t_draft(w) added) is highest,
+ *           and stops when no w beats drafting nothing.
+ * So low-entropy strata (f near 1, look high) grow deep narrow chains and
+ * high-entropy ones are pruned, and a steeper t_verify gives smaller trees.
+ *
+ * Decisions depend only on the tree and the model (no clocks), so a run is
+ * repeatable. The model is calibrated by `heterospec calibrate` (host/
+ * cli_calibrate.c): node records from a generous tree fit the strata, maps,
+ * look-ahead values, depth caps and pruning thresholds; `calibrate --device`
+ * times t_verify, t_draft and t_consume.
+ *
+ * Usage:
+ *   hs_hx_model m;  HS_TRY(hs_hx_model_load_json(text, &m));   // or fit / defaults
+ *   hs_tree_policy p = hs_heterospec_policy(&m);    // borrows m: keep it alive
+ *   ... hs_spec_create(target, head, &p, &spec) ...
+ *
+ * Ownership: plain structs; the policy points at the caller's model.
+ * Thread-safety: the policy functions only read the model.
+ */
+#ifndef HS_HETEROSPEC_H
+#define HS_HETEROSPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "tree.h"
+
+#define HS_HX_MAX_STRATA 8
+#define HS_HX_MAP_POINTS 16  /* knots of an acceptance map */
+#define HS_HX_MAX_N      128 /* t_verify(N) for N = 1 .. this */
+#define HS_HX_MAX_WIDTH  64  /* t_draft(w) for w = 1 .. this */
+
+typedef enum hs_hx_feature {
+    HS_HX_PARENT_ENT = 0,
+    HS_HX_PATH_ENT = 1,
+    HS_HX_MEAN_ENT = 2,
+    HS_HX_N_FEATURES
+} hs_hx_feature;
+
+const char *hs_hx_feature_name(hs_hx_feature f);
+
+typedef struct hs_hx_stratum {
+    float lo, hi;                  /* x in [lo, hi); the first starts at -inf, the last ends at +inf */
+    uint32_t n_map;                /* knots, q increasing, p non-decreasing; 0: constant `rate` */
+    float map_q[HS_HX_MAP_POINTS]; /* piecewise linear between knots, flat outside */
+    float map_p[HS_HX_MAP_POINTS];
+    float rate;         /* mean acceptance of the stratum's records */
+    float look;         /* P(some child of v accepted | v accepted), v in this stratum */
+    uint32_t depth_cap; /* nodes of this stratum are drafted only at depth < depth_cap */
+    float prune;        /* ... and only with V >= prune */
+    uint32_t records;   /* calibration records behind it */
+} hs_hx_stratum;
+
+typedef struct hs_hx_cost {
+    /* Seconds. t_verify[N] for N = 1 .. n_verify (index 0 unused); larger N
+     * extrapolate linearly from the last two. t_draft[w] likewise. */
+    uint32_t n_verify, n_draft;
+    double t_verify[HS_HX_MAX_N + 1];
+    double t_draft[HS_HX_MAX_WIDTH + 1];
+    double t_consume;
+} hs_hx_cost;
+
+typedef struct hs_hx_model {
+    hs_hx_feature feature;
+    uint32_t n_strata;
+    hs_hx_stratum s[HS_HX_MAX_STRATA];
+    hs_hx_cost cost;
+    /* Bounds of every tree: deepest drafted token, widest level, most
+     * verified candidates (root excluded). */
+    uint32_t max_depth, max_width, max_verify;
+} hs_hx_model;
+
+/* ---- values and costs ---- */
+
+/* The stratum of a candidate node (not the root). */
+uint32_t hs_hx_stratum_of(const hs_hx_model *m, const hs_tree_node *v);
+/* f_b(q), in [0, 1]. */
+float hs_hx_accept(const hs_hx_stratum *s, float q);
+/* V of every node of t into V[0 .. t->n) (V[0] = 1). */
+void hs_hx_values(const hs_hx_model *m, const hs_tree *t, float *V);
+double hs_hx_t_verify(const hs_hx_cost *c, uint32_t n);
+double hs_hx_t_draft(const hs_hx_cost *c, uint32_t w);
+
+/* The policy (tree.h interface; name "heterospec"). */
+hs_tree_policy hs_heterospec_policy(const hs_hx_model *m);
+
+/* ---- calibration ---- */
+
+/* One verified candidate whose parent was accepted (or is the root). */
+typedef struct hs_hx_record {
+    float q;          /* draft probability */
+    float parent_ent; /* H_K of the parent */
+    float path_ent;   /* C(v) */
+    uint32_t depth;
+    bool accepted;
+    /* When accepted: whether any child of it was verified, and accepted. */
+    bool children_tried, child_accepted;
+} hs_hx_record;
+
+/* Feature value of a record (as hs_hx_stratum_of sees a node). */
+float hs_hx_record_x(hs_hx_feature f, const hs_hx_record *r);
+
+typedef struct hs_hx_fit_options {
+    uint32_t n_strata;    /* B; 0: 4 */
+    uint32_t min_records; /* fewest records per stratum; 0: 50 */
+    int feature;          /* -1: the one with the best likelihood; else an hs_hx_feature */
+} hs_hx_fit_options;
+
+/* Fits feature, strata, maps, look-ahead values and depth caps from records
+ * (the cost and the bounds of m are kept; pruning thresholds are set to 0).
+ * HS_ERR_INVALID_ARG when there are fewer records than one stratum needs. */
+hs_status hs_hx_fit(const hs_hx_record *r, uint32_t n, const hs_hx_fit_options *opt, hs_hx_model *m);
+/* Mean log-likelihood per record of the fitted acceptance maps (for
+ * comparing fits). */
+double hs_hx_loglik(const hs_hx_model *m, const hs_hx_record *r, uint32_t n);
+
+/* ---- files ---- */
+
+/* The model as calibration JSON ("kind": "heterospec-calibration"); the
+ * caller adds identity fields (device, model, head) to the object. */
+cJSON *hs_hx_model_to_json(const hs_hx_model *m);
+/* HS_ERR_FORMAT naming the first bad field. Fields the JSON leaves out keep
+ * m's values (a device-only file carries only "cost"). */
+hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m);
+/* A model with one stratum of constant acceptance `rate` and the given
+ * cost: what generation uses when no calibration exists at all. */
+void hs_hx_model_default(hs_hx_model *m);
+
+#endif

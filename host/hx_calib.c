@@ -1,0 +1,201 @@
+/* hx_calib: records, replay and search for HeteroSpec calibration (hx_calib.h). */
+#include "hx_calib.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "stb_ds.h"
+
+hs_status hs_hx_round_copy(const hs_tree *t, hs_hx_round *r) {
+    memset(r, 0, sizeof *r);
+    r->nodes = malloc(sizeof *r->nodes * t->n);
+    if (!r->nodes) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_hx_round_copy: out of memory");
+    memcpy(r->nodes, t->nodes, sizeof *r->nodes * t->n);
+    r->n = t->n;
+    for (uint32_t i = 0; i < HS_TREE_MAX_DEPTH; i++)
+        r->truth[i] = -1;
+    return HS_OK;
+}
+
+void hs_hx_round_free(hs_hx_round *r) {
+    free(r->nodes);
+    memset(r, 0, sizeof *r);
+}
+
+void hs_hx_round_set_truth(hs_hx_round *r, const int32_t *ids, uint32_t n_ids, uint32_t pos) {
+    for (uint32_t i = 0; i < HS_TREE_MAX_DEPTH; i++)
+        r->truth[i] = pos + 1 + i < n_ids ? ids[pos + 1 + i] : -1;
+}
+
+/* Whether node v's path spells the truth (the root always does). */
+static bool on_truth(const hs_hx_round *r, uint32_t v) {
+    for (; v != 0; v = (uint32_t)r->nodes[v].parent) {
+        const hs_tree_node *x = &r->nodes[v];
+        if (x->depth > HS_TREE_MAX_DEPTH || x->token != r->truth[x->depth - 1]) return false;
+    }
+    return true;
+}
+
+hs_status hs_hx_round_records(const hs_hx_round *r, hs_hx_record **out) {
+    for (uint32_t v = 1; v < r->n; v++) {
+        const hs_tree_node *x = &r->nodes[v];
+        if (x->depth > HS_TREE_MAX_DEPTH || r->truth[x->depth - 1] < 0 || !on_truth(r, (uint32_t)x->parent))
+            continue;
+        hs_hx_record rec = {.q = x->q,
+                            .parent_ent = x->parent_ent,
+                            .path_ent = x->path_ent,
+                            .depth = x->depth,
+                            .accepted = x->token == r->truth[x->depth - 1]};
+        if (rec.accepted && x->slot >= 0 && x->n_children > 0 && x->depth < HS_TREE_MAX_DEPTH &&
+            r->truth[x->depth] >= 0) {
+            rec.children_tried = true;
+            for (uint32_t c = x->first_child; c < x->first_child + x->n_children; c++)
+                rec.child_accepted = rec.child_accepted || r->nodes[c].token == r->truth[x->depth];
+        }
+        stbds_arrput(*out, rec);
+    }
+    return HS_OK;
+}
+
+double hs_hx_replay_tps(const hs_hx_replay_result *r) { return r->time_s > 0 ? r->tokens / r->time_s : 0; }
+
+/* Adds the recorded children of recorded node `rec` under replay node `at`. */
+static void copy_children(const hs_hx_round *r, uint32_t rec, hs_tree *t, uint32_t at, uint32_t *rec_of) {
+    const hs_tree_node *x = &r->nodes[rec];
+    hs_tree_node *p = &t->nodes[at];
+    p->entropy = x->entropy;
+    p->first_child = t->n;
+    p->n_children = x->n_children;
+    for (uint32_t c = 0; c < x->n_children; c++) {
+        hs_tree_node n = r->nodes[x->first_child + c];
+        n.parent = (int32_t)at;
+        n.slot = -1;
+        n.entropy = -1.0f;
+        n.first_child = n.n_children = 0;
+        rec_of[t->n] = x->first_child + c;
+        t->nodes[t->n++] = n;
+    }
+}
+
+hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
+                       hs_hx_replay_result *out) {
+    hs_status st = HS_OK;
+    memset(out, 0, sizeof *out);
+    uint32_t cap = 1;
+    for (uint32_t i = 0; i < n; i++)
+        if (rounds[i].n > cap) cap = rounds[i].n;
+    hs_tree t = {0};
+    uint32_t *rec_of = malloc(sizeof *rec_of * cap), *sel = malloc(sizeof *sel * cap);
+    if (!rec_of || !sel) {
+        st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_hx_replay: out of memory");
+        goto fail;
+    }
+    HS_TRY(hs_tree_init(&t, cap));
+    for (uint32_t i = 0; i < n; i++) {
+        const hs_hx_round *r = &rounds[i];
+        hs_tree_reset(&t, r->nodes[0].token);
+        rec_of[0] = 0;
+        if (r->nodes[0].n_children) copy_children(r, 0, &t, 0, rec_of);
+        double time = cost->t_consume;
+        for (uint32_t level = 1; level < HS_TREE_MAX_DEPTH; level++) {
+            const uint32_t w = p->expand(p, &t, level, sel, cap - t.n);
+            if (w == 0) break;
+            time += hs_hx_t_draft(cost, w);
+            for (uint32_t k = 0; k < w; k++) {
+                const uint32_t v = sel[k], rec = rec_of[v];
+                t.nodes[v].slot = 1; /* drafted */
+                if (r->nodes[rec].slot >= 0 && r->nodes[rec].n_children &&
+                    t.n + r->nodes[rec].n_children <= cap)
+                    copy_children(r, rec, &t, v, rec_of);
+                else
+                    out->unknown++;
+            }
+        }
+        const uint32_t ns = p->select(p, &t, sel, cap);
+        time += hs_hx_t_verify(cost, ns + 1);
+        /* Walk the truth down the selected nodes. */
+        uint8_t *in = calloc(t.n, 1);
+        if (!in) {
+            st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_hx_replay: out of memory");
+            goto fail;
+        }
+        for (uint32_t k = 0; k < ns; k++)
+            in[sel[k]] = 1;
+        uint32_t cur = 0, acc = 0;
+        for (bool more = true; more && acc < HS_TREE_MAX_DEPTH && r->truth[acc] >= 0;) {
+            more = false;
+            const hs_tree_node *x = &t.nodes[cur];
+            for (uint32_t c = x->first_child; x->slot >= 0 && c < x->first_child + x->n_children; c++)
+                if (in[c] && t.nodes[c].token == r->truth[acc]) {
+                    cur = c;
+                    acc++;
+                    more = true;
+                    break;
+                }
+        }
+        free(in);
+        out->tokens += acc + 1;
+        out->time_s += time;
+        out->verified += ns + 1;
+        out->rounds++;
+    }
+fail:
+    hs_tree_free(&t);
+    free(rec_of);
+    free(sel);
+    return st;
+}
+
+hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *out) {
+    hs_status st = HS_OK;
+    static const float prunes[] = {0.0f, 0.02f, 0.05f, 0.1f, 0.2f, 0.35f, 0.5f};
+    const hs_tree_policy p = hs_heterospec_policy(m); /* reads *m as it changes */
+    hs_hx_replay_result best;
+    HS_TRY(hs_hx_replay(&p, &m->cost, rounds, n, &best));
+    for (int pass = 0; pass < 2; pass++)
+        for (uint32_t b = 0; b < m->n_strata; b++) {
+            hs_hx_stratum *s = &m->s[b];
+            const float prune0 = s->prune;
+            const uint32_t cap0 = s->depth_cap;
+            float best_prune = prune0;
+            uint32_t best_cap = cap0;
+            for (uint32_t cap = 1; cap <= m->max_depth; cap++)
+                for (uint32_t i = 0; i < sizeof prunes / sizeof prunes[0]; i++) {
+                    s->depth_cap = cap;
+                    s->prune = prunes[i];
+                    hs_hx_replay_result r;
+                    HS_TRY(hs_hx_replay(&p, &m->cost, rounds, n, &r));
+                    if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(&best) * (1 + 1e-6)) {
+                        best = r;
+                        best_prune = prunes[i];
+                        best_cap = cap;
+                    }
+                }
+            s->prune = best_prune;
+            s->depth_cap = best_cap;
+        }
+    *out = best;
+fail:
+    return st;
+}
+
+hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
+                              hs_hx_eagle2_setting *out) {
+    hs_status st = HS_OK;
+    static const uint32_t ks[] = {1, 2, 4, 8, 10}, ds[] = {1, 2, 3, 4, 5, 6}, ns[] = {1, 2, 4, 8, 16, 32, 60};
+    memset(out, 0, sizeof *out);
+    double best = -1;
+    for (uint32_t a = 0; a < sizeof ks / sizeof *ks; a++)
+        for (uint32_t b = 0; b < sizeof ds / sizeof *ds; b++)
+            for (uint32_t c = 0; c < sizeof ns / sizeof *ns; c++) {
+                const hs_tree_policy p = hs_tree_eagle2(ks[a], ds[b], ns[c]);
+                hs_hx_replay_result r;
+                HS_TRY(hs_hx_replay(&p, cost, rounds, n, &r));
+                if (hs_hx_replay_tps(&r) > best) {
+                    best = hs_hx_replay_tps(&r);
+                    *out = (hs_hx_eagle2_setting){ks[a], ds[b], ns[c], r};
+                }
+            }
+fail:
+    return st;
+}

@@ -1,0 +1,73 @@
+/* hx_calib — HeteroSpec calibration from recorded rounds (DESIGN.md section
+ * 4; `heterospec calibrate` drives it from host/cli_calibrate.c).
+ *
+ * A recorded round is the draft tree a generous policy drafted (every node
+ * with its draft probability and entropies) plus the truth: the tokens the
+ * generation actually produced after the round's root. Greedy speculation is
+ * exact, so a drafted node is accepted exactly when its path spells the truth;
+ * that decides every drafted node whose parent is on the true path, verified
+ * or not, and it lets any policy be replayed on the recording:
+ *   - hs_hx_round_records: the node records hs_hx_fit fits strata and maps to;
+ *   - hs_hx_replay: a policy re-grows each round's tree inside the recorded
+ *     one (a node the recording never drafted gets no children) and the
+ *     device cost model prices it: tokens per modelled second, tau, verified
+ *     nodes per round — the objective calibration tunes against;
+ *   - hs_hx_search: per-stratum pruning thresholds and depth caps by
+ *     coordinate search on replays; hs_hx_search_eagle2: the best EAGLE-2
+ *     setting of a small grid, the same way.
+ * (With sampling the truth is one sampled continuation, so the records are
+ * samples of "the draft matches what was generated", an approximation of
+ * the acceptance rule that the README states.)
+ *
+ * Ownership: rounds own their node copies (hs_hx_round_free).
+ * Thread-safety: plain data.
+ */
+#ifndef HS_HX_CALIB_H
+#define HS_HX_CALIB_H
+
+#include "heterospec.h"
+
+typedef struct hs_hx_round {
+    hs_tree_node *nodes; /* the drafted tree (node 0 the root) */
+    uint32_t n;
+    int32_t truth[HS_TREE_MAX_DEPTH]; /* tokens after the root; -1 past the end of the output */
+} hs_hx_round;
+
+/* Copies a round's tree (truth all -1 until hs_hx_round_set_truth). */
+hs_status hs_hx_round_copy(const hs_tree *t, hs_hx_round *r);
+void hs_hx_round_free(hs_hx_round *r);
+/* truth[i] = ids[pos + 1 + i] while inside ids[0 .. n_ids). */
+void hs_hx_round_set_truth(hs_hx_round *r, const int32_t *ids, uint32_t n_ids, uint32_t pos);
+
+/* Appends the round's records to *out (stb_ds array): every drafted node
+ * whose parent is on the true path. */
+hs_status hs_hx_round_records(const hs_hx_round *r, hs_hx_record **out);
+
+typedef struct hs_hx_replay_result {
+    double tokens;   /* decided tokens (accepted + bonus) */
+    double time_s;   /* modelled time */
+    double verified; /* nodes verified, roots included */
+    double rounds;
+    double unknown; /* nodes a policy drafted that the recording never did */
+} hs_hx_replay_result;
+
+double hs_hx_replay_tps(const hs_hx_replay_result *r);
+/* Replays policy p on the rounds, priced with cost. */
+hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
+                       hs_hx_replay_result *out);
+
+/* Tunes m's per-stratum prune and depth_cap on replays (coordinate search,
+ * a few passes); *out receives the final replay. */
+hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *out);
+
+typedef struct hs_hx_eagle2_setting {
+    uint32_t top_k, depth, total;
+    hs_hx_replay_result replay;
+} hs_hx_eagle2_setting;
+/* The EAGLE-2 setting of the grid top_k {1,2,4,8,10} x depth {1..6} x total
+ * {1,2,4,8,16,32,60} (within the recording) with the most tokens per
+ * modelled second. */
+hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
+                              hs_hx_eagle2_setting *out);
+
+#endif
