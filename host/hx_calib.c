@@ -98,7 +98,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         if (r->nodes[0].n_children) copy_children(r, 0, &t, 0, rec_of);
         double time = cost->t_consume;
         for (uint32_t level = 1; level < HS_TREE_MAX_DEPTH; level++) {
-            const uint32_t w = p->expand(p, &t, level, sel, cap - t.n);
+            const uint32_t w = p->expand(p, &t, level, sel, cap);
             if (w == 0) break;
             time += hs_hx_t_draft(cost, w);
             for (uint32_t k = 0; k < w; k++) {

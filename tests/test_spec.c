@@ -3,7 +3,9 @@
  * token for token for every method and tree setting (also when the context
  * fills up inside a round, at the token limit and at the end token), and
  * sampled output has the plain sampler's distribution (a two-sample
- * chi-square test over many seeds, per generated position). */
+ * chi-square test over many seeds, per generated position). HeteroSpec
+ * (host/heterospec) runs with fixed models, so its trees do not depend on a
+ * calibration. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +97,27 @@ static hs_tree_policy policy_of(size_t i) {
     return p;
 }
 
+/* HeteroSpec models for the exactness tests: the built-in defaults with a
+ * flat verification cost (large trees, deep where the head is sure) and two
+ * entropy strata with a steep one (small trees, often none). */
+#define N_HX 2
+static void hx_model(int which, hs_hx_model *m) {
+    hs_hx_model_default(m);
+    m->cost.n_verify = HS_HX_MAX_N;
+    for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
+        m->cost.t_verify[n] = 1.0 + (which ? 0.3 : 0.001) * (n - 1);
+    if (which) {
+        m->n_strata = 2;
+        m->s[0].hi = 0.5f;
+        m->s[1] = m->s[0];
+        m->s[1].lo = 0.5f;
+        m->s[1].hi = INFINITY;
+        m->s[1].map_p[1] = 0.3f;
+        m->s[1].look = 0.2f;
+        m->s[0].look = 0.9f;
+    }
+}
+
 static void gen(hs_llama *m, const hs_tok *tok, hs_spec *spec, const int32_t *prompt, size_t np, uint32_t n,
                 const hs_sampler_params *sp, hs_gen_result *r) {
     hs_gen_params p = hs_gen_default_params();
@@ -140,6 +163,22 @@ static void test_greedy_equals_plain(void **state) {
             char what[96];
             snprintf(what, sizeof what, "prompt %zu, %s %s/%s/%s", pi, methods[mi][0], methods[mi][1],
                      methods[mi][2], methods[mi][3]);
+            assert_same(&ref, &r, what);
+            accepted += r.spec.accepted;
+            if (r.spec.verified > r.spec.rounds * 2) moved++;
+            hs_gen_result_free(&r);
+            hs_spec_destroy(spec);
+        }
+        for (int hi = 0; hi < N_HX; hi++) {
+            hs_hx_model hm;
+            hx_model(hi, &hm);
+            const hs_tree_policy pol = hs_heterospec_policy(&hm);
+            hs_spec *spec;
+            HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
+            hs_gen_result r;
+            gen(e->m, e->tok, spec, prompt, np, 200, NULL, &r);
+            char what[96];
+            snprintf(what, sizeof what, "prompt %zu, heterospec model %d", pi, hi);
             assert_same(&ref, &r, what);
             accepted += r.spec.accepted;
             if (r.spec.verified > r.spec.rounds * 2) moved++;
@@ -243,18 +282,24 @@ static void test_sampling_distribution(void **state) {
     spec_env *e = *state;
     enum { SEEDS = 1000, POS = 4 };
     const int32_t prompt[] = {1, 385, 328, 432, 261}; /* "One day, a": open continuations */
-    const char *const which[] = {"eagle2", "chain"};
-    hs_sampler_params sps[2] = {hs_sampler_default_params(), hs_sampler_default_params()};
+    const char *const which[] = {"eagle2", "chain", "heterospec"};
+    hs_sampler_params sps[3] = {hs_sampler_default_params(), hs_sampler_default_params(),
+                                hs_sampler_default_params()};
     sps[0].top_k = 0;
     sps[0].top_p = 1.0f;
     sps[0].min_p = 0.0f;
     sps[0].temperature = 1.0f;
     sps[1].temperature = 1.0f;
-    for (int cfg = 0; cfg < 2; cfg++) {
+    sps[2] = sps[0];
+    hs_hx_model hm;
+    hx_model(0, &hm);
+    for (int cfg = 0; cfg < 3; cfg++) {
         static uint32_t plain[POS][512], spec_h[POS][512];
         memset(plain, 0, sizeof plain);
         memset(spec_h, 0, sizeof spec_h);
-        hs_tree_policy pol = cfg == 0 ? hs_tree_eagle2(4, 3, 12) : hs_tree_chain(4);
+        hs_tree_policy pol = cfg == 0   ? hs_tree_eagle2(4, 3, 12)
+                             : cfg == 1 ? hs_tree_chain(4)
+                                        : hs_heterospec_policy(&hm);
         hs_spec *spec;
         HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
         uint64_t accepted = 0;
@@ -291,9 +336,9 @@ static void test_sampling_distribution(void **state) {
         }
         const double z_all = chi2_z(all, all_dof);
         snprintf(report + strlen(report), sizeof report - strlen(report), "; together z %.1f", z_all);
-        fprintf(stderr, "sampling %s, filters %d:%s\n", which[cfg], cfg, report);
+        fprintf(stderr, "sampling %s, filters %d:%s\n", which[cfg], cfg == 1, report);
         if (worst > 4.5 || z_all > 4.0)
-            fail_msg("%s, filters %d: speculative tokens differ from plain sampling:%s", which[cfg], cfg,
+            fail_msg("%s, filters %d: speculative tokens differ from plain sampling:%s", which[cfg], cfg == 1,
                      report);
     }
 }
@@ -384,6 +429,20 @@ static void test_smollm2_greedy_equals_plain(void **state) {
                 prefix.stop = HS_GEN_STOP_LIMIT;
             }
             assert_same(&prefix, &r, what);
+            accepted += r.spec.accepted;
+            hs_gen_result_free(&r);
+            hs_spec_destroy(spec);
+        }
+        /* And HeteroSpec (large trees where the head is sure) on gsm8k. */
+        if (si == 1) {
+            hs_hx_model hm;
+            hx_model(0, &hm);
+            const hs_tree_policy pol = hs_heterospec_policy(&hm);
+            hs_spec *spec;
+            HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
+            hs_gen_result r;
+            gen(e->m, e->tok, spec, ids, n, 16, NULL, &r);
+            assert_same(&ref, &r, "gsm8k question 2, heterospec");
             accepted += r.spec.accepted;
             hs_gen_result_free(&r);
             hs_spec_destroy(spec);

@@ -1,0 +1,393 @@
+/* HeteroSpec's policy, calibration fitting, replay and files (host/
+ * heterospec, host/hx_calib) on synthetic Top-K results and recorded node
+ * data: no device needed. Expected values are computed here from the
+ * definitions (DESIGN.md section 4), not with the code under test. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "heterospec.h"
+#include "hx_calib.h"
+#include "stb_ds.h"
+#include "testutil.h"
+
+/* A Top-K of k tokens: the first with probability top, the rest sharing
+ * half of what is left (tail the other half), all with the given entropy. */
+static hs_topk_result topk(uint32_t k, float top, float entropy, uint32_t salt) {
+    hs_topk_result r = {.k = k, .entropy = entropy};
+    r.ids[0] = 100 + salt % 50;
+    r.probs[0] = top;
+    for (uint32_t j = 1; j < k; j++) {
+        r.ids[j] = 200 + (salt * 7 + j) % 300;
+        r.probs[j] = (1 - top) / 2 / (float)(k - 1);
+    }
+    r.tail = (1 - top) / 2;
+    return r;
+}
+
+/* Two strata on the parent's entropy (edge 0.5): low entropy accepts a
+ * node with its draft probability and a child of an accepted node with
+ * probability look_lo; high entropy with a third of it and look_hi. */
+static hs_hx_model two_strata(float look_lo, float look_hi) {
+    hs_hx_model m;
+    hs_hx_model_default(&m);
+    m.feature = HS_HX_PARENT_ENT;
+    m.n_strata = 2;
+    m.s[0] = (hs_hx_stratum){.lo = -INFINITY,
+                             .hi = 0.5f,
+                             .n_map = 2,
+                             .map_q = {0, 1},
+                             .map_p = {0, 1},
+                             .rate = 0.5f,
+                             .look = look_lo,
+                             .depth_cap = 8};
+    m.s[1] = (hs_hx_stratum){.lo = 0.5f,
+                             .hi = INFINITY,
+                             .n_map = 2,
+                             .map_q = {0, 1},
+                             .map_p = {0, 1.0f / 3},
+                             .rate = 0.1f,
+                             .look = look_hi,
+                             .depth_cap = 8};
+    m.max_depth = 8;
+    m.max_width = 4;
+    m.max_verify = 64;
+    return m;
+}
+
+/* A cost model: verify(N) = 1 + slope (N - 1), a draft level 0.05 + 0.01 w,
+ * consume 0.05 (units of one plain step). */
+static void set_cost(hs_hx_model *m, double slope) {
+    m->cost.n_verify = HS_HX_MAX_N;
+    for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
+        m->cost.t_verify[n] = 1 + slope * (n - 1);
+    m->cost.n_draft = HS_HX_MAX_WIDTH;
+    for (uint32_t w = 1; w <= HS_HX_MAX_WIDTH; w++)
+        m->cost.t_draft[w] = 0.05 + 0.01 * w;
+    m->cost.t_consume = 0.05;
+}
+
+/* Grows a tree the way host/spec does: every drafted node gets Top-K tk;
+ * returns the verified candidates' count and their deepest depth. */
+static void grow(const hs_tree_policy *p, const hs_topk_result *tk, hs_tree *t, uint32_t *n_sel,
+                 uint32_t *deepest) {
+    uint32_t sel[512];
+    hs_tree_reset(t, 7);
+    HS_CHECK(hs_tree_add_children(t, 0, tk));
+    for (uint32_t level = 1; level < HS_TREE_MAX_DEPTH; level++) {
+        const uint32_t w = p->expand(p, t, level, sel, 64);
+        if (w == 0) break;
+        for (uint32_t i = 0; i < w; i++) {
+            assert_int_equal(t->nodes[sel[i]].depth, level);
+            t->nodes[sel[i]].slot = (int32_t)(1 + i);
+            HS_CHECK(hs_tree_add_children(t, sel[i], tk));
+        }
+    }
+    *n_sel = p->select(p, t, sel, 127);
+    *deepest = 0;
+    for (uint32_t i = 0; i < *n_sel; i++)
+        if (t->nodes[sel[i]].depth > *deepest) *deepest = t->nodes[sel[i]].depth;
+}
+
+/* V(v) is the product of the maps along the path. */
+static void test_values(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.8f, 0.2f);
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 64));
+    hs_tree_reset(&t, 7);
+    const hs_topk_result a = topk(3, 0.6f, 0.2f, 1), b = topk(3, 0.3f, 0.9f, 2);
+    HS_CHECK(hs_tree_add_children(&t, 0, &a)); /* nodes 1..3, parent entropy 0.2: low stratum */
+    HS_CHECK(hs_tree_add_children(&t, 1, &b)); /* nodes 4..6 under node 1, parent entropy 0.9: high */
+    float V[7];
+    hs_hx_values(&m, &t, V);
+    assert_float_equal(V[0], 1.0f, 1e-6);
+    assert_float_equal(V[1], 0.6f, 1e-6);               /* f_lo(0.6) = 0.6 */
+    assert_float_equal(V[2], 0.1f, 1e-6);               /* (1 - 0.6) / 2 / 2 */
+    assert_float_equal(V[4], 0.6f * 0.3f / 3.0f, 1e-6); /* f_hi(0.3) = 0.1 */
+    assert_float_equal(V[5], 0.6f * (0.7f / 2 / 2) / 3.0f, 1e-6);
+    /* The map is flat outside its knots and linear between them. */
+    const hs_hx_stratum s = {.n_map = 3, .map_q = {0.2f, 0.4f, 0.8f}, .map_p = {0.1f, 0.3f, 0.5f}};
+    assert_float_equal(hs_hx_accept(&s, 0.1f), 0.1f, 1e-6);
+    assert_float_equal(hs_hx_accept(&s, 0.3f), 0.2f, 1e-6);
+    assert_float_equal(hs_hx_accept(&s, 0.6f), 0.4f, 1e-6);
+    assert_float_equal(hs_hx_accept(&s, 0.9f), 0.5f, 1e-6);
+    hs_tree_free(&t);
+}
+
+/* A low-entropy stratum grows a deeper chain than a high-entropy one. */
+static void test_low_entropy_grows_deeper(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.9f, 0.15f);
+    set_cost(&m, 0.02);
+    const hs_tree_policy p = hs_heterospec_policy(&m);
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 4096));
+    uint32_t n_lo, d_lo, n_hi, d_hi;
+    const hs_topk_result lo = topk(4, 0.9f, 0.2f, 3), hi = topk(4, 0.9f, 0.8f, 3);
+    grow(&p, &lo, &t, &n_lo, &d_lo);
+    grow(&p, &hi, &t, &n_hi, &d_hi);
+    fprintf(stderr, "low entropy: %u nodes, depth %u; high entropy: %u nodes, depth %u\n", n_lo, d_lo, n_hi,
+            d_hi);
+    assert_true(d_lo >= 4);
+    assert_true(d_lo > d_hi);
+    /* High entropy: the root's best child has V = 0.9 / 3 = 0.3; drafting it
+     * would add a child of expected value 0.3 * 0.15 for one draft step (0.06)
+     * and one more verified node (0.02): E[tau] / T goes from 1.3 / 1.07 to
+     * 1.345 / 1.15, down, so the tree stops at depth 1. */
+    assert_int_equal(d_hi, 1);
+    assert_int_equal(n_hi, 1);
+    /* A depth cap of the stratum stops the chain there. */
+    m.s[0].depth_cap = 2;
+    grow(&p, &lo, &t, &n_lo, &d_lo);
+    assert_true(d_lo <= 2);
+    hs_tree_free(&t);
+}
+
+/* A steeper verification cost gives a smaller tree; a prohibitive one none
+ * at all (the round is a plain step). */
+static void test_steeper_cost_smaller_tree(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.7f, 0.3f);
+    const hs_tree_policy p = hs_heterospec_policy(&m);
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 4096));
+    const hs_topk_result tk = topk(4, 0.7f, 0.3f, 5);
+    const double slopes[] = {0.0, 0.01, 0.1, 0.5, 5.0};
+    uint32_t last = UINT32_MAX;
+    for (size_t i = 0; i < sizeof slopes / sizeof slopes[0]; i++) {
+        set_cost(&m, slopes[i]);
+        uint32_t n, d;
+        grow(&p, &tk, &t, &n, &d);
+        fprintf(stderr, "slope %.2f: %u nodes verified, depth %u\n", slopes[i], n, d);
+        assert_true(n <= last);
+        last = n;
+        if (i == 0) assert_true(n >= 8);
+    }
+    assert_int_equal(last, 0);
+    hs_tree_free(&t);
+}
+
+/* select keeps the prefix of highest E[tau] / T, checked against every
+ * prefix of the candidates sorted by V (computed here by brute force). */
+static void test_select_is_best_prefix(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.6f, 0.3f);
+    set_cost(&m, 0.08);
+    const hs_tree_policy p = hs_heterospec_policy(&m);
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 256));
+    hs_tree_reset(&t, 7);
+    const hs_topk_result a = topk(6, 0.5f, 0.3f, 1), b = topk(6, 0.6f, 0.7f, 2);
+    HS_CHECK(hs_tree_add_children(&t, 0, &a));
+    t.nodes[1].slot = 1;
+    t.nodes[2].slot = 2;
+    HS_CHECK(hs_tree_add_children(&t, 1, &b));
+    HS_CHECK(hs_tree_add_children(&t, 2, &a));
+    float V[256];
+    hs_hx_values(&m, &t, V);
+    /* Brute force: sorted values, every prefix length. */
+    float v[256];
+    uint32_t n = 0;
+    for (uint32_t i = 1; i < t.n; i++)
+        v[n++] = V[i];
+    for (uint32_t i = 1; i < n; i++)
+        for (uint32_t j = i; j > 0 && v[j] > v[j - 1]; j--) {
+            const float x = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = x;
+        }
+    const double spent = m.cost.t_consume + m.cost.t_draft[2];
+    double best = 1 / (spent + m.cost.t_verify[1]), e = 1;
+    uint32_t best_n = 0;
+    for (uint32_t k = 1; k <= n; k++) {
+        e += v[k - 1];
+        const double r = e / (spent + m.cost.t_verify[k + 1]);
+        if (r > best) {
+            best = r;
+            best_n = k;
+        }
+    }
+    uint32_t sel[256];
+    const uint32_t got = p.select(&p, &t, sel, 127);
+    assert_int_equal(got, best_n);
+    assert_true(best_n > 0 && best_n < n);
+    /* Closed under ancestors. */
+    uint8_t in[256] = {1};
+    for (uint32_t i = 0; i < got; i++)
+        in[sel[i]] = 1;
+    for (uint32_t i = 0; i < got; i++)
+        assert_true(in[t.nodes[sel[i]].parent]);
+    hs_tree_free(&t);
+}
+
+/* Deterministic uniform numbers in [0, 1). */
+static double lcg(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*s >> 11) / 9007199254740992.0;
+}
+
+/* Records whose acceptance follows a known rule: parent entropy below 0.4
+ * accepts with probability q, above with q / 3. The fit must find the edge,
+ * pick the parent entropy, and recover both maps. */
+static void test_fit_recovers_strata(void **state) {
+    (void)state;
+    uint64_t seed = 42;
+    hs_hx_record *r = NULL;
+    for (int i = 0; i < 40000; i++) {
+        hs_hx_record x = {.q = (float)lcg(&seed), .parent_ent = (float)lcg(&seed), .depth = 1 + i % 4};
+        x.path_ent = x.parent_ent + (float)lcg(&seed) * (x.depth - 1);
+        const double p = x.parent_ent < 0.4f ? x.q : x.q / 3;
+        x.accepted = lcg(&seed) < p;
+        x.children_tried = x.accepted;
+        x.child_accepted = x.accepted && lcg(&seed) < (x.parent_ent < 0.4f ? 0.7 : 0.2);
+        stbds_arrput(r, x);
+    }
+    hs_hx_model m;
+    hs_hx_model_default(&m);
+    hs_hx_fit_options fo = {.n_strata = 2, .feature = -1};
+    HS_CHECK(hs_hx_fit(r, (uint32_t)stbds_arrlen(r), &fo, &m));
+    fprintf(stderr, "fit: feature %s, edge %.3f, f(0.6) %.3f / %.3f, look %.3f / %.3f\n",
+            hs_hx_feature_name(m.feature), m.s[0].hi, hs_hx_accept(&m.s[0], 0.6f),
+            hs_hx_accept(&m.s[1], 0.6f), m.s[0].look, m.s[1].look);
+    assert_int_equal(m.feature, HS_HX_PARENT_ENT);
+    assert_int_equal(m.n_strata, 2);
+    assert_float_equal(m.s[0].hi, 0.4f, 0.03);
+    assert_float_equal(m.s[1].lo, m.s[0].hi, 0);
+    assert_float_equal(hs_hx_accept(&m.s[0], 0.6f), 0.6f, 0.06);
+    assert_float_equal(hs_hx_accept(&m.s[1], 0.6f), 0.2f, 0.06);
+    assert_float_equal(m.s[0].look, 0.7f, 0.04);
+    assert_float_equal(m.s[1].look, 0.2f, 0.04);
+    for (uint32_t b = 0; b < m.n_strata; b++)
+        for (uint32_t i = 1; i < m.s[b].n_map; i++) {
+            assert_true(m.s[b].map_q[i] > m.s[b].map_q[i - 1]);
+            assert_true(m.s[b].map_p[i] >= m.s[b].map_p[i - 1]);
+        }
+    /* Too few records is an error, not a guess. */
+    assert_int_equal(hs_hx_fit(r, 10, &fo, &m), HS_ERR_INVALID_ARG);
+    stbds_arrfree(r);
+}
+
+/* The JSON round trip keeps every field; bad files are refused by name. */
+static void test_json(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.8f, 0.2f), back;
+    set_cost(&m, 0.03);
+    m.s[0].n_map = 3;
+    m.s[0].map_q[2] = 1.0f;
+    m.s[0].map_q[1] = 0.5f;
+    m.s[0].map_p[1] = 0.4f;
+    m.s[0].map_p[2] = 0.9f;
+    m.s[1].prune = 0.05f;
+    m.s[1].depth_cap = 3;
+    cJSON *o = hs_hx_model_to_json(&m);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON *p = cJSON_Parse(text);
+    hs_hx_model_default(&back);
+    HS_CHECK(hs_hx_model_from_json(p, &back));
+    assert_int_equal(back.feature, m.feature);
+    assert_int_equal(back.n_strata, 2);
+    assert_int_equal(back.max_depth, m.max_depth);
+    assert_int_equal(back.max_verify, m.max_verify);
+    for (uint32_t b = 0; b < 2; b++) {
+        assert_true(back.s[b].lo == m.s[b].lo && back.s[b].hi == m.s[b].hi);
+        assert_int_equal(back.s[b].n_map, m.s[b].n_map);
+        for (uint32_t i = 0; i < m.s[b].n_map; i++) {
+            assert_float_equal(back.s[b].map_q[i], m.s[b].map_q[i], 0);
+            assert_float_equal(back.s[b].map_p[i], m.s[b].map_p[i], 0);
+        }
+        assert_float_equal(back.s[b].look, m.s[b].look, 0);
+        assert_float_equal(back.s[b].prune, m.s[b].prune, 0);
+        assert_int_equal(back.s[b].depth_cap, m.s[b].depth_cap);
+    }
+    for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
+        assert_float_equal(back.cost.t_verify[n], m.cost.t_verify[n], 1e-12);
+    assert_float_equal(back.cost.t_consume, m.cost.t_consume, 1e-12);
+    /* A map that falls is refused. */
+    cJSON *knot = cJSON_GetArrayItem(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(p, "strata"), 0), "map"), 2);
+    cJSON_SetNumberValue(cJSON_GetArrayItem(knot, 1), 0.1);
+    assert_int_equal(hs_hx_model_from_json(p, &back), HS_ERR_FORMAT);
+    assert_non_null(strstr(hs_last_error(), "map knot 2"));
+    cJSON_Delete(p);
+    /* Another kind of file is refused. */
+    cJSON *q = cJSON_Parse("{\"kind\": \"bench\"}");
+    assert_int_equal(hs_hx_model_from_json(q, &back), HS_ERR_FORMAT);
+    cJSON_Delete(q);
+    free(text);
+    cJSON_Delete(o);
+}
+
+/* A recorded round: records are the nodes whose parent spells the truth,
+ * and a replayed chain accepts exactly the truth's prefix it drafted. */
+static void test_records_and_replay(void **state) {
+    (void)state;
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 256));
+    hs_tree_reset(&t, 7);
+    /* Root's children 100 (top), 201, 202; node 1 (100) expanded with 101,
+     * 203, 204; node 4 (101) expanded with 102, ... */
+    hs_topk_result a = topk(3, 0.8f, 0.2f, 0), b = topk(3, 0.7f, 0.3f, 1), c = topk(3, 0.6f, 0.4f, 2);
+    HS_CHECK(hs_tree_add_children(&t, 0, &a));
+    t.nodes[1].slot = 1;
+    HS_CHECK(hs_tree_add_children(&t, 1, &b));
+    t.nodes[4].slot = 2;
+    HS_CHECK(hs_tree_add_children(&t, 4, &c));
+    hs_hx_round r;
+    HS_CHECK(hs_hx_round_copy(&t, &r));
+    /* Generation after the root at output index 2: 100, 101, then 999 (not drafted). */
+    const int32_t ids[] = {5, 6, 7, 100, 101, 999, 3};
+    hs_hx_round_set_truth(&r, ids, 7, 2);
+    assert_int_equal(r.truth[0], 100);
+    assert_int_equal(r.truth[3], 3);
+    assert_int_equal(r.truth[4], -1);
+    hs_hx_record *rec = NULL;
+    HS_CHECK(hs_hx_round_records(&r, &rec));
+    /* Children of the root (3), of node 1 (3), of node 4 (3): all parents on the truth. */
+    assert_int_equal(stbds_arrlen(rec), 9);
+    uint32_t acc = 0;
+    for (ptrdiff_t i = 0; i < stbds_arrlen(rec); i++)
+        acc += rec[i].accepted;
+    assert_int_equal(acc, 2);
+    assert_true(rec[0].accepted && rec[0].children_tried && rec[0].child_accepted && rec[0].depth == 1);
+    assert_true(rec[3].accepted && rec[3].children_tried && !rec[3].child_accepted && rec[3].depth == 2);
+    assert_false(rec[1].accepted);
+    /* Replays: a chain of 3 accepts 100 and 101 and adds the bonus (3
+     * tokens), priced consume + 2 draft levels + verify(4); a chain of 1
+     * drafts no level and decides 2 tokens. */
+    hs_hx_cost cost = {.n_verify = 4, .n_draft = 1, .t_consume = 0.5};
+    for (uint32_t n = 1; n <= 4; n++)
+        cost.t_verify[n] = 10 + n;
+    cost.t_draft[1] = 2;
+    const hs_tree_policy c3 = hs_tree_chain(3), c1 = hs_tree_chain(1);
+    hs_hx_replay_result res;
+    HS_CHECK(hs_hx_replay(&c3, &cost, &r, 1, &res));
+    assert_float_equal(res.tokens, 3, 0);
+    assert_float_equal(res.time_s, 0.5 + 2 + 2 + 14, 1e-9);
+    assert_float_equal(res.verified, 4, 0);
+    assert_float_equal(res.unknown, 0, 0);
+    HS_CHECK(hs_hx_replay(&c1, &cost, &r, 1, &res));
+    assert_float_equal(res.tokens, 2, 0);
+    assert_float_equal(res.time_s, 0.5 + 12, 1e-9);
+    /* A chain of 4 wants node 7's children, which the recording never drafted. */
+    const hs_tree_policy c4 = hs_tree_chain(4);
+    HS_CHECK(hs_hx_replay(&c4, &cost, &r, 1, &res));
+    assert_float_equal(res.unknown, 1, 0);
+    assert_float_equal(res.tokens, 3, 0);
+    stbds_arrfree(rec);
+    hs_hx_round_free(&r);
+    hs_tree_free(&t);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_values),
+        cmocka_unit_test(test_low_entropy_grows_deeper),
+        cmocka_unit_test(test_steeper_cost_smaller_tree),
+        cmocka_unit_test(test_select_is_best_prefix),
+        cmocka_unit_test(test_fit_recovers_strata),
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_records_and_replay),
+    };
+    return hs_test_run_group("heterospec", tests, NULL, NULL);
+}
