@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Converts a public EAGLE-3 checkpoint into a heterospec head file (GGUF, architecture "eagle3").
 
-    python tools/convert_eagle3.py CKPT_DIR -o OUT.gguf (--target TARGET.gguf | --target-layers L) [--dtype f16|f32]
+    python tools/convert_eagle3.py CKPT_DIR -o OUT.gguf (--target TARGET.gguf | --target-layers L) [--dtype f16|f32|q8_0]
 
 CKPT_DIR holds config.json and the weights: model.safetensors, pytorch_model.bin (read without torch), or
 either one sharded with its .index.json. EAGLE-3 checkpoints do not store which target layers they tap
@@ -111,7 +111,8 @@ def main(argv=None):
     tgt.add_argument("--target", metavar="TARGET.gguf",
                      help="the target model: its layer count, name, hidden size and vocabulary are read")
     tgt.add_argument("--target-layers", type=int, metavar="L", help="the target's layer count (taps 2, L/2, L-3)")
-    ap.add_argument("--dtype", choices=("f16", "f32"), default="f16", help="type of the matrices (default f16)")
+    ap.add_argument("--dtype", choices=("f16", "f32", "q8_0"), default="f16",
+                    help="type of the matrices (default f16; q8_0 about halves the head's bytes)")
     args = ap.parse_args(argv)
 
     try:

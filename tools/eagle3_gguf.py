@@ -240,11 +240,12 @@ def write_eagle3_gguf(path, cfg, tensors, d2t=None, target_name=None, target_lay
                       log=_note):
     """Writes an eagle3 head file. d2t: the draft->target offsets (default: tensors["d2t"]); target_layers: the
     target's layer count (taps 2, L/2, L-3) or its 3 tap layers; target_name: the target GGUF's general.name;
-    dtype: "f16" or "f32" for the matrices (norm vectors are always f32). Returns [(GGUF name, type, shape)]."""
+    dtype: "f16", "f32" or "q8_0" for the matrices (norm vectors are always f32; q8_0 as llama.cpp's: blocks of
+    32 int8 with an f16 scale, about half of f16's bytes). Returns [(GGUF name, type, shape)]."""
     import gguf
 
-    if dtype not in ("f16", "f32"):
-        raise Eagle3Error(f"dtype {dtype!r}: expected f16 or f32")
+    if dtype not in ("f16", "f32", "q8_0"):
+        raise Eagle3Error(f"dtype {dtype!r}: expected f16, f32 or q8_0")
     h = head_config(cfg, log)
     taps = tap_layers(target_layers)
     weights = check_tensors(h, tensors, log)
@@ -254,17 +255,25 @@ def write_eagle3_gguf(path, cfg, tensors, d2t=None, target_name=None, target_lay
         d2t = tensors["d2t"]
     d2t = check_d2t(h, d2t, tensors.get("t2d"))
 
-    converted = []
+    converted = []  # (GGUF name, array, quantization type or None, logical shape)
     for name, a in weights:
         gname, matrix = TENSORS[name]
-        if matrix and dtype == "f16":
+        qtype = None
+        if matrix and dtype in ("f16", "q8_0"):
             over = int((np.abs(a) > F16_MAX).sum())
             if over:
                 raise Eagle3Error(f"{name} has {over} values beyond f16's range (|x| > {F16_MAX:g}); "
                                   "convert with dtype f32")
+        shape = list(a.shape)
+        if matrix and dtype == "f16":
             a = a.astype(np.float16)
-        converted.append((gname, np.ascontiguousarray(a)))
-    converted.append(("d2t", d2t))
+        elif matrix and dtype == "q8_0":
+            qtype = gguf.GGMLQuantizationType.Q8_0
+            if a.shape[-1] % 32:
+                raise Eagle3Error(f"{name}: {a.shape[-1]} columns are not a multiple of q8_0's block of 32")
+            a = gguf.quants.quantize(np.ascontiguousarray(a, dtype=np.float32), qtype)
+        converted.append((gname, np.ascontiguousarray(a), qtype, shape))
+    converted.append(("d2t", d2t, None, list(d2t.shape)))
 
     tmp = f"{path}.tmp{os.getpid()}"
     try:
@@ -283,8 +292,11 @@ def write_eagle3_gguf(path, cfg, tensors, d2t=None, target_name=None, target_lay
         w.add_key_value(f"{ARCH}.target_layers", taps, gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.INT32)
         if target_name:
             w.add_string(f"{ARCH}.target_name", target_name)
-        for gname, a in converted:
-            w.add_tensor(gname, a)
+        for gname, a, qtype, _ in converted:
+            if qtype is None:
+                w.add_tensor(gname, a)
+            else:
+                w.add_tensor(gname, a, raw_dtype=qtype)
         w.write_header_to_file()
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
@@ -293,13 +305,14 @@ def write_eagle3_gguf(path, cfg, tensors, d2t=None, target_name=None, target_lay
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return [(g, {np.float16: "f16", np.float32: "f32", np.int32: "i32"}[a.dtype.type], list(a.shape))
-            for g, a in converted]
+    return [(g, "q8_0" if q is not None else {np.float16: "f16", np.float32: "f32", np.int32: "i32"}[a.dtype.type],
+             shape) for g, a, q, shape in converted]
 
 
 def read_eagle3_gguf(path):
     """(cfg, tensors) of a head file: cfg in config.json's names plus target_layers and target_name (None when
-    absent); tensors under their checkpoint names, as stored (f16 or f32 [rows][cols]; d2t int32)."""
+    absent); tensors under their checkpoint names, as stored (f16 or f32 [rows][cols]; q8_0 dequantized to f32;
+    d2t int32)."""
     import gguf
 
     r = gguf.GGUFReader(path)
@@ -337,5 +350,8 @@ def read_eagle3_gguf(path):
     for t in r.tensors:
         if t.name not in by_gguf:
             raise Eagle3Error(f"{path}: unknown tensor {t.name}")
-        tensors[by_gguf[t.name]] = np.array(t.data)
+        if t.tensor_type == gguf.GGMLQuantizationType.Q8_0:
+            tensors[by_gguf[t.name]] = gguf.quants.dequantize(t.data, t.tensor_type)
+        else:
+            tensors[by_gguf[t.name]] = np.array(t.data)
     return cfg, tensors

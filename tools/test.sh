@@ -11,7 +11,8 @@
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build running the
 #      suite, with leak checking and no suppressions.
 # It fetches what the tests need first (SmolLM2-135M-Instruct, sha256-checked;
-# llama.cpp's tokenizer test vectors; the EAGLE-3 converter's venv), and runs
+# llama.cpp's tokenizer test vectors; the EAGLE-3 converter's and the
+# plotter's venvs), and runs
 # with CI=true unless CI is set otherwise, so a test that skips fails instead
 # of passing silently.
 # Idempotent; exits non-zero on the first failing pass.
@@ -20,7 +21,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$here/tools/setup.sh" "$here/build"
 # The EAGLE-3 converter's tests (CTest convert_eagle3*) run with the Python of this venv.
 py_convert="$(bash "$here/tools/pyenv.sh" convert | tail -n 1)"
-cmake -S "$here" -B "$here/build" -DHS_PYTHON_CONVERT="$py_convert" >/dev/null
+# The benchmark plotter's test (CTest plot_bench) with the Python of its venv.
+py_plot="$(bash "$here/tools/pyenv.sh" plot | tail -n 1)"
+cmake -S "$here" -B "$here/build" -DHS_PYTHON_CONVERT="$py_convert" -DHS_PYTHON_PLOT="$py_plot" >/dev/null
 "$here/tools/fetch_llama_src.sh"       # llama.cpp's tokenizer test vectors
 "$here/tools/fetch_model.sh" smollm2   # SmolLM2 tokenizer and chat-template tests
 home="${HS_HOME:-$HOME/.cache/heterospec}"
@@ -48,7 +51,7 @@ run_suite "$here/build" "emulated non-coherent host-visible memory" HS_VK_FORCE_
 
 echo "== build: AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$here" -B "$here/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHS_WERROR=ON -DHS_SANITIZE=ON \
-  -DHS_PYTHON_CONVERT="$py_convert" >/dev/null
+  -DHS_PYTHON_CONVERT="$py_convert" -DHS_PYTHON_PLOT="$py_plot" >/dev/null
 ninja -C "$here/build-asan" -j "$jobs"
 run_suite "$here/build-asan" "asan+ubsan" \
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1

@@ -334,6 +334,32 @@ class TestConvert(TmpDirTest):
             self.assertEqual(back[name].dtype, np.float32, name)
             np.testing.assert_array_equal(back[name], self.tensors[name], err_msg=name)
 
+    def test_q8_0_matrices(self):
+        """q8_0: each block of 32 weights in a row within half a step of its scale (max |x| / 127, kept as f16);
+        norms stay f32 bitwise."""
+        cfg = dict(CFG, intermediate_size=192)  # every row a whole number of blocks (CFG's 172 is refused)
+        tensors = random_tensors(cfg, seed=11)
+        ckpt = self.ckpt("q8", cfg=cfg, tensors=tensors)
+        out, stdout, _ = self.convert(ckpt, "--target-layers", 24, "--dtype", "q8_0")
+        self.assertIn("matrices q8_0", stdout)
+        _, back = read_eagle3_gguf(out)
+        for name in MATRICES:
+            w = tensors[name]
+            self.assertEqual(back[name].shape, w.shape, name)
+            blocks = w.reshape(-1, 32)
+            step = np.abs(blocks).max(axis=1, keepdims=True) / 127
+            err = np.abs(back[name].reshape(-1, 32) - blocks)
+            # half a step of rounding, plus the f16 rounding of the scale times up to 127 steps
+            self.assertTrue((err <= step * (0.5 + 127 * 2.0**-11) + 1e-12).all(), name)
+            self.assertGreater(err.max(), 0, name)  # really quantized, not stored as floats
+        for name in NORMS:
+            np.testing.assert_array_equal(back[name], tensors[name], err_msg=name)
+        with open(out, "rb") as f:
+            size = len(f.read())
+        f16_out, _, _ = self.convert(ckpt, "--target-layers", 24, out="f16.gguf")
+        with open(f16_out, "rb") as f:
+            self.assertLess(size, 0.6 * len(f.read()))
+
     def test_bf16_f16_and_strided_bin(self):
         """bf16 storages come back as their f32 values; f16 checkpoints stay bitwise; views at offsets and with
         transposed strides read as the tensors they show."""
@@ -574,7 +600,8 @@ class TestConvert(TmpDirTest):
 
     def test_library_errors(self):
         cases = [
-            (dict(dtype="q8_0", target_layers=24), "dtype 'q8_0': expected f16 or f32"),
+            (dict(dtype="q4_0", target_layers=24), "dtype 'q4_0': expected f16, f32 or q8_0"),
+            (dict(dtype="q8_0", target_layers=24), "down_proj.weight: 172 columns are not a multiple of q8_0's block"),
             (dict(target_layers=None), "the target's layer count is needed"),
             (dict(target_layers=[2, 3]), "expected a layer count or 3 layer indices"),
         ]
