@@ -430,6 +430,8 @@ static void check_invariance(hs_test_env *env, hs_rng *r, const tw *w, hs_matmul
                             .residual = residual,
                             .res = hs_test_bind(bres, 0),
                             .scratch = hs_test_bind(xs, 0)};
+        /* NaN in the scratch first: x' must be written whole, not found there from the batch before. */
+        HS_CHECK(hs_vk_seq_fill(s, xs, 0, (uint64_t)nmax * w->cols * 4, 0x7fc00000u));
         HS_CHECK(hs_op_matmul(env->ops, s, w->dev, hs_test_bind(bx, 0), k_batch_ns[i],
                               hs_test_bind(yn, (uint64_t)i * nmax * w->rows * 4), &o));
     }
