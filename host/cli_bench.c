@@ -154,25 +154,28 @@ int hs_cli_bench(int argc, char **argv) {
     const char *model = NULL;
     int reps = 5, depth = 0, pp[MAX_TESTS] = {512}, tg[MAX_TESTS] = {128}, vf[MAX_TESTS], npp = 1, ntg = 1,
         nvf = 0;
-    bool json = false;
+    bool json = false, taps = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            printf(
-                "usage: heterospec bench -m FILE [-p N[,N..]] [-n N[,N..]] [-v N[,N..]] [-d DEPTH] [-r REPS] "
-                "[-o md|json]\n\n"
-                "llama-bench's tests: ppN (N prompt tokens in one batch, default 512) and tgN (N\n"
-                "decoding steps, default 128); t/s as mean ± std over REPS (default 5) after one\n"
-                "warm-up. -p and -n take lists; 0 skips a test. -d runs every test after DEPTH\n"
-                "tokens of context (default 0). With several -p values, the markdown output adds\n"
-                "the batch cost curve: ms per batch and its ratio to the first -p value\n"
-                "(-p 1,2,4,8,16,32,64 -n 0). -v adds vN tests: the pass that verifies a tree of N\n"
-                "nodes (every row's logits and argmax, not committed; %d passes per repetition),\n"
-                "the real cost of speculation, with its own curve when -v has several values\n"
-                "(-p 0 -n 0 -v 1,2,4,8,16,32,64).\n",
-                VERIFY_PASSES);
+            printf("usage: heterospec bench -m FILE [-p N[,N..]] [-n N[,N..]] [-v N[,N..]] [-d DEPTH] [-r "
+                   "REPS] [--taps] "
+                   "[-o md|json]\n\n"
+                   "llama-bench's tests: ppN (N prompt tokens in one batch, default 512) and tgN (N\n"
+                   "decoding steps, default 128); t/s as mean ± std over REPS (default 5) after one\n"
+                   "warm-up. -p and -n take lists; 0 skips a test. -d runs every test after DEPTH\n"
+                   "tokens of context (default 0). With several -p values, the markdown output adds\n"
+                   "the batch cost curve: ms per batch and its ratio to the first -p value\n"
+                   "(-p 1,2,4,8,16,32,64 -n 0). -v adds vN tests: the pass that verifies a tree of N\n"
+                   "nodes (every row's logits and argmax, not committed; %d passes per repetition),\n"
+                   "the real cost of speculation, with its own curve when -v has several values\n"
+                   "(-p 0 -n 0 -v 1,2,4,8,16,32,64). --taps loads the model as speculation does (the\n"
+                   "hidden states of EAGLE-3's three tap layers kept per position).\n",
+                   VERIFY_PASSES);
             return 0;
         } else if (!strcmp(o, "-m") && v) model = argv[++i];
+        else if (!strcmp(o, "--taps"))
+            taps = true;
         else if (!strcmp(o, "-p") && v)
             npp = parse_list(argv[++i], pp, MAX_TESTS);
         else if (!strcmp(o, "-n") && v)
@@ -248,7 +251,8 @@ int hs_cli_bench(int argc, char **argv) {
     uint32_t max_batch = (uint32_t)(max_pp > 0 ? max_pp : 1);
     if (depth > 0 && max_batch < 512) max_batch = 512; /* fills the context in fewer passes */
     hs_llama_options lo = {.n_ctx = (uint32_t)depth + (uint32_t)(max_pp > max_tg + 1 ? max_pp : max_tg + 1),
-                           .max_batch = max_batch};
+                           .max_batch = max_batch,
+                           .taps = taps};
     if (hs_llama_load(ops, g, &lo, &m) != HS_OK) goto fail;
     max_batch = hs_llama_max_batch(m);
     for (int i = 0; i < nt; i++) {

@@ -517,6 +517,7 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
     }
     cJSON *c = cJSON_AddObjectToObject(o, "cost");
     cJSON_AddNumberToObject(c, "t_consume_s", m->cost.t_consume);
+    if (m->cost.t_plain > 0) cJSON_AddNumberToObject(c, "t_plain_s", m->cost.t_plain);
     cJSON_AddItemToObject(c, "verify_s", pairs(m->cost.t_verify, m->cost.n_verify));
     cJSON_AddItemToObject(c, "draft_s", pairs(m->cost.t_draft, m->cost.n_draft));
     return o;
@@ -628,6 +629,9 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "cost");
     if (c) {
         HS_TRY(get_num(c, "t_consume_s", 0, 1e3, &r.cost.t_consume));
+        r.cost.t_plain = 0;
+        if (cJSON_GetObjectItemCaseSensitive(c, "t_plain_s"))
+            HS_TRY(get_num(c, "t_plain_s", 0, 1e3, &r.cost.t_plain));
         HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "verify_s"), "verify_s", HS_HX_MAX_N,
                          r.cost.t_verify, &r.cost.n_verify));
         HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "draft_s"), "draft_s", HS_HX_MAX_WIDTH,

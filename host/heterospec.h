@@ -88,6 +88,7 @@ typedef struct hs_hx_cost {
     double t_verify[HS_HX_MAX_N + 1];
     double t_draft[HS_HX_MAX_WIDTH + 1];
     double t_consume;
+    double t_plain; /* a plain decoding step, for comparisons (0: unknown) */
 } hs_hx_cost;
 
 typedef struct hs_hx_model {
