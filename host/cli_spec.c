@@ -15,7 +15,7 @@
 
 void hs_cli_spec_defaults(hs_cli_spec *s) {
     memset(s, 0, sizeof *s);
-    s->method = "none";
+    s->method = "auto";
     s->depth = -1;
     s->top_k = -1;
     s->tree_size = -1;
@@ -140,11 +140,21 @@ fail:
     return st;
 }
 
-hs_status hs_cli_spec_load(const hs_cli_spec *s, hs_ops *ops, const hs_gguf *model,
+hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf *model,
                            const hs_llama_options *lo, hs_cli_spec_models *out) {
     hs_status st = HS_OK;
     memset(out, 0, sizeof *out);
     hs_llama_options opt = lo ? *lo : (hs_llama_options){0};
+    /* auto: HeteroSpec when a head fits the model (or one is given), else plain decoding. */
+    hs_cli_spec resolved = *given;
+    const hs_cli_spec *s = &resolved;
+    if (!strcmp(resolved.method, "auto")) {
+        resolved.method = "none";
+        if (given->head || hs_cli_head_find(model, out->head_path, sizeof out->head_path) == HS_OK)
+            resolved.method = "heterospec";
+        else
+            fprintf(stderr, "[heterospec] no draft head fits this model: plain decoding (%s)\n", hs_last_error());
+    }
     if (hs_cli_spec_on(s)) {
         HS_TRY(hs_cli_spec_policy(s, &out->policy));
         if (s->head)

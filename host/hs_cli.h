@@ -40,10 +40,11 @@ hs_status hs_cli_questions_read(const char *path, int from, int to, hs_cli_quest
 void hs_cli_questions_free(hs_cli_question *qs, int n);
 
 /* Speculative options of generate and bench-spec (host/cli_spec.c):
- *   --spec none|chain|static|eagle2|heterospec  --head FILE  --depth D
+ *   --spec auto|none|chain|static|eagle2|heterospec  --head FILE  --depth D
  *   --draft-top-k K  --tree-size N  --tree B1,B2,...  (static: children per
  *   node per level)  --calibration FILE (heterospec)
- * -1 / NULL: the method's default. sampling: the run samples (temperature >
+ * -1 / NULL: the method's default. auto (the default): heterospec when a
+ * head fits the model, else none. sampling: the run samples (temperature >
  * 0), which picks the calibration of that mode. */
 typedef struct hs_cli_spec {
     const char *method, *head, *tree, *calib;

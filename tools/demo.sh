@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Sets up and builds heterospec, fetches the default model (SmolLM2-135M-Instruct
 # Q4_1, sha256-checked) and runs the main job: generation on the default model
-# with its statistics. HeteroSpec speculative decoding is not built yet, so
-# this is plain autoregressive decoding; extra arguments go to `generate`.
-# Idempotent.
+# with HeteroSpec speculative decoding (the default whenever a draft head fits
+# the model: here the committed models/heads/smollm2), printing its draft
+# statistics and which calibration it used (this device's from `heterospec
+# calibrate`, else the defaults committed beside the head). Extra arguments go
+# to `generate`. Idempotent.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$here/tools/setup.sh" "$here/build"

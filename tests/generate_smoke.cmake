@@ -1,0 +1,60 @@
+# `heterospec generate` and `heterospec calibrate` end to end on stories260K
+# and its committed head: the default method is HeteroSpec when a head fits,
+# its greedy output equals plain decoding's (--spec none), a calibration made
+# by `calibrate` is found and named when given, and a bad calibration file is
+# refused with a clear message and a non-zero exit.
+#   cmake -DHS=<heterospec> -DMODEL=<gguf> -DDATA=<bench dir> -DWORK=<dir> -P generate_smoke.cmake
+file(MAKE_DIRECTORY ${WORK})
+set(args generate -m ${MODEL} -p "Once upon a time" -n 48 --json)
+execute_process(COMMAND ${HS} ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE auto ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "generate (default method) exited ${rc}:\n${err}")
+endif()
+execute_process(COMMAND ${HS} ${args} --spec none RESULT_VARIABLE rc OUTPUT_VARIABLE plain ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "generate --spec none exited ${rc}:\n${err}")
+endif()
+string(JSON spec GET "${auto}" spec)
+string(JSON none GET "${plain}" spec)
+string(JSON ids_auto GET "${auto}" ids)
+string(JSON ids_plain GET "${plain}" ids)
+string(JSON tau GET "${auto}" tau)
+if(NOT spec STREQUAL "heterospec" OR NOT none STREQUAL "none")
+  message(FATAL_ERROR "default method '${spec}' (expected heterospec), --spec none gave '${none}'")
+endif()
+if(NOT ids_auto STREQUAL ids_plain)
+  message(FATAL_ERROR "heterospec's greedy output differs from plain decoding:\n${ids_auto}\n${ids_plain}")
+endif()
+if(NOT tau GREATER 1)
+  message(FATAL_ERROR "heterospec accepted nothing (tau ${tau}):\n${auto}")
+endif()
+
+# A calibration of this device, model and head (one short question), then used.
+execute_process(COMMAND ${HS} calibrate -m ${MODEL} --data ${DATA} --sets gsm8k --questions 1-2 -n 24 -r 1
+                        --no-chat -o ${WORK}/cal.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "node records" OR NOT EXISTS ${WORK}/cal.json)
+  message(FATAL_ERROR "calibrate exited ${rc}:\n${out}\n${err}")
+endif()
+file(READ ${WORK}/cal.json cal)
+string(JSON kind GET "${cal}" kind)
+string(JSON n_strata LENGTH "${cal}" strata)
+string(JSON n_verify LENGTH "${cal}" cost verify_s)
+if(NOT kind STREQUAL "heterospec-calibration" OR n_strata LESS 1 OR NOT n_verify EQUAL 128)
+  message(FATAL_ERROR "calibration file: kind ${kind}, ${n_strata} strata, ${n_verify} verify costs:\n${cal}")
+endif()
+execute_process(COMMAND ${HS} generate -m ${MODEL} -p "Once upon a time" -n 48 -q --calibration ${WORK}/cal.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT err MATCHES "calibration: [^\n]*cal.json \\(measured on ")
+  message(FATAL_ERROR "generate with the calibration (rc ${rc}) did not name it:\n${err}")
+endif()
+
+# A broken calibration: refused by name, non-zero exit, no crash.
+string(REPLACE "\"heterospec-calibration\"" "\"other\"" bad "${cal}")
+file(WRITE ${WORK}/bad.json "${bad}")
+execute_process(COMMAND ${HS} generate -m ${MODEL} -p "Once" -n 4 --calibration ${WORK}/bad.json
+                RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "bad.json: calibration: \"kind\" is not")
+  message(FATAL_ERROR "a bad calibration gave rc ${rc}:\n${err}")
+endif()
+message("generate: heterospec by default, equal to plain decoding; calibrate's file found and used; bad file refused")
