@@ -1,9 +1,15 @@
 # bench-spec end to end on stories260K with its committed head: every method
-# runs on the same questions, exits 0, and in the JSON report every method's
-# greedy output equals ar's on every question, and tau >= 1.
-#   cmake -DHS=<heterospec> -DMODEL=<gguf> -DDATA=<bench dir> -P bench_spec_smoke.cmake
+# (heterospec and eagle2-tuned with a calibration file written here) runs on
+# the same questions, exits 0, and in the JSON report every method's greedy
+# output equals ar's on every question, and tau >= 1; then two temperatures
+# in one run.
+#   cmake -DHS=<heterospec> -DMODEL=<gguf> -DDATA=<bench dir> -DWORK=<dir> -P bench_spec_smoke.cmake
+file(MAKE_DIRECTORY ${WORK})
+# Only the EAGLE-2 choice: heterospec keeps its built-in strata and costs.
+file(WRITE ${WORK}/cal.json "{\"kind\": \"heterospec-calibration\", \"eagle2_tuned\": {\"top_k\": 2, \"depth\": 3, \"total\": 6}}")
 execute_process(COMMAND ${HS} bench-spec -m ${MODEL} --no-chat --data ${DATA} --sets gsm8k,alpaca --questions 1-2
-                        -n 12 --methods chain/d3,ar,eagle2/k4/d3/n8,static/2x2 -o json
+                        -n 12 --methods chain/d3,ar,eagle2/k4/d3/n8,static/2x2,heterospec,eagle2-tuned
+                        --calibration ${WORK}/cal.json -o json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "bench-spec exited ${rc}:\n${err}")
@@ -12,8 +18,12 @@ if(NOT err MATCHES "\\[bench-spec\\] alpaca 2/2  question 2/2")
   message(FATAL_ERROR "bench-spec printed no progress line:\n${err}")
 endif()
 string(JSON n LENGTH "${out}" all)
-if(NOT n EQUAL 4)
-  message(FATAL_ERROR "expected 4 methods in \"all\", got ${n}:\n${out}")
+if(NOT n EQUAL 6)
+  message(FATAL_ERROR "expected 6 methods in \"all\", got ${n}:\n${out}")
+endif()
+string(JSON tuned GET "${out}" all 5 method)
+if(NOT tuned STREQUAL "eagle2-tuned (k2/d3/n6)")
+  message(FATAL_ERROR "the calibration's EAGLE-2 setting was not used: ${tuned}")
 endif()
 math(EXPR last "${n} - 1")
 foreach(i RANGE ${last})
@@ -27,3 +37,26 @@ foreach(i RANGE ${last})
   endif()
   message("${method}: 4 questions equal to ar, tau ${tau}")
 endforeach()
+
+# Greedy and temperature 1 in one run: labels @tT, each temperature its own ar.
+execute_process(COMMAND ${HS} bench-spec -m ${MODEL} --no-chat --data ${DATA} --sets gsm8k --questions 1-2 -n 12
+                        --methods ar,heterospec --temp 0,1 --calibration ${WORK}/cal.json -o json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "bench-spec --temp 0,1 exited ${rc}:\n${err}")
+endif()
+set(want "ar @t0;heterospec @t0;ar @t1;heterospec @t1")
+foreach(i 0 1 2 3)
+  list(GET want ${i} w)
+  string(JSON method GET "${out}" all ${i} method)
+  string(JSON speedup GET "${out}" all ${i} speedup)
+  string(JSON t GET "${out}" all ${i} temperature)
+  if(NOT method STREQUAL w OR NOT speedup GREATER 0)
+    message(FATAL_ERROR "entry ${i}: '${method}' (want '${w}') at temperature ${t}, speedup ${speedup}:\n${out}")
+  endif()
+endforeach()
+string(JSON eq GET "${out}" all 1 equal_to_ar)
+if(NOT eq EQUAL 2)
+  message(FATAL_ERROR "heterospec @t0: ${eq} of 2 outputs equal to ar")
+endif()
+message("bench-spec: two temperatures in one run as expected")
