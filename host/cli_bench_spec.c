@@ -15,7 +15,7 @@
 #include "tok_gguf.h"
 
 #ifndef HS_SHARED_DATA
-#define HS_SHARED_DATA "../shared/data/bench"
+#define HS_SHARED_DATA "../shared/data/bench" /* for --help; hs_cli_qset_defaults has the same */
 #endif
 #ifndef HS_BUILD_ID
 #define HS_BUILD_ID "unknown"
@@ -69,21 +69,18 @@ typedef struct acc {
 } acc;
 
 typedef struct args {
-    const char *model, *head, *data, *sets, *methods, *out, *calib;
-    int q_from, q_to, n_predict, n_ctx, n_temps;
+    const char *model, *head, *methods, *out, *calib;
+    hs_cli_qset q;
+    int n_predict, n_ctx, n_temps;
     float temps[MAX_TEMPS];
-    bool no_chat;
     hs_sampler_params sp;
 } args;
 
 static int parse(int argc, char **argv, args *a) {
     memset(a, 0, sizeof *a);
-    a->data = HS_SHARED_DATA;
-    a->sets = "mt_bench,humaneval,gsm8k,alpaca,sum";
+    hs_cli_qset_defaults(&a->q);
     a->methods = "ar,chain,eagle2";
     a->out = "md";
-    a->q_from = 1;
-    a->q_to = 10;
     a->n_predict = 128;
     a->sp = hs_sampler_default_params();
     a->sp.temperature = 0.0f;
@@ -94,12 +91,14 @@ static int parse(int argc, char **argv, args *a) {
             usage(stdout);
             return 1;
         }
-        if (!strcmp(o, "--no-chat")) {
-            a->no_chat = true;
+        const int used = hs_cli_qset_option(&a->q, "bench-spec", o, v);
+        if (used < 0) return 2;
+        if (used) {
+            i += used - 1;
             continue;
         }
-        const char *const valued[] = {"-m", "--head", "--data", "--sets",    "--questions", "-n",
-                                      "-c", "--temp", "--seed", "--methods", "-o",          "--calibration"};
+        const char *const valued[] = {"-m",     "--head",    "-n", "-c",           "--temp",
+                                      "--seed", "--methods", "-o", "--calibration"};
         int w = -1;
         for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++)
             if (!strcmp(o, valued[k])) w = k;
@@ -115,18 +114,9 @@ static int parse(int argc, char **argv, args *a) {
         switch (w) {
         case 0: a->model = v; break;
         case 1: a->head = v; break;
-        case 2: a->data = v; break;
-        case 3: a->sets = v; break;
-        case 4:
-            if (sscanf(v, "%d-%d", &a->q_from, &a->q_to) != 2 || a->q_from < 1 || a->q_to < a->q_from) {
-                fprintf(stderr, "heterospec bench-spec: --questions %s: expected FROM-TO, 1 <= FROM <= TO\n",
-                        v);
-                return 2;
-            }
-            break;
-        case 5: a->n_predict = atoi(v); break;
-        case 6: a->n_ctx = atoi(v); break;
-        case 7: {
+        case 2: a->n_predict = atoi(v); break;
+        case 3: a->n_ctx = atoi(v); break;
+        case 4: {
             char *end = NULL;
             a->n_temps = 0;
             for (const char *t = v; a->n_temps < MAX_TEMPS; t = end + 1) {
@@ -143,9 +133,9 @@ static int parse(int argc, char **argv, args *a) {
             }
             break;
         }
-        case 8: a->sp.seed = strtoull(v, NULL, 10); break;
-        case 9: a->methods = v; break;
-        case 10: a->out = v; break;
+        case 5: a->sp.seed = strtoull(v, NULL, 10); break;
+        case 6: a->methods = v; break;
+        case 7: a->out = v; break;
         default: a->calib = v; break;
         }
     }
@@ -302,7 +292,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
     char *save = NULL;
     char sets[MAX_SETS][64];
     int ns = 0;
-    char *slist = strdup(a.sets);
+    char *slist = strdup(a.q.sets);
     for (char *t = strtok_r(slist, ",", &save); t && ns < MAX_SETS; t = strtok_r(NULL, ",", &save))
         snprintf(sets[ns++], sizeof sets[0], "%s", t);
     free(slist);
@@ -381,20 +371,20 @@ int hs_cli_bench_spec(int argc, char **argv) {
                hs_vk_ctx_caps(vk)->driver_info, sm.head ? sm.head_path : "none");
         for (int ti = 0; ti < a.n_temps; ti++)
             printf("%s%g", ti ? "," : " ", a.temps[ti]);
-        printf(", -n %d, questions %d-%d\n", a.n_predict, a.q_from, a.q_to);
+        printf(", -n %d, questions %d-%d\n", a.n_predict, a.q.q_from, a.q.q_to);
     }
 
     for (int si = 0; si < ns; si++) {
         char path[1400];
-        snprintf(path, sizeof path, "%s/%s/question.jsonl", a.data, sets[si]);
+        snprintf(path, sizeof path, "%s/%s/question.jsonl", a.q.data, sets[si]);
         hs_cli_question *qs = NULL;
         int nq = 0;
-        if (hs_cli_questions_read(path, a.q_from, a.q_to, &qs, &nq) != HS_OK) goto fail;
+        if (hs_cli_questions_read(path, a.q.q_from, a.q.q_to, &qs, &nq) != HS_OK) goto fail;
         for (int qi = 0; qi < nq; qi++) {
             int32_t *ids = NULL, *ar_ids = NULL;
             size_t n_ids = 0;
             uint32_t ar_n = 0;
-            hs_status st = hs_cli_prompt_ids(g, tok, qs[qi].text, !a.no_chat, NULL, &ids, &n_ids);
+            hs_status st = hs_cli_prompt_ids(g, tok, qs[qi].text, !a.q.no_chat, NULL, &ids, &n_ids);
             uint32_t n_predict = (uint32_t)a.n_predict;
             if (st == HS_OK && n_ids + n_predict > hs_llama_n_ctx(sm.target))
                 st = hs_engine_check_fit(sm.target, n_ids, n_predict);
@@ -470,8 +460,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
         for (int ti = 0; ti < a.n_temps; ti++)
             cJSON_AddItemToArray(jt, cJSON_CreateNumber(a.temps[ti]));
         cJSON_AddNumberToObject(o, "seed", (double)a.sp.seed);
-        cJSON_AddNumberToObject(o, "question_from", a.q_from);
-        cJSON_AddNumberToObject(o, "question_to", a.q_to);
+        cJSON_AddNumberToObject(o, "question_from", a.q.q_from);
+        cJSON_AddNumberToObject(o, "question_to", a.q.q_to);
         cJSON *jsets = cJSON_AddArrayToObject(o, "sets");
         for (int si = 0; si < ns; si++) {
             cJSON *js = cJSON_CreateObject();

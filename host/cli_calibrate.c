@@ -27,7 +27,7 @@
 #include "tok_gguf.h"
 
 #ifndef HS_SHARED_DATA
-#define HS_SHARED_DATA "../shared/data/bench"
+#define HS_SHARED_DATA "../shared/data/bench" /* for --help; hs_cli_qset_defaults has the same */
 #endif
 
 static void usage(FILE *f) {
@@ -56,19 +56,17 @@ static void usage(FILE *f) {
 }
 
 typedef struct cal_args {
-    const char *model, *head, *data, *sets, *out;
-    int q_from, q_to, n_predict, strata, reps, max_verify;
+    const char *model, *head, *out;
+    hs_cli_qset q;
+    int n_predict, strata, reps, max_verify;
     unsigned rec_k, rec_d, rec_n;
-    bool device_only, no_chat;
+    bool device_only;
     hs_sampler_params sp;
 } cal_args;
 
 static int parse(int argc, char **argv, cal_args *a) {
     memset(a, 0, sizeof *a);
-    a->data = HS_SHARED_DATA;
-    a->sets = "mt_bench,humaneval,gsm8k,alpaca,sum";
-    a->q_from = 1;
-    a->q_to = 10;
+    hs_cli_qset_defaults(&a->q);
     a->n_predict = 96;
     a->strata = 4;
     a->reps = 5;
@@ -88,13 +86,14 @@ static int parse(int argc, char **argv, cal_args *a) {
             a->device_only = true;
             continue;
         }
-        if (!strcmp(o, "--no-chat")) {
-            a->no_chat = true;
+        const int used = hs_cli_qset_option(&a->q, "calibrate", o, v);
+        if (used < 0) return 2;
+        if (used) {
+            i += used - 1;
             continue;
         }
-        const char *const valued[] = {"-m",           "--head", "--data", "--sets",   "--questions",
-                                      "-n",           "--temp", "--seed", "--record", "--strata",
-                                      "--max-verify", "-r",     "-o"};
+        const char *const valued[] = {"-m",       "--head",   "-n",           "--temp", "--seed",
+                                      "--record", "--strata", "--max-verify", "-r",     "-o"};
         int w = -1;
         for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++)
             if (!strcmp(o, valued[k])) w = k;
@@ -107,19 +106,10 @@ static int parse(int argc, char **argv, cal_args *a) {
         switch (w) {
         case 0: a->model = v; break;
         case 1: a->head = v; break;
-        case 2: a->data = v; break;
-        case 3: a->sets = v; break;
-        case 4:
-            if (sscanf(v, "%d-%d", &a->q_from, &a->q_to) != 2 || a->q_from < 1 || a->q_to < a->q_from) {
-                fprintf(stderr, "heterospec calibrate: --questions %s: expected FROM-TO, 1 <= FROM <= TO\n",
-                        v);
-                return 2;
-            }
-            break;
-        case 5: a->n_predict = atoi(v); break;
-        case 6: a->sp.temperature = (float)atof(v); break;
-        case 7: a->sp.seed = strtoull(v, NULL, 10); break;
-        case 8:
+        case 2: a->n_predict = atoi(v); break;
+        case 3: a->sp.temperature = (float)atof(v); break;
+        case 4: a->sp.seed = strtoull(v, NULL, 10); break;
+        case 5:
             if (sscanf(v, "%u/%u/%u", &a->rec_k, &a->rec_d, &a->rec_n) != 3 || a->rec_k < 1 ||
                 a->rec_k > HS_TOPK_MAX_K || a->rec_d < 1 || a->rec_d >= HS_TREE_MAX_DEPTH - 1 ||
                 a->rec_n < 1) {
@@ -129,9 +119,9 @@ static int parse(int argc, char **argv, cal_args *a) {
                 return 2;
             }
             break;
-        case 9: a->strata = atoi(v); break;
-        case 10: a->max_verify = atoi(v); break;
-        case 11: a->reps = atoi(v); break;
+        case 6: a->strata = atoi(v); break;
+        case 7: a->max_verify = atoi(v); break;
+        case 8: a->reps = atoi(v); break;
         default: a->out = v; break;
         }
     }
@@ -331,14 +321,14 @@ int hs_cli_calibrate(int argc, char **argv) {
     bool have_e2 = false;
     if (!a.device_only) {
         hs_spec_set_observer(sm.spec, observe, &rec);
-        char *slist = strdup(a.sets), *save = NULL;
+        char *slist = strdup(a.q.sets), *save = NULL;
         uint32_t n_questions = 0;
         for (char *set = strtok_r(slist, ",", &save); set; set = strtok_r(NULL, ",", &save)) {
             char path[1400];
-            snprintf(path, sizeof path, "%s/%s/question.jsonl", a.data, set);
+            snprintf(path, sizeof path, "%s/%s/question.jsonl", a.q.data, set);
             hs_cli_question *qs = NULL;
             int nq = 0;
-            if (hs_cli_questions_read(path, a.q_from, a.q_to, &qs, &nq) != HS_OK) {
+            if (hs_cli_questions_read(path, a.q.q_from, a.q.q_to, &qs, &nq) != HS_OK) {
                 free(slist);
                 goto fail;
             }
@@ -347,7 +337,7 @@ int hs_cli_calibrate(int argc, char **argv) {
                         stbds_arrlen(rec.rounds));
                 int32_t *ids = NULL;
                 size_t n_ids = 0;
-                hs_status st = hs_cli_prompt_ids(g, tok, qs[qi].text, !a.no_chat, NULL, &ids, &n_ids);
+                hs_status st = hs_cli_prompt_ids(g, tok, qs[qi].text, !a.q.no_chat, NULL, &ids, &n_ids);
                 if (st == HS_OK && hs_engine_check_fit(sm.target, n_ids, (uint32_t)a.n_predict) != HS_OK) {
                     fprintf(stderr, "\n[calibrate] %s question %d skipped: %s\n", set, qs[qi].id,
                             hs_last_error());
@@ -427,9 +417,9 @@ int hs_cli_calibrate(int argc, char **argv) {
         cJSON_AddNumberToObject(e, "replay_tokens_per_s", hs_hx_replay_tps(&e2.replay));
     }
     cJSON *cal = cJSON_AddObjectToObject(o, "calibration");
-    cJSON_AddStringToObject(cal, "sets", a.sets);
-    cJSON_AddNumberToObject(cal, "question_from", a.q_from);
-    cJSON_AddNumberToObject(cal, "question_to", a.q_to);
+    cJSON_AddStringToObject(cal, "sets", a.q.sets);
+    cJSON_AddNumberToObject(cal, "question_from", a.q.q_from);
+    cJSON_AddNumberToObject(cal, "question_to", a.q.q_to);
     cJSON_AddNumberToObject(cal, "n_predict", a.n_predict);
     cJSON_AddNumberToObject(cal, "rounds", (double)stbds_arrlen(rec.rounds));
     cJSON_AddNumberToObject(cal, "records", (double)stbds_arrlen(records));

@@ -106,3 +106,33 @@ void hs_cli_questions_free(hs_cli_question *qs, int n) {
         free(qs[i].text);
     free(qs);
 }
+
+#ifndef HS_SHARED_DATA
+#define HS_SHARED_DATA "../shared/data/bench"
+#endif
+
+void hs_cli_qset_defaults(hs_cli_qset *q) {
+    *q = (hs_cli_qset){
+        .data = HS_SHARED_DATA, .sets = "mt_bench,humaneval,gsm8k,alpaca,sum", .q_from = 1, .q_to = 10};
+}
+
+int hs_cli_qset_option(hs_cli_qset *q, const char *cmd, const char *o, const char *v) {
+    if (!strcmp(o, "--no-chat")) {
+        q->no_chat = true;
+        return 1;
+    }
+    if (strcmp(o, "--data") && strcmp(o, "--sets") && strcmp(o, "--questions")) return 0;
+    if (!v) {
+        fprintf(stderr, "heterospec %s: %s needs a value\n", cmd, o);
+        return -1;
+    }
+    if (!strcmp(o, "--data")) {
+        q->data = v;
+    } else if (!strcmp(o, "--sets")) {
+        q->sets = v;
+    } else if (sscanf(v, "%d-%d", &q->q_from, &q->q_to) != 2 || q->q_from < 1 || q->q_to < q->q_from) {
+        fprintf(stderr, "heterospec %s: --questions %s: expected FROM-TO, 1 <= FROM <= TO\n", cmd, v);
+        return -1;
+    }
+    return 2;
+}

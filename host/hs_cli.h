@@ -30,6 +30,19 @@ hs_status hs_cli_prompt_ids(const hs_gguf *g, const hs_tok *tok, const char *tex
 /* The whole file at path as a NUL-terminated string (*out, malloc'ed). */
 hs_status hs_cli_read_text(const char *path, char **out);
 
+/* The question sets bench-spec and calibrate run on:
+ *   --data DIR (default ../shared/data/bench)  --sets A,B,.. (default the
+ *   five)  --questions F-T (1-based, file order; default 1-10)  --no-chat */
+typedef struct hs_cli_qset {
+    const char *data, *sets;
+    int q_from, q_to;
+    bool no_chat;
+} hs_cli_qset;
+void hs_cli_qset_defaults(hs_cli_qset *q);
+/* 0: not one of these; 1: consumed o (a flag); 2: consumed o and its value
+ * v; -1: an error, printed with cmd's name. */
+int hs_cli_qset_option(hs_cli_qset *q, const char *cmd, const char *o, const char *v);
+
 /* The first turn and id of each question FROM..TO (1-based, file order) of
  * a question.jsonl in EAGLE's format (*out calloc'ed, *n entries). */
 typedef struct hs_cli_question {
