@@ -609,19 +609,24 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
                 return HS_FAIL(HS_ERR_FORMAT,
                                "calibration: stratum %d: \"map\" must list at most %d [q, p] knots", b,
                                HS_HX_MAP_POINTS);
+            /* Order is checked on the numbers as written: cJSON prints 15 significant digits, which need not
+             * be a float's exact value, but rounding keeps the order. */
+            double last_q = -1, last_p = -1;
             cJSON_ArrayForEach(p, map) {
                 const cJSON *q = cJSON_GetArrayItem(p, 0), *a = cJSON_GetArrayItem(p, 1);
                 const uint32_t i = s->n_map;
                 if (!cJSON_IsNumber(q) || !cJSON_IsNumber(a) ||
                     !(q->valuedouble >= 0 && q->valuedouble <= 1) ||
                     !(a->valuedouble >= 0 && a->valuedouble <= 1) ||
-                    (i && (q->valuedouble <= s->map_q[i - 1] || a->valuedouble < s->map_p[i - 1])))
+                    (i && (q->valuedouble <= last_q || a->valuedouble < last_p)))
                     return HS_FAIL(
                         HS_ERR_FORMAT,
                         "calibration: stratum %d map knot %u: q rising, p non-decreasing, both in [0, 1]", b,
                         i);
                 s->map_q[i] = (float)q->valuedouble;
                 s->map_p[i] = (float)a->valuedouble;
+                last_q = q->valuedouble;
+                last_p = a->valuedouble;
                 s->n_map++;
             }
         }

@@ -280,6 +280,13 @@ static void test_json(void **state) {
     m.s[0].map_p[2] = 0.9f;
     m.s[1].prune = 0.05f;
     m.s[1].depth_cap = 3;
+    /* Two equal knots whose float cJSON prints inexactly (15 digits) must still read as non-decreasing. */
+    m.s[1].n_map = 3;
+    m.s[1].map_q[0] = 0.0015f;
+    m.s[1].map_q[1] = 0.0031f;
+    m.s[1].map_q[2] = 1.0f;
+    m.s[1].map_p[0] = m.s[1].map_p[1] = 0.0037128713447600603f;
+    m.s[1].map_p[2] = 0.3f;
     cJSON *o = hs_hx_model_to_json(&m);
     char *text = cJSON_PrintUnformatted(o);
     cJSON *p = cJSON_Parse(text);
@@ -292,9 +299,9 @@ static void test_json(void **state) {
     for (uint32_t b = 0; b < 2; b++) {
         assert_true(back.s[b].lo == m.s[b].lo && back.s[b].hi == m.s[b].hi);
         assert_int_equal(back.s[b].n_map, m.s[b].n_map);
-        for (uint32_t i = 0; i < m.s[b].n_map; i++) {
-            assert_float_equal(back.s[b].map_q[i], m.s[b].map_q[i], 0);
-            assert_float_equal(back.s[b].map_p[i], m.s[b].map_p[i], 0);
+        for (uint32_t i = 0; i < m.s[b].n_map; i++) { /* 15 printed digits: within a float's rounding */
+            assert_float_equal(back.s[b].map_q[i], m.s[b].map_q[i], 1e-7 * m.s[b].map_q[i]);
+            assert_float_equal(back.s[b].map_p[i], m.s[b].map_p[i], 1e-7 * m.s[b].map_p[i]);
         }
         assert_float_equal(back.s[b].look, m.s[b].look, 0);
         assert_float_equal(back.s[b].prune, m.s[b].prune, 0);
