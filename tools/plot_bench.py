@@ -40,6 +40,11 @@ CALIBRATION_KIND = "heterospec-calibration"
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
+
+def is_ar(method):
+    """Plain decoding: "ar", or "ar @tT" when bench-spec ran several temperatures."""
+    return method == "ar" or method.startswith("ar @t")
+
 class InputError(Exception):
     """An input file that cannot be used: reported on stderr with exit status 2."""
 
@@ -62,6 +67,7 @@ class MethodRow:
     draft_share: float  # a fraction of the generation time
     equal_to_ar: int
     compared_to_ar: int
+    temperature: float = None  # the method's own, when bench-spec ran several (None: the file's)
 
 
 @dataclasses.dataclass
@@ -76,7 +82,7 @@ class SpecRun:
 
     @property
     def has_ar(self):
-        return any(r.method == "ar" for r in self.all)
+        return any(is_ar(r.method) for r in self.all)
 
 
 @dataclasses.dataclass
@@ -142,7 +148,8 @@ def method_row(m):
     return MethodRow(method=str(m["method"]), tokens_per_s=float(m["tokens_per_s"]), speedup=float(m["speedup"]),
                      tau=float(m["tau"]), verified_per_round=float(m["verified_per_round"]),
                      draft_share=float(m["draft_share"]), equal_to_ar=int(m.get("equal_to_ar", 0)),
-                     compared_to_ar=int(m.get("compared_to_ar", 0)))
+                     compared_to_ar=int(m.get("compared_to_ar", 0)),
+                     temperature=float(m["temperature"]) if "temperature" in m else None)
 
 
 def parse_spec(path, d):
@@ -210,24 +217,24 @@ def save(fig, path):
 
 def plot_speedup(runs, path):
     """Grouped bars: speedup over ar per set (and "all") and method, one subplot per bench-spec file."""
-    runs = [r for r in runs if r.has_ar and any(m.method != "ar" for m in r.all)]
+    runs = [r for r in runs if r.has_ar and any(not is_ar(m.method) for m in r.all)]
     if not runs:
         raise Skip("no bench-spec file with ar and another method")
     colors = {}  # one color per method across the subplots
     for run in runs:
         for _, rows in run.sets + [("all", run.all)]:
             for m in rows:
-                if m.method != "ar":
+                if not is_ar(m.method):
                     colors.setdefault(m.method, f"C{len(colors) % 10}")
     groups_max = max(len(r.sets) + 1 for r in runs)
-    methods_max = max(sum(m.method != "ar" for m in r.all) for r in runs)
+    methods_max = max(sum(not is_ar(m.method) for m in r.all) for r in runs)
     fig, axes = plt.subplots(len(runs), 1, squeeze=False,
                              figsize=(min(20, max(7, 0.4 * groups_max * (methods_max + 1) + 2)), 4 * len(runs)))
     for ax, run in zip(axes[:, 0], runs):
         groups = run.sets + [("all", run.all)]
         methods = []
         for _, rows in groups:
-            methods += [m.method for m in rows if m.method != "ar" and m.method not in methods]
+            methods += [m.method for m in rows if not is_ar(m.method) and m.method not in methods]
         width = 0.8 / len(methods)
         x = np.arange(len(groups))
         for i, method in enumerate(methods):
@@ -363,7 +370,7 @@ def write_devices_md(runs, path):
     """The "all" rows of every bench-spec file in one table, then their per-set rows."""
     if not runs:
         raise Skip("no bench-spec file")
-    all_rows = [[run.label, f"{run.temperature:g}", m.method, f"{m.tokens_per_s:.2f}", fmt_speedup(run, m),
+    all_rows = [[run.label, f"{m.temperature if m.temperature is not None else run.temperature:g}", m.method, f"{m.tokens_per_s:.2f}", fmt_speedup(run, m),
                  f"{m.tau:.2f}", f"{m.verified_per_round:.2f}", f"{100 * m.draft_share:.1f}%",
                  f"{m.equal_to_ar}/{m.compared_to_ar}" if m.compared_to_ar else "n/a"]
                 for run in runs for m in run.all]
