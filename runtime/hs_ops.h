@@ -54,6 +54,9 @@ typedef struct hs_tuning {
                                   * (HS_VK_DISABLE_TEXEL_BUFFER), 0: storage buffers */
     uint32_t split_n;            /* products of this many columns or more with a prologue and a
                                   * scratch buffer compute x' in a pass of its own; 0: never */
+    uint32_t uniform_x;          /* 1: the products read their activations through uniform
+                                  * buffers (windows of whole tiles, one dispatch each), 0: storage
+                                  * buffers */
 } hs_tuning;
 #define HS_TUNING_MAX_ROWS 8u
 #define HS_TUNING_MAX_COLS 8u

@@ -96,6 +96,8 @@ typedef struct hs_vk_caps {
     uint64_t max_texel_elements;     /* maxTexelBufferElements (0: no uniform texel buffers of RGBA32UI,
                                         or HS_VK_DISABLE_TEXEL_BUFFER) */
     uint64_t min_texel_offset_align; /* minTexelBufferOffsetAlignment */
+    uint64_t max_uniform_range;      /* maxUniformBufferRange */
+    uint64_t min_uniform_offset_align; /* minUniformBufferOffsetAlignment */
     uint32_t max_shared_memory;
     uint32_t max_push_constants;
     uint32_t max_wg_size[3];
@@ -204,6 +206,8 @@ typedef struct hs_vk_pipeline_desc {
     uint32_t write_mask;     /* bit i: binding i is written by the shader */
     uint32_t texel_mask;     /* bit i: binding i is a read-only uniform texel buffer of RGBA32UI
                                 (usamplerBuffer; needs caps.max_texel_elements) instead */
+    uint32_t uniform_mask;   /* bit i: binding i is a uniform buffer instead (read-only; ranges up to
+                                caps.max_uniform_range, offsets aligned to min_uniform_offset_align) */
     uint32_t push_size;      /* bytes of push constants (<= 128) */
     uint32_t n_spec;         /* uint32 specialization constants, ids 0..n_spec-1 */
     uint32_t spec[HS_VK_MAX_SPEC];

@@ -24,9 +24,9 @@ typedef struct hs_matmul_push {
     uint32_t group0, col0, x_stride, x_off;
     uint32_t y_off, g_off, r_off;
     float eps;
-    uint32_t y_stride;
+    uint32_t y_stride, xcol0;
 } hs_matmul_push;
-static_assert(sizeof(hs_matmul_push) == 52, "hs_matmul_push must match matmul.comp");
+static_assert(sizeof(hs_matmul_push) == 56, "hs_matmul_push must match matmul.comp");
 static_assert(sizeof(hs_matmul_push) <= 128, "push constants are limited to 128 bytes");
 
 typedef struct hs_get_rows_push {
@@ -374,25 +374,47 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     while (cw < n && cw < cmax) cw *= 2;
     if (cw > cmax) cw = cmax;
     const uint32_t rw = w->rl;
+    const uint32_t tiles = (n + cw - 1) / cw, max_gy = c->max_wg_count[1] ? c->max_wg_count[1] : 65535;
+
+    /* Activations through uniform buffers (the tuning's choice; vec4 loads
+     * from a 16-byte aligned x only): each dispatch binds a window of whole
+     * tiles of x that fits maxUniformBufferRange (at most 64 KiB) after the
+     * offset's alignment. */
+    const uint64_t ualign = c->min_uniform_offset_align ? c->min_uniform_offset_align : 1;
+    const uint64_t uwin = c->max_uniform_range < 65536 ? c->max_uniform_range & ~(uint64_t)15 : 65536;
+    const uint64_t tile_bytes = (uint64_t)cw * x_stride * 4;
+    const uint32_t ux_tiles =
+        hs_ops_tuning(ops)->uniform_x && xvec4 && wx.bind.offset % 16 == 0 && uwin > ualign
+            ? (uint32_t)((uwin - (ualign - 1)) / tile_bytes)
+            : 0;
+    const bool ux = ux_tiles > 0;
+    const uint32_t step = ux && ux_tiles < max_gy ? ux_tiles : max_gy;
 
     const bool tx = texel_weights(ops);
     char name[32];
-    snprintf(name, sizeof name, "matmul_%s%s%s", type_suffix(w->type), sg ? "_sg" : "", tx ? "_tx" : "");
+    snprintf(name, sizeof name, "matmul_%s%s%s%s", type_suffix(w->type), sg ? "_sg" : "", tx ? "_tx" : "",
+             ux ? "_ux" : "");
     hs_vk_pipeline_desc d = {.name = name,
                              .n_bindings = 6,
                              .write_mask = 1u << 3,
                              .texel_mask = tx ? 3u : 0u,
+                             .uniform_mask = ux ? 1u << 2 : 0u,
                              .push_size = sizeof(hs_matmul_push),
-                             .n_spec = 7,
-                             .spec = {w->lanes, w->rl, rw, cw, (uint32_t)opt->prologue, opt->residual ? 1u : 0u,
-                                      xvec4 ? 1u : 0u},
+                             .n_spec = 8,
+                             .spec = {w->lanes, w->rl, rw, cw, (uint32_t)opt->prologue,
+                                      opt->residual ? 1u : 0u, xvec4 ? 1u : 0u,
+                                      ux ? (uint32_t)(uwin / 16) : 1u},
                              .wg_size = {w->lanes, 1, 1}};
-#define HS_MM_CODE(E, T)                                                                           \
-    case HS_TYPE_##E:                                                                              \
-        d.code = sg ? (tx ? hs_spv_matmul_##T##_sg_tx : hs_spv_matmul_##T##_sg)                    \
-                    : (tx ? hs_spv_matmul_##T##_tx : hs_spv_matmul_##T);                           \
-        d.code_size = sg ? (tx ? hs_spv_matmul_##T##_sg_tx_size : hs_spv_matmul_##T##_sg_size)     \
-                         : (tx ? hs_spv_matmul_##T##_tx_size : hs_spv_matmul_##T##_size);          \
+#define HS_MM_CODE(E, T)                                                                                     \
+    case HS_TYPE_##E:                                                                                        \
+        d.code = ux ? (sg ? (tx ? hs_spv_matmul_##T##_sg_tx_ux : hs_spv_matmul_##T##_sg_ux)                  \
+                          : (tx ? hs_spv_matmul_##T##_tx_ux : hs_spv_matmul_##T##_ux))                       \
+                    : (sg ? (tx ? hs_spv_matmul_##T##_sg_tx : hs_spv_matmul_##T##_sg)                        \
+                          : (tx ? hs_spv_matmul_##T##_tx : hs_spv_matmul_##T));                              \
+        d.code_size = ux ? (sg ? (tx ? hs_spv_matmul_##T##_sg_tx_ux_size : hs_spv_matmul_##T##_sg_ux_size)   \
+                               : (tx ? hs_spv_matmul_##T##_tx_ux_size : hs_spv_matmul_##T##_ux_size))        \
+                         : (sg ? (tx ? hs_spv_matmul_##T##_sg_tx_size : hs_spv_matmul_##T##_sg_size)         \
+                               : (tx ? hs_spv_matmul_##T##_tx_size : hs_spv_matmul_##T##_size));             \
         break;
     switch (w->type) {
         HS_MM_CODE(F32, f32)
@@ -407,7 +429,6 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     hs_vk_pipeline *pipe = NULL;
     if ((st = hs_ops_pipeline(ops, &d, &pipe)) != HS_OK) return st;
 
-    const uint32_t tiles = (n + cw - 1) / cw, max_gy = c->max_wg_count[1] ? c->max_wg_count[1] : 65535;
     for (uint32_t ci = 0; ci < w->n_chunks; ci++) {
         const hs_weight_chunk *ch = &w->chunks[ci];
         hs_vk_binding binds[6] = {
@@ -418,8 +439,17 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
             wg.bind,
             wr.bind,
         };
-        for (uint32_t t0 = 0; t0 < tiles; t0 += max_gy) {
-            const uint32_t gy = tiles - t0 < max_gy ? tiles - t0 : max_gy;
+        for (uint32_t t0 = 0; t0 < tiles; t0 += step) {
+            const uint32_t gy = tiles - t0 < step ? tiles - t0 : step;
+            uint32_t x_off = wx.elem, xcol0 = 0;
+            if (ux) { /* columns t0 cw .. min((t0 + gy) cw, n) - 1 */
+                const uint32_t j0 = t0 * cw, j1 = (t0 + gy) * cw < n ? (t0 + gy) * cw : n;
+                const uint64_t at = wx.bind.offset + ((uint64_t)wx.elem + (uint64_t)j0 * x_stride) * 4;
+                const uint64_t base = at - at % ualign;
+                binds[2] = (hs_vk_binding){wx.bind.buf, base, at - base + (uint64_t)(j1 - j0) * x_stride * 4};
+                x_off = (uint32_t)((at - base) / 4);
+                xcol0 = j0;
+            }
             hs_matmul_push pc = {.rows = w->rows,
                                  .cols = w->cols,
                                  .n = n,
@@ -427,12 +457,13 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
                                  .group0 = ch->group0,
                                  .col0 = t0 * cw,
                                  .x_stride = x_stride,
-                                 .x_off = wx.elem,
+                                 .x_off = x_off,
                                  .y_off = wy.elem,
                                  .g_off = wg.elem,
                                  .r_off = wr.elem,
                                  .eps = opt->eps,
-                                 .y_stride = y_stride};
+                                 .y_stride = y_stride,
+                                 .xcol0 = xcol0};
             if ((st = hs_vk_seq_dispatch(seq, pipe, binds, 6, &pc, ch->ngroups * (w->rl / rw), gy, 1)) != HS_OK)
                 return st;
         }

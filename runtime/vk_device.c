@@ -194,6 +194,8 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
     c->max_storage_buffer_range = l->maxStorageBufferRange;
     c->min_storage_offset_align = l->minStorageBufferOffsetAlignment;
     c->min_texel_offset_align = l->minTexelBufferOffsetAlignment;
+    c->max_uniform_range = l->maxUniformBufferRange;
+    c->min_uniform_offset_align = l->minUniformBufferOffsetAlignment;
     VkFormatProperties fp;
     vkGetPhysicalDeviceFormatProperties(pd, VK_FORMAT_R32G32B32A32_UINT, &fp);
     c->max_texel_elements =

@@ -106,10 +106,18 @@ struct hs_vk_pipeline {
     uint32_t n_bindings;
     uint32_t write_mask;
     uint32_t texel_mask;
+    uint32_t uniform_mask;
     uint32_t push_size;
     uint32_t wg_size[3];
     uint32_t required_subgroup_size; /* 0: the driver's choice */
 };
+
+/* The descriptor type of binding i of p. */
+static inline VkDescriptorType hs_vk_binding_type(const hs_vk_pipeline *p, uint32_t i) {
+    if (p->texel_mask & (1u << i)) return VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+    if (p->uniform_mask & (1u << i)) return VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER;
+    return VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+}
 
 /* Runs rec(cmd, user) in the one-shot command buffer and waits. */
 hs_status hs_vk_oneshot(hs_vk_ctx *ctx, void (*rec)(VkCommandBuffer, void *), void *user);

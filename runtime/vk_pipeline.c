@@ -31,6 +31,9 @@ hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs
                        d->name);
     if (d->texel_mask & d->write_mask)
         return HS_FAIL(HS_ERR_INVALID_ARG, "pipeline %s: a texel buffer binding cannot be written", d->name);
+    if (d->uniform_mask & (d->write_mask | d->texel_mask))
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "pipeline %s: a uniform buffer binding cannot be written or a texel buffer", d->name);
     hs_vk_pipeline *p = calloc(1, sizeof *p);
     if (!p) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_pipeline_create: out of memory");
     p->ctx = ctx;
@@ -39,6 +42,7 @@ hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs
     p->n_bindings = d->n_bindings;
     p->write_mask = d->write_mask;
     p->texel_mask = d->texel_mask;
+    p->uniform_mask = d->uniform_mask;
     p->push_size = d->push_size;
     p->required_subgroup_size = d->required_subgroup_size;
     memcpy(p->wg_size, wg, sizeof wg);
@@ -51,9 +55,7 @@ hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs
     VkDescriptorSetLayoutBinding binds[HS_VK_MAX_BINDINGS];
     for (uint32_t i = 0; i < d->n_bindings; i++)
         binds[i] = (VkDescriptorSetLayoutBinding){.binding = i,
-                                                  .descriptorType = (d->texel_mask & (1u << i))
-                                                                        ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
-                                                                        : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                                  .descriptorType = hs_vk_binding_type(p, i),
                                                   .descriptorCount = 1,
                                                   .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo dslci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,

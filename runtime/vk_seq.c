@@ -103,12 +103,13 @@ static hs_status next_set(hs_vk_seq *s, VkDescriptorSetLayout layout, VkDescript
     hs_status st = HS_OK;
     uint32_t pool_index = s->n_dispatch / HS_SEQ_SETS_PER_POOL;
     if (pool_index >= (uint32_t)stbds_arrlen(s->pools)) {
-        VkDescriptorPoolSize ps[2] = {
+        VkDescriptorPoolSize ps[3] = {
             {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, HS_SEQ_SETS_PER_POOL * HS_VK_MAX_BINDINGS},
+            {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, HS_SEQ_SETS_PER_POOL * HS_VK_MAX_BINDINGS},
             {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, HS_SEQ_SETS_PER_POOL * HS_VK_MAX_BINDINGS}};
         VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                            .maxSets = HS_SEQ_SETS_PER_POOL,
-                                           .poolSizeCount = s->ctx->caps.max_texel_elements ? 2 : 1,
+                                           .poolSizeCount = s->ctx->caps.max_texel_elements ? 3 : 2,
                                            .pPoolSizes = ps};
         VkDescriptorPool pool;
         HS_VK_CALL(vkCreateDescriptorPool(s->ctx->device, &dpci, NULL, &pool), NULL);
@@ -226,23 +227,27 @@ hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_
             rd[nr++] = b->buf->buffer;
             continue;
         }
-        if (b->offset % c->min_storage_offset_align)
+        /* a storage or uniform buffer */
+        const bool ubo = p->uniform_mask & (1u << i);
+        const uint64_t align = ubo ? c->min_uniform_offset_align : c->min_storage_offset_align;
+        const uint64_t max_range = ubo ? c->max_uniform_range : c->max_storage_buffer_range;
+        if (align && b->offset % align)
             return HS_FAIL(HS_ERR_INVALID_ARG, "dispatch %s: binding %u offset %llu not aligned to %llu",
-                           p->name, i, (unsigned long long)b->offset,
-                           (unsigned long long)c->min_storage_offset_align);
+                           p->name, i, (unsigned long long)b->offset, (unsigned long long)align);
         uint64_t range = b->range ? b->range : size - b->offset;
-        if (!b->range && range > c->max_storage_buffer_range) range = c->max_storage_buffer_range;
+        if (!b->range && range > max_range) range = max_range;
         if (range > size - b->offset)
             return HS_FAIL(HS_ERR_OUT_OF_RANGE, "dispatch %s: binding %u range past buffer end", p->name, i);
-        if (range > c->max_storage_buffer_range)
+        if (range > max_range)
             return HS_FAIL(HS_ERR_VK_UNSUPPORTED,
-                           "dispatch %s: binding %u range %llu exceeds maxStorageBufferRange %llu", p->name,
-                           i, (unsigned long long)range, (unsigned long long)c->max_storage_buffer_range);
+                           "dispatch %s: binding %u range %llu exceeds max%sBufferRange %llu", p->name, i,
+                           (unsigned long long)range, ubo ? "Uniform" : "Storage",
+                           (unsigned long long)max_range);
         infos[i] = (VkDescriptorBufferInfo){b->buf->buffer, b->offset, range};
         writes[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                            .dstBinding = i,
                                            .descriptorCount = 1,
-                                           .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                           .descriptorType = hs_vk_binding_type(p, i),
                                            .pBufferInfo = &infos[i]};
         if (p->write_mask & (1u << i)) wr[nw++] = b->buf->buffer;
         else rd[nr++] = b->buf->buffer;

@@ -22,12 +22,14 @@
  * sub-block) combined in a fixed tree, the same with or without subgroups.
  *
  * Defines: TYPE (ggml type id), USE_SUBGROUP (0/1), USE_TEXEL (0/1: weights
- * from storage or uniform texel buffers, quant.glsl).
+ * from storage or uniform texel buffers, quant.glsl), USE_UBO_X (0/1: x from
+ * a storage or a uniform buffer, matmul_x.glsl).
  * Spec constants: 0 LANES (workgroup size), 1 RL (rows per invocation in the
  * weight layout, G = LANES * RL), 2 RW (rows per invocation here, divides RL),
  * 3 C (columns per workgroup), 4 PROLOGUE (0 none, 1 rmsnorm, 2 swiglu),
  * 5 EPILOGUE (0 none, 1 residual add), 6 XVEC4 (1: x, g offsets and strides
- * are multiples of 4 elements, load vec4).
+ * are multiples of 4 elements, load vec4), 7 XU_VEC4 (USE_UBO_X: vec4 in the
+ * uniform x window).
  */
 #version 450
 #extension GL_GOOGLE_include_directive : require

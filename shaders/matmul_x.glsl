@@ -5,7 +5,13 @@
  * product; matmul_pro.comp writes it out once per column for the products the
  * tuning splits. Both use these functions, so x' is bitwise the same either
  * way. Needs the spec constants PROLOGUE and XVEC4 declared before, and
- * USE_SUBGROUP defined (0/1). */
+ * USE_SUBGROUP defined (0/1).
+ *
+ * USE_UBO_X 1 (matmul.comp only; needs XVEC4 = 1) binds x as a uniform buffer
+ * of XU_VEC4 vec4 (spec constant 7) holding columns xcol0.. of this dispatch:
+ * on llvmpipe a uniform-buffer load is one vector gather, where a
+ * storage-buffer load loops over the lanes with a branch per lane and
+ * component. The loaded bits are the same, so are the results. */
 #ifndef HS_MATMUL_X_GLSL
 #define HS_MATMUL_X_GLSL
 
@@ -25,10 +31,19 @@ layout(push_constant) uniform Push {
     uint r_off;
     float eps;
     uint y_stride; /* floats between columns of y and res (>= rows) */
+    uint xcol0;    /* the column at x_off (the first of the bound window; 0 but with USE_UBO_X) */
 } p;
 
+#ifndef USE_UBO_X
+#define USE_UBO_X 0
+#endif
+#if USE_UBO_X
+layout(constant_id = 7) const uint XU_VEC4 = 1;
+layout(std140, binding = 2) uniform XU { vec4 x4[XU_VEC4]; };
+#else
 layout(std430, binding = 2) readonly buffer X1 { float x1[]; };
 layout(std430, binding = 2) readonly buffer X4 { vec4 x4[]; };
+#endif
 layout(std430, binding = 4) readonly buffer G1 { float g1[]; };
 layout(std430, binding = 4) readonly buffer G4 { vec4 g4[]; };
 
@@ -39,11 +54,15 @@ float hs_silu(float v) {
 
 /* Four raw x elements k..k+3 (k a multiple of 4) of column j, 0 past cols. */
 vec4 x_raw(uint j, uint k, uint extra) {
-    const uint base = p.x_off + j * p.x_stride + extra + k;
+    const uint base = p.x_off + (j - p.xcol0) * p.x_stride + extra + k;
+#if USE_UBO_X
+    return k < p.cols ? x4[base >> 2] : vec4(0.0);
+#else
     if (XVEC4 != 0) return k < p.cols ? x4[base >> 2] : vec4(0.0);
     vec4 v;
     for (uint e = 0; e < 4; e++) v[e] = k + e < p.cols ? x1[base + e] : 0.0;
     return v;
+#endif
 }
 
 vec4 g_raw(uint k) {

@@ -44,8 +44,8 @@ run_suite() { # <build-dir> <label> [VAR=value ...]
 run_suite "$here/build" "default"
 run_suite "$here/build" "no subgroup operations (portable reductions and products)" \
   HS_VK_DISABLE_SUBGROUP_OPS=1
-run_suite "$here/build" "no 16-bit storage (packed f16 KV write), no subgroup size control, no texel buffers" \
-  HS_VK_DISABLE_16BIT_STORAGE=1 HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL=1 HS_VK_DISABLE_TEXEL_BUFFER=1
+run_suite "$here/build" "no 16-bit storage (packed f16 KV write), no subgroup size control, no texel buffers, storage-buffer activations" \
+  HS_VK_DISABLE_16BIT_STORAGE=1 HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL=1 HS_VK_DISABLE_TEXEL_BUFFER=1 HS_TUNING=ubo=0
 run_suite "$here/build" "1 MiB max buffer range (tensor and KV-cache splitting)" HS_VK_MAX_BUFFER_RANGE=1048576
 run_suite "$here/build" "emulated non-coherent host-visible memory" HS_VK_FORCE_NONCOHERENT=1
 
