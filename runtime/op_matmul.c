@@ -232,6 +232,40 @@ static hs_vk_binding chunk_scales(const hs_weight_chunk *ch) {
     return ch->s_bytes ? (hs_vk_binding){ch->buf, ch->s_off, align_up(ch->s_bytes, 16)} : chunk_quants(ch);
 }
 
+/* Activations through uniform buffers (the tuning's choice; vec4 loads from a
+ * 16-byte aligned x only): each dispatch binds a window of x, at most 64 KiB
+ * and maxUniformBufferRange, holding whole groups of `unit` columns after the
+ * offset's alignment. Returns the columns per window, 0 when x cannot go
+ * through uniform buffers. */
+static uint64_t ux_bytes(const hs_vk_caps *c) {
+    return c->max_uniform_range < 65536 ? c->max_uniform_range & ~(uint64_t)15 : 65536;
+}
+
+static uint32_t ux_window_cols(const hs_ops *ops, const hs_window *wx, bool xvec4, uint32_t x_stride,
+                               uint32_t unit) {
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    const uint64_t align = c->min_uniform_offset_align ? c->min_uniform_offset_align : 1;
+    const uint64_t win = ux_bytes(c);
+    if (!hs_ops_tuning(ops)->uniform_x || !xvec4 || wx->bind.offset % 16 || win <= align) return 0;
+    const uint64_t groups = (win - (align - 1)) / ((uint64_t)unit * x_stride * 4);
+    return groups * unit > 65536 ? 65536 : (uint32_t)(groups * unit);
+}
+
+/* The uniform window of columns j0 .. j1-1 of x (ux_window_cols), with the
+ * element offset of column j0 in it. */
+static hs_vk_binding ux_window(const hs_ops *ops, const hs_window *wx, uint32_t x_stride, uint32_t j0,
+                               uint32_t j1, uint32_t *x_off) {
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    const uint64_t align = c->min_uniform_offset_align ? c->min_uniform_offset_align : 1;
+    const uint64_t at = wx->bind.offset + ((uint64_t)wx->elem + (uint64_t)j0 * x_stride) * 4;
+    const uint64_t base = at - at % align;
+    *x_off = (uint32_t)((at - base) / 4);
+    return (hs_vk_binding){wx->bind.buf, base, at - base + (uint64_t)(j1 - j0) * x_stride * 4};
+}
+
+/* The vec4 count of the shaders' uniform x array (spec constant 7). */
+static uint32_t ux_vec4(const hs_ops *ops) { return (uint32_t)(ux_bytes(hs_ops_caps(ops)) / 16); }
+
 /* Whether the products read weights through texel buffers on this device. */
 static bool texel_weights(const hs_ops *ops) {
     return hs_ops_tuning(ops)->texel_weights && hs_ops_caps(ops)->max_texel_elements > 0;
@@ -279,30 +313,44 @@ static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w,
         return HS_FAIL(HS_ERR_INVALID_ARG, "%s: scratch overlaps x, y or res", op);
     xvec4 = xvec4 && ws.elem % 4 == 0;
     const bool sg = hs_ops_subgroup(ops) > 1;
-    hs_vk_pipeline_desc d = {.name = sg ? "matmul_pro_sg" : "matmul_pro",
-                             .code = sg ? hs_spv_matmul_pro_sg : hs_spv_matmul_pro,
-                             .code_size = sg ? hs_spv_matmul_pro_sg_size : hs_spv_matmul_pro_size,
-                             .n_bindings = 5,
-                             .write_mask = 1u << 3,
-                             .push_size = sizeof(hs_matmul_push),
-                             .n_spec = 7,
-                             .spec = {w->lanes, 1, 1, 1, (uint32_t)opt->prologue, 0, xvec4 ? 1u : 0u},
-                             .wg_size = {w->lanes, 1, 1}};
+    /* activations through uniform buffers: windows of whole columns */
+    const uint32_t ux_cols = ux_window_cols(ops, &wx, xvec4, x_stride, 1);
+    const bool ux = ux_cols > 0;
+    hs_vk_pipeline_desc d = {
+        .name = ux ? (sg ? "matmul_pro_sg_ux" : "matmul_pro_ux") : (sg ? "matmul_pro_sg" : "matmul_pro"),
+        .code = ux ? (sg ? hs_spv_matmul_pro_sg_ux : hs_spv_matmul_pro_ux)
+                   : (sg ? hs_spv_matmul_pro_sg : hs_spv_matmul_pro),
+        .code_size = ux ? (sg ? hs_spv_matmul_pro_sg_ux_size : hs_spv_matmul_pro_ux_size)
+                        : (sg ? hs_spv_matmul_pro_sg_size : hs_spv_matmul_pro_size),
+        .n_bindings = 5,
+        .write_mask = 1u << 3,
+        .uniform_mask = ux ? 1u << 2 : 0u,
+        .push_size = sizeof(hs_matmul_push),
+        .n_spec = 8,
+        .spec = {w->lanes, 1, 1, 1, (uint32_t)opt->prologue, 0, xvec4 ? 1u : 0u, ux ? ux_vec4(ops) : 1u},
+        .wg_size = {w->lanes, 1, 1}};
     hs_vk_pipeline *pipe = NULL;
     if ((st = hs_ops_pipeline(ops, &d, &pipe)) != HS_OK) return st;
     const uint32_t max_gy = c->max_wg_count[1] ? c->max_wg_count[1] : 65535;
+    const uint32_t step = ux && ux_cols < max_gy ? ux_cols : max_gy;
     hs_vk_binding binds[5] = {wx.bind, wx.bind, wx.bind, ws.bind, wg.bind};
-    for (uint32_t j0 = 0; j0 < n; j0 += max_gy) {
-        const uint32_t gy = n - j0 < max_gy ? n - j0 : max_gy;
+    for (uint32_t j0 = 0; j0 < n; j0 += step) {
+        const uint32_t gy = n - j0 < step ? n - j0 : step;
+        uint32_t x_off = wx.elem, xcol0 = 0;
+        if (ux) {
+            xcol0 = j0;
+            binds[2] = ux_window(ops, &wx, x_stride, j0, j0 + gy, &x_off);
+        }
         hs_matmul_push pc = {.cols = w->cols,
                              .n = n,
                              .col0 = j0,
                              .x_stride = x_stride,
-                             .x_off = wx.elem,
+                             .x_off = x_off,
                              .y_off = ws.elem,
                              .g_off = wg.elem,
                              .eps = opt->eps,
-                             .y_stride = w->cols};
+                             .y_stride = w->cols,
+                             .xcol0 = xcol0};
         if ((st = hs_vk_seq_dispatch(seq, pipe, binds, 5, &pc, 1, gy, 1)) != HS_OK) return st;
     }
     hs_matmul_opts o = *opt;
@@ -376,17 +424,8 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     const uint32_t rw = w->rl;
     const uint32_t tiles = (n + cw - 1) / cw, max_gy = c->max_wg_count[1] ? c->max_wg_count[1] : 65535;
 
-    /* Activations through uniform buffers (the tuning's choice; vec4 loads
-     * from a 16-byte aligned x only): each dispatch binds a window of whole
-     * tiles of x that fits maxUniformBufferRange (at most 64 KiB) after the
-     * offset's alignment. */
-    const uint64_t ualign = c->min_uniform_offset_align ? c->min_uniform_offset_align : 1;
-    const uint64_t uwin = c->max_uniform_range < 65536 ? c->max_uniform_range & ~(uint64_t)15 : 65536;
-    const uint64_t tile_bytes = (uint64_t)cw * x_stride * 4;
-    const uint32_t ux_tiles =
-        hs_ops_tuning(ops)->uniform_x && xvec4 && wx.bind.offset % 16 == 0 && uwin > ualign
-            ? (uint32_t)((uwin - (ualign - 1)) / tile_bytes)
-            : 0;
+    /* activations through uniform buffers: windows of whole tiles */
+    const uint32_t ux_tiles = ux_window_cols(ops, &wx, xvec4, x_stride, cw) / cw;
     const bool ux = ux_tiles > 0;
     const uint32_t step = ux && ux_tiles < max_gy ? ux_tiles : max_gy;
 
@@ -402,8 +441,7 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
                              .push_size = sizeof(hs_matmul_push),
                              .n_spec = 8,
                              .spec = {w->lanes, w->rl, rw, cw, (uint32_t)opt->prologue,
-                                      opt->residual ? 1u : 0u, xvec4 ? 1u : 0u,
-                                      ux ? (uint32_t)(uwin / 16) : 1u},
+                                      opt->residual ? 1u : 0u, xvec4 ? 1u : 0u, ux ? ux_vec4(ops) : 1u},
                              .wg_size = {w->lanes, 1, 1}};
 #define HS_MM_CODE(E, T)                                                                                     \
     case HS_TYPE_##E:                                                                                        \
@@ -443,12 +481,9 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
             const uint32_t gy = tiles - t0 < step ? tiles - t0 : step;
             uint32_t x_off = wx.elem, xcol0 = 0;
             if (ux) { /* columns t0 cw .. min((t0 + gy) cw, n) - 1 */
-                const uint32_t j0 = t0 * cw, j1 = (t0 + gy) * cw < n ? (t0 + gy) * cw : n;
-                const uint64_t at = wx.bind.offset + ((uint64_t)wx.elem + (uint64_t)j0 * x_stride) * 4;
-                const uint64_t base = at - at % ualign;
-                binds[2] = (hs_vk_binding){wx.bind.buf, base, at - base + (uint64_t)(j1 - j0) * x_stride * 4};
-                x_off = (uint32_t)((at - base) / 4);
-                xcol0 = j0;
+                xcol0 = t0 * cw;
+                binds[2] =
+                    ux_window(ops, &wx, x_stride, xcol0, (t0 + gy) * cw < n ? (t0 + gy) * cw : n, &x_off);
             }
             hs_matmul_push pc = {.rows = w->rows,
                                  .cols = w->cols,

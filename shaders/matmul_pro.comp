@@ -11,9 +11,11 @@
  * invocations write vec4 k = 4 lane, 4 (lane + LANES), ... of x'. y_off and
  * y_stride place column j at y[y_off + j * y_stride].
  * Defines: USE_SUBGROUP (0/1: the norm's 8 slot sums one per lane and a
- * shuffle tree, or all 8 in every lane; the same tree, the same bits).
+ * shuffle tree, or all 8 in every lane; the same tree, the same bits),
+ * USE_UBO_X (0/1: x from a storage or a uniform buffer, matmul_x.glsl).
  * Spec constants: 0 LANES, 4 PROLOGUE (1 rmsnorm, 2 swiglu), 6 XVEC4 (1: x, g
- * and y offsets and strides are multiples of 4 elements). */
+ * and y offsets and strides are multiples of 4 elements), 7 XU_VEC4
+ * (USE_UBO_X: vec4 in the uniform x window). */
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #if USE_SUBGROUP

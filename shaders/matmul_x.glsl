@@ -7,7 +7,7 @@
  * way. Needs the spec constants PROLOGUE and XVEC4 declared before, and
  * USE_SUBGROUP defined (0/1).
  *
- * USE_UBO_X 1 (matmul.comp only; needs XVEC4 = 1) binds x as a uniform buffer
+ * USE_UBO_X 1 (needs XVEC4 = 1) binds x as a uniform buffer
  * of XU_VEC4 vec4 (spec constant 7) holding columns xcol0.. of this dispatch:
  * on llvmpipe a uniform-buffer load is one vector gather, where a
  * storage-buffer load loops over the lanes with a branch per lane and

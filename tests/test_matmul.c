@@ -717,74 +717,105 @@ static void test_tuning_independent(void **state) {
 }
 
 /* Activations through uniform buffers (tuning ubo=1): windows of whole
- * tiles, one dispatch each, at an x offset that is not a multiple of the
- * window's alignment. The results are bitwise those of storage-buffer x, and
- * a column's result is the same in every batch. */
+ * tiles (products) or columns (split prologues), one dispatch each, at an x
+ * offset that is not a multiple of the window's alignment. The results are
+ * bitwise those of storage-buffer x, and a column's result is the same in
+ * every batch. */
 static void test_uniform_windows(void **state) {
     hs_test_env *env = *state;
     hs_rng r;
     hs_rng_seed(&r, 23);
     const uint32_t rows = 40, cols = 2048, nmax = 9, lead = 4; /* x starts 16 bytes in */
     static const uint32_t ns[] = {1, 5, 9};
+    static const hs_matmul_prologue pros[] = {HS_MATMUL_PLAIN, HS_MATMUL_RMSNORM, HS_MATMUL_SWIGLU};
     tw w = tw_make(env, &r, HS_TYPE_Q4_1, rows, cols);
-    float *x = hs_test_rand_array(&r, (size_t)(nmax * cols + lead), -1, 1);
-    hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)(nmax * cols + lead) * 4);
+    float *x = hs_test_rand_array(&r, (size_t)(nmax * 2 * cols + lead), -1, 1);
+    float *g = hs_test_rand_array(&r, cols, 0.5f, 1.5f);
+    hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)(nmax * 2 * cols + lead) * 4);
+    hs_vk_buffer *bg = hs_test_buffer(env, g, cols * 4),
+                 *xs = hs_test_buffer(env, NULL, (size_t)nmax * cols * 4);
     const hs_tuning saved = *hs_ops_tuning(env->ops);
     const hs_vk_caps *c = hs_ops_caps(env->ops);
-    float *got[2][3];
-    for (uint32_t u = 0; u < 2; u++) {
-        hs_tuning t = saved;
-        t.uniform_x = u;
-        HS_CHECK(hs_ops_set_tuning(env->ops, &t));
-        for (int i = 0; i < 3; i++) {
-            hs_vk_buffer *y = hs_test_buffer(env, NULL, (size_t)ns[i] * rows * 4);
-            hs_vk_seq *s = hs_test_seq_begin(env);
-            HS_CHECK(hs_op_matmul(env->ops, s, w.dev, hs_test_bind(bx, lead * 4), ns[i], hs_test_bind(y, 0),
-                                  NULL));
-            /* with ubo=1, on a device whose uniform buffers hold a 4-column
-             * tile of 2048 floats (32 KiB): one _ux dispatch per tile */
-            uint32_t cw = 1;
-            while (cw < ns[i] && cw < t.matmul_cols_per_wg)
-                cw *= 2;
-            const bool want_ux = u && c->max_uniform_range >= 65536 && cw <= 4;
-            const uint32_t nd = hs_vk_seq_dispatch_count(s);
-            for (uint32_t k = 0; k < nd; k++) {
-                const char *name = hs_vk_pipeline_name(hs_vk_seq_dispatch_pipeline(s, k));
-                if ((strstr(name, "_ux") != NULL) != want_ux)
-                    fail_msg("n %u ubo %u: dispatch %u ran %s", ns[i], u, k, name);
+    for (size_t pi = 0; pi < sizeof pros / sizeof pros[0]; pi++) {
+        const hs_matmul_opts o = {.prologue = pros[pi],
+                                  .norm = hs_test_bind(bg, 0),
+                                  .eps = 1e-5f,
+                                  .scratch = pros[pi] ? hs_test_bind(xs, 0) : (hs_vk_binding){0}};
+        float *got[2][3];
+        for (uint32_t u = 0; u < 2; u++) {
+            hs_tuning t = saved;
+            t.uniform_x = u;
+            t.split_n = 1;
+            HS_CHECK(hs_ops_set_tuning(env->ops, &t));
+            for (int i = 0; i < 3; i++) {
+                hs_vk_buffer *y = hs_test_buffer(env, NULL, (size_t)ns[i] * rows * 4);
+                hs_vk_seq *s = hs_test_seq_begin(env);
+                HS_CHECK(hs_op_matmul(env->ops, s, w.dev, hs_test_bind(bx, lead * 4), ns[i],
+                                      hs_test_bind(y, 0), &o));
+                /* with ubo=1, on a device whose uniform buffers hold a 4-column
+                 * tile of 2048 floats (32 KiB): one _ux product per tile */
+                uint32_t cw = 1;
+                while (cw < ns[i] && cw < t.matmul_cols_per_wg)
+                    cw *= 2;
+                const bool want_ux = u && c->max_uniform_range >= 65536 && cw <= 4;
+                const uint32_t nd = hs_vk_seq_dispatch_count(s);
+                uint32_t n_mm = 0;
+                for (uint32_t k = 0; k < nd; k++) {
+                    const char *name = hs_vk_pipeline_name(hs_vk_seq_dispatch_pipeline(s, k));
+                    n_mm += strncmp(name, "matmul_pro", 10) != 0;
+                    if ((strstr(name, "_ux") != NULL) != want_ux)
+                        fail_msg("prologue %d n %u ubo %u: dispatch %u ran %s", (int)pros[pi], ns[i], u, k,
+                                 name);
+                }
+                if (want_ux && n_mm != (ns[i] + cw - 1) / cw)
+                    fail_msg("n %u: %u products for %u tiles of %u columns", ns[i], n_mm,
+                             (ns[i] + cw - 1) / cw, cw);
+                hs_test_seq_run(s);
+                got[u][i] = hs_test_download(y, (size_t)ns[i] * rows * 4);
+                hs_vk_buffer_destroy(y);
             }
-            if (want_ux && nd != (ns[i] + cw - 1) / cw)
-                fail_msg("n %u: %u dispatches for %u tiles of %u columns", ns[i], nd, (ns[i] + cw - 1) / cw,
-                         cw);
-            hs_test_seq_run(s);
-            got[u][i] = hs_test_download(y, (size_t)ns[i] * rows * 4);
-            hs_vk_buffer_destroy(y);
         }
-    }
-    HS_CHECK(hs_ops_set_tuning(env->ops, &saved));
-    for (int i = 0; i < 3; i++) {
-        if (memcmp(got[0][i], got[1][i], (size_t)ns[i] * rows * 4) != 0)
-            fail_msg("n %u: uniform-buffer x changed the result", ns[i]);
-        for (uint32_t j = 0; j < ns[i]; j++) {
-            const float *ref = j < ns[0] ? got[1][0] : j < ns[1] ? got[1][1] : got[1][2];
-            if (memcmp(got[1][i] + (size_t)j * rows, ref + (size_t)j * rows, rows * 4) != 0)
-                fail_msg("n %u: column %u differs from the same column in a smaller batch", ns[i], j);
+        HS_CHECK(hs_ops_set_tuning(env->ops, &saved));
+        for (int i = 0; i < 3; i++) {
+            if (memcmp(got[0][i], got[1][i], (size_t)ns[i] * rows * 4) != 0)
+                fail_msg("prologue %d n %u: uniform-buffer x changed the result", (int)pros[pi], ns[i]);
+            for (uint32_t j = 0; j < ns[i]; j++) {
+                const float *ref = j < ns[0] ? got[1][0] : j < ns[1] ? got[1][1] : got[1][2];
+                if (memcmp(got[1][i] + (size_t)j * rows, ref + (size_t)j * rows, rows * 4) != 0)
+                    fail_msg("prologue %d n %u: column %u differs from the same column in a smaller batch",
+                             (int)pros[pi], ns[i], j);
+            }
         }
-    }
-    /* and against the reference, loosely (the exact checks are elsewhere) */
-    for (uint32_t j = 0; j < nmax; j++)
-        for (uint32_t o = 0; o < rows; o++) {
-            double ref = 0;
+        /* and against the reference, loosely (the exact checks are elsewhere) */
+        const uint32_t xst = pros[pi] == HS_MATMUL_SWIGLU ? 2 * cols : cols;
+        for (uint32_t j = 0; j < nmax; j++) {
+            const float *xj = x + lead + (size_t)j * xst;
+            double ss = 0;
             for (uint32_t k = 0; k < cols; k++)
-                ref += (double)w.w[(size_t)o * cols + k] * x[lead + (size_t)j * cols + k];
-            if (fabs(ref - got[1][2][(size_t)j * rows + o]) > 1e-3 * (1 + fabs(ref)))
-                fail_msg("column %u row %u: %g, reference %g", j, o, got[1][2][(size_t)j * rows + o], ref);
+                ss += (double)xj[k] * xj[k];
+            const double scale = 1 / sqrt(ss / cols + 1e-5);
+            for (uint32_t row = 0; row < rows; row++) {
+                double ref = 0;
+                for (uint32_t k = 0; k < cols; k++) {
+                    double v = xj[k];
+                    if (pros[pi] == HS_MATMUL_RMSNORM) v = v * scale * g[k];
+                    if (pros[pi] == HS_MATMUL_SWIGLU) v = v / (1 + exp(-v)) * xj[cols + k];
+                    ref += (double)w.w[(size_t)row * cols + k] * v;
+                }
+                const float v = got[1][2][(size_t)j * rows + row];
+                if (fabs(ref - v) > 1e-3 * (1 + fabs(ref)))
+                    fail_msg("prologue %d column %u row %u: %g, reference %g", (int)pros[pi], j, row, v, ref);
+            }
         }
-    for (int u = 0; u < 2; u++)
-        for (int i = 0; i < 3; i++)
-            free(got[u][i]);
+        for (int u = 0; u < 2; u++)
+            for (int i = 0; i < 3; i++)
+                free(got[u][i]);
+    }
     free(x);
+    free(g);
     hs_vk_buffer_destroy(bx);
+    hs_vk_buffer_destroy(bg);
+    hs_vk_buffer_destroy(xs);
     tw_free(&w);
 }
 
