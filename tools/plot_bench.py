@@ -79,6 +79,14 @@ class SpecRun:
     sets: list  # [(set name, [MethodRow])]
     all: list  # [MethodRow]
     label: str = ""  # the device; with the file's name when another file has the same device and temperature
+    temperatures: tuple = ()  # every temperature of the run, when bench-spec ran several
+
+    @property
+    def temp_text(self):
+        """ "temperature T", or "temperatures T1, T2" for a run of several. """
+        if len(self.temperatures) > 1:
+            return "temperatures " + ", ".join(f"{t:g}" for t in self.temperatures)
+        return f"temperature {self.temperature:g}"
 
     @property
     def has_ar(self):
@@ -155,7 +163,8 @@ def method_row(m):
 def parse_spec(path, d):
     sets = [(str(s["set"]), [method_row(m) for m in s["methods"]]) for s in d["sets"]]
     return SpecRun(path=path, device=device_name(d.get("device"), path), temperature=float(d["temperature"]),
-                   sets=sets, all=[method_row(m) for m in d["all"]])
+                   sets=sets, all=[method_row(m) for m in d["all"]],
+                   temperatures=tuple(float(t) for t in d.get("temperatures", [])))
 
 
 def pairs(a):
@@ -245,7 +254,7 @@ def plot_speedup(runs, path):
         ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="ar (1.0)")
         ax.set_xticks(x, [name for name, _ in groups])
         ax.set_ylabel("speedup over ar")
-        ax.set_title(f"{run.label}, temperature {run.temperature:g}")
+        ax.set_title(f"{run.label}, {run.temp_text}")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
     save(fig, path)
 
@@ -260,7 +269,7 @@ def plot_tau_vs_verified(runs, path):
         rows = [m for m in run.all if m.tau > 0]
         xs, ys = [m.verified_per_round for m in rows], [m.tau for m in rows]
         ax.scatter(xs, ys, marker=MARKERS[i % len(MARKERS)], color=f"C{i % 10}",
-                   label=f"{run.label}, temperature {run.temperature:g}")
+                   label=f"{run.label}, {run.temp_text}")
         for m, xv, yv in zip(rows, xs, ys):
             ax.annotate(m.method, (xv, yv), textcoords="offset points", xytext=(4, 4), fontsize=7,
                         color=f"C{i % 10}")
