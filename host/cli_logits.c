@@ -220,6 +220,7 @@ int hs_cli_logits(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n_ids = 0;
     FILE *f = NULL;
+    bool created = false; /* a failed run removes its partial output */
     hs_llama_config cfg;
     rc = 1;
     if (hs_gguf_open(model_path, &g) != HS_OK || hs_llama_config_read(g, &cfg) != HS_OK) goto fail;
@@ -234,6 +235,7 @@ int hs_cli_logits(int argc, char **argv) {
             HS_FAIL(HS_ERR_IO, "cannot create %s: %s", a.out, strerror(errno));
             goto fail;
         }
+        created = true;
         if (write_header(f, a.out, cfg.n_vocab, ids, n_ids) != HS_OK) goto fail;
         if (eval_to_file(&a, g, cfg.n_vocab, ids, n_ids, f) != HS_OK) goto fail;
         FILE *done = f;
@@ -247,6 +249,7 @@ int hs_cli_logits(int argc, char **argv) {
 fail:
     if (rc) fprintf(stderr, "heterospec logits: %s\n", hs_last_error());
     if (f) fclose(f);
+    if (rc && created) remove(a.out);
     free(ids);
     hs_gguf_close(g);
     return rc;

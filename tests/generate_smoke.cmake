@@ -2,7 +2,8 @@
 # and its committed head: the default method is HeteroSpec when a head fits,
 # its greedy output equals plain decoding's (--spec none), a calibration made
 # by `calibrate` is found and named when given, and a bad calibration file is
-# refused with a clear message and a non-zero exit.
+# refused with a clear message and a non-zero exit; a failed `logits -o`
+# leaves no partial file.
 #   cmake -DHS=<heterospec> -DMODEL=<gguf> -DDATA=<bench dir> -DWORK=<dir> -P generate_smoke.cmake
 file(MAKE_DIRECTORY ${WORK})
 set(args generate -m ${MODEL} -p "Once upon a time" -n 48 --json)
@@ -57,4 +58,18 @@ execute_process(COMMAND ${HS} generate -m ${MODEL} -p "Once" -n 4 --calibration 
 if(rc EQUAL 0 OR NOT err MATCHES "bad.json: calibration: \"kind\" is not")
   message(FATAL_ERROR "a bad calibration gave rc ${rc}:\n${err}")
 endif()
-message("generate: heterospec by default, equal to plain decoding; calibrate's file found and used; bad file refused")
+
+# `logits -o`: written on success; on a failure after the file was created
+# (here a bad HS_TUNING, refused when the device is opened) nothing partial stays.
+file(REMOVE ${WORK}/good.hslg ${WORK}/bad.hslg)
+execute_process(COMMAND ${HS} logits -m ${MODEL} -p "Once" -o ${WORK}/good.hslg RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT EXISTS ${WORK}/good.hslg)
+  message(FATAL_ERROR "logits exited ${rc}:\n${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env HS_TUNING=bogus=1 ${HS} logits -m ${MODEL} -p "Once"
+                        -o ${WORK}/bad.hslg RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "HS_TUNING='bogus=1'" OR EXISTS ${WORK}/bad.hslg)
+  message(FATAL_ERROR "logits with a bad HS_TUNING: rc ${rc}, output left: ${err}")
+endif()
+message("generate: heterospec by default, equal to plain decoding; calibrate's file found and used; bad file refused; "
+        "logits leaves no partial file")
