@@ -23,7 +23,7 @@ function(hs_shader name src)
   set(spv "${HS_SHADER_OUT}/${name}.spv")
   set(cfile "${HS_SHADER_OUT}/${name}.c")
   add_custom_command(
-    OUTPUT "${cfile}"
+    OUTPUT "${spv}" "${cfile}" # the .spv first: glslang's depfile names it
     COMMAND ${GLSLANG_VALIDATOR} --quiet --target-env vulkan1.1 -I${HS_SHADER_DIR}
             ${defs} --depfile "${spv}.d" -o "${spv}" "${in}"
     COMMAND ${SPIRV_VAL} --target-env vulkan1.1 "${spv}"

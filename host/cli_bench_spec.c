@@ -17,9 +17,7 @@
 #ifndef HS_SHARED_DATA
 #define HS_SHARED_DATA "../shared/data/bench" /* for --help; hs_cli_qset_defaults has the same */
 #endif
-#ifndef HS_BUILD_ID
-#define HS_BUILD_ID "unknown"
-#endif
+#include "hs_build_id.h" /* HS_BUILD_ID: generated at build time (cmake/build_id.cmake) */
 
 #define MAX_METHODS 16
 #define MAX_SETS    16
