@@ -95,8 +95,8 @@ static const struct {
      * (measured: SmolLM2 tg64 and the N = 1..64 batches all faster split).
      * Activations come through uniform buffers: a uniform-buffer load is one
      * vector gather where a storage-buffer load loops over the lanes with a
-     * branch per lane and component (measured: bench-ops q4_1 products of
-     * 4-64 columns about 1.3x faster). */
+     * branch per lane and component (measured: SmolLM2 batches of 4-64
+     * tokens 1.3-1.5x faster, `bench -p`). */
     {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1}},
     /* GPUs (none measured here; each line says why): storage-buffer loads are
      * as wide as texel fetches and skip the texture path, so weights stay in
