@@ -19,12 +19,17 @@ hs_status hs_op_check(const char *op, const char *what, const hs_vk_binding *b, 
     return HS_OK;
 }
 
-hs_vk_binding hs_op_window(const hs_vk_caps *c, hs_vk_buffer *buf, uint64_t start, uint64_t bytes, uint32_t unit,
-                           uint32_t *off) {
-    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+hs_vk_binding hs_op_window_aligned(hs_vk_buffer *buf, uint64_t start, uint64_t bytes, uint32_t unit,
+                                   uint64_t align, uint32_t *off) {
+    if (!align) align = 1;
     const uint64_t base = start - start % align;
     *off = (uint32_t)((start - base) / unit);
     return (hs_vk_binding){.buf = buf, .offset = base, .range = start - base + (bytes ? bytes : 4)};
+}
+
+hs_vk_binding hs_op_window(const hs_vk_caps *c, hs_vk_buffer *buf, uint64_t start, uint64_t bytes,
+                           uint32_t unit, uint32_t *off) {
+    return hs_op_window_aligned(buf, start, bytes, unit, c->min_storage_offset_align, off);
 }
 
 hs_status hs_op_bind(const hs_vk_caps *c, const char *op, const char *what, const hs_vk_binding *b, uint64_t at,

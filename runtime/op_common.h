@@ -28,8 +28,11 @@ hs_status hs_op_bind(const hs_vk_caps *c, const char *op, const char *what, cons
                      uint64_t need, uint32_t unit, hs_vk_binding *out, uint32_t *off);
 
 /* The binding of `bytes` bytes (at least 4: a range is never empty) at byte
- * `start` of buf, aligned down as hs_op_bind does, with the slack in units of
- * `unit` bytes in *off; unchecked, for windows already planned to fit. */
+ * `start` of buf, its offset aligned down to `align`, with the slack in units
+ * of `unit` bytes in *off; unchecked, for windows already planned to fit. */
+hs_vk_binding hs_op_window_aligned(hs_vk_buffer *buf, uint64_t start, uint64_t bytes, uint32_t unit,
+                                   uint64_t align, uint32_t *off);
+/* hs_op_window_aligned at the storage-buffer alignment, as hs_op_bind does. */
 hs_vk_binding hs_op_window(const hs_vk_caps *c, hs_vk_buffer *buf, uint64_t start, uint64_t bytes, uint32_t unit,
                            uint32_t *off);
 

@@ -255,12 +255,9 @@ static uint32_t ux_window_cols(const hs_ops *ops, const hs_window *wx, bool xvec
  * element offset of column j0 in it. */
 static hs_vk_binding ux_window(const hs_ops *ops, const hs_window *wx, uint32_t x_stride, uint32_t j0,
                                uint32_t j1, uint32_t *x_off) {
-    const hs_vk_caps *c = hs_ops_caps(ops);
-    const uint64_t align = c->min_uniform_offset_align ? c->min_uniform_offset_align : 1;
     const uint64_t at = wx->bind.offset + ((uint64_t)wx->elem + (uint64_t)j0 * x_stride) * 4;
-    const uint64_t base = at - at % align;
-    *x_off = (uint32_t)((at - base) / 4);
-    return (hs_vk_binding){wx->bind.buf, base, at - base + (uint64_t)(j1 - j0) * x_stride * 4};
+    return hs_op_window_aligned(wx->bind.buf, at, (uint64_t)(j1 - j0) * x_stride * 4, 4,
+                                hs_ops_caps(ops)->min_uniform_offset_align, x_off);
 }
 
 /* The vec4 count of the shaders' uniform x array (spec constant 7). */
@@ -443,17 +440,22 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
                              .spec = {w->lanes, w->rl, rw, cw, (uint32_t)opt->prologue,
                                       opt->residual ? 1u : 0u, xvec4 ? 1u : 0u, ux ? ux_vec4(ops) : 1u},
                              .wg_size = {w->lanes, 1, 1}};
+    /* the SPIR-V of each variant, indexed by sg | tx << 1 | ux << 2 */
 #define HS_MM_CODE(E, T)                                                                                     \
-    case HS_TYPE_##E:                                                                                        \
-        d.code = ux ? (sg ? (tx ? hs_spv_matmul_##T##_sg_tx_ux : hs_spv_matmul_##T##_sg_ux)                  \
-                          : (tx ? hs_spv_matmul_##T##_tx_ux : hs_spv_matmul_##T##_ux))                       \
-                    : (sg ? (tx ? hs_spv_matmul_##T##_sg_tx : hs_spv_matmul_##T##_sg)                        \
-                          : (tx ? hs_spv_matmul_##T##_tx : hs_spv_matmul_##T));                              \
-        d.code_size = ux ? (sg ? (tx ? hs_spv_matmul_##T##_sg_tx_ux_size : hs_spv_matmul_##T##_sg_ux_size)   \
-                               : (tx ? hs_spv_matmul_##T##_tx_ux_size : hs_spv_matmul_##T##_ux_size))        \
-                         : (sg ? (tx ? hs_spv_matmul_##T##_sg_tx_size : hs_spv_matmul_##T##_sg_size)         \
-                               : (tx ? hs_spv_matmul_##T##_tx_size : hs_spv_matmul_##T##_size));             \
-        break;
+    case HS_TYPE_##E: {                                                                                      \
+        const uint32_t *const code[8] = {hs_spv_matmul_##T,         hs_spv_matmul_##T##_sg,                  \
+                                         hs_spv_matmul_##T##_tx,    hs_spv_matmul_##T##_sg_tx,               \
+                                         hs_spv_matmul_##T##_ux,    hs_spv_matmul_##T##_sg_ux,               \
+                                         hs_spv_matmul_##T##_tx_ux, hs_spv_matmul_##T##_sg_tx_ux};           \
+        const size_t size[8] = {hs_spv_matmul_##T##_size,       hs_spv_matmul_##T##_sg_size,                 \
+                                hs_spv_matmul_##T##_tx_size,    hs_spv_matmul_##T##_sg_tx_size,              \
+                                hs_spv_matmul_##T##_ux_size,    hs_spv_matmul_##T##_sg_ux_size,              \
+                                hs_spv_matmul_##T##_tx_ux_size, hs_spv_matmul_##T##_sg_tx_ux_size};          \
+        d.code = code[variant];                                                                              \
+        d.code_size = size[variant];                                                                         \
+        break;                                                                                               \
+    }
+    const unsigned variant = (sg ? 1u : 0u) | (tx ? 2u : 0u) | (ux ? 4u : 0u);
     switch (w->type) {
         HS_MM_CODE(F32, f32)
         HS_MM_CODE(F16, f16)

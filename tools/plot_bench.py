@@ -40,10 +40,10 @@ CALIBRATION_KIND = "heterospec-calibration"
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
-
 def is_ar(method):
     """Plain decoding: "ar", or "ar @tT" when bench-spec ran several temperatures."""
     return method == "ar" or method.startswith("ar @t")
+
 
 class InputError(Exception):
     """An input file that cannot be used: reported on stderr with exit status 2."""
@@ -379,7 +379,8 @@ def write_devices_md(runs, path):
     """The "all" rows of every bench-spec file in one table, then their per-set rows."""
     if not runs:
         raise Skip("no bench-spec file")
-    all_rows = [[run.label, f"{m.temperature if m.temperature is not None else run.temperature:g}", m.method, f"{m.tokens_per_s:.2f}", fmt_speedup(run, m),
+    all_rows = [[run.label, f"{run.temperature if m.temperature is None else m.temperature:g}", m.method,
+                 f"{m.tokens_per_s:.2f}", fmt_speedup(run, m),
                  f"{m.tau:.2f}", f"{m.verified_per_round:.2f}", f"{100 * m.draft_share:.1f}%",
                  f"{m.equal_to_ar}/{m.compared_to_ar}" if m.compared_to_ar else "n/a"]
                 for run in runs for m in run.all]
