@@ -229,6 +229,32 @@ def init_params(hd, n_draft, tparams, d2t, seed):
     }
 
 
+def params_from_head(path, tcfg):
+    """(params, d2t) of a head file written by export(): the inverse of eagle3_tensors, checked against the
+    target (dimensions and tap layers)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sys.path.insert(0, here)
+    import eagle3_gguf
+
+    cfg, tens = eagle3_gguf.read_eagle3_gguf(path)
+    want = {"hidden_size": tcfg.dim, "intermediate_size": tcfg.ff, "num_attention_heads": tcfg.n_head,
+            "num_key_value_heads": tcfg.n_kv_head, "vocab_size": tcfg.n_vocab, "target_layers": list(tcfg.tap_layers)}
+    bad = [f"{k} {cfg[k]} (target: {v})" for k, v in want.items() if cfg[k] != v]
+    if bad:
+        sys.exit(f"train: --init {path} does not fit the target: " + ", ".join(bad))
+    names = {"fc": "fc.weight", "attn_norm": "midlayer.input_layernorm.weight",
+             "hidden_norm": "midlayer.hidden_norm.weight", "wq": "midlayer.self_attn.q_proj.weight",
+             "wk": "midlayer.self_attn.k_proj.weight", "wv": "midlayer.self_attn.v_proj.weight",
+             "wo": "midlayer.self_attn.o_proj.weight", "ffn_norm": "midlayer.post_attention_layernorm.weight",
+             "wg": "midlayer.mlp.gate_proj.weight", "wu": "midlayer.mlp.up_proj.weight",
+             "wd": "midlayer.mlp.down_proj.weight", "norm": "norm.weight", "lm_head": "lm_head.weight"}
+    p = {}
+    for k, n in names.items():
+        a = np.asarray(tens[n], np.float32)
+        p[k] = np.ascontiguousarray(a.T) if a.ndim == 2 else a.copy()  # [out][in] -> [in][out]
+    return p, np.asarray(tens["d2t"], np.int32)
+
+
 def make_fns(hd, n_steps, weights):
     import jax
     import jax.numpy as jnp
@@ -443,6 +469,8 @@ def main(argv=None):
     ap.add_argument("--eval-only", action="store_true")
     ap.add_argument("--gguf-writer", help="folder holding eagle3_gguf.py (default: tools/)")
     ap.add_argument("--max-heldout-rows", type=int, default=0, help="0: all")
+    ap.add_argument("--init", help="head.gguf to start from (its weights and draft vocabulary) instead of a "
+                    "random head: continued training on more data")
     a = ap.parse_args(argv)
     if "/data/bench" in os.path.abspath(a.data):
         sys.exit("train: refusing benchmark data")
@@ -468,9 +496,15 @@ def main(argv=None):
     seqs, shards = load_sequences(a.data, ck["shards"] if ck else None)
     held = [s for s in seqs if is_heldout(s["idx"])]
     train = [s for s in seqs if not is_heldout(s["idx"])]
+    init = None
     if ck:
         d2t, t2d = ck["d2t"], ck["t2d"]
         counts = None
+    elif a.init:
+        init, d2t = params_from_head(a.init, tcfg)
+        t2d = np.full(tcfg.n_vocab, -1, np.int32)
+        t2d[np.arange(len(d2t)) + d2t] = np.arange(len(d2t))
+        log(logf, f"init from {a.init}: its weights and its draft vocabulary ({len(d2t)} tokens)")
     else:
         _, d2t, t2d, counts = draft_vocab(train, tcfg.n_vocab, a.draft_vocab)
     n_draft = len(d2t)
@@ -510,7 +544,8 @@ def main(argv=None):
         opt_state = jax.tree_util.tree_map(jnp.asarray, ck["opt_state"])
         step = ck["step"]
     else:
-        params = jax.tree_util.tree_map(jnp.asarray, init_params(hd, n_draft, tparams, d2t, a.seed))
+        start = init if init is not None else init_params(hd, n_draft, tparams, d2t, a.seed)
+        params = jax.tree_util.tree_map(jnp.asarray, start)
         opt_state = opt.init(params)
         step = 0
     del tparams
