@@ -167,7 +167,7 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
         toks[i] = (int32_t)((i * 104729u + 3) % V);
         parents[i] = (int32_t)i - 1;
     }
-    const uint32_t rows = CTX_ROWS + HS_HX_MAX_N + 2 * (uint32_t)(reps + 1);
+    const uint32_t rows = CTX_ROWS + HS_HX_MAX_N + 4 * (uint32_t)(reps + 1);
     if (hs_llama_max_batch(m) < HS_HX_MAX_N || hs_llama_n_ctx(m) < rows)
         return HS_FAIL(HS_ERR_INVALID_ARG,
                        "calibrate: the target needs a batch of %u and a context of %u rows", HS_HX_MAX_N,
@@ -185,9 +185,10 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
      *   a plain decoding step (one token, its logits' argmax),
      *   verification of N chained nodes (every row, nothing committed),
      *   the head's consume of two kept rows (the target keeps them first),
+     *   the same cache-only (hs_eagle3_consume_cache),
      *   a draft level of w nodes (all children of the root). */
     enum { NV = 8, ND = 7 }; /* N = 1 .. 128, w = 1 .. 64 */
-    static double xv[NV][100], xd[ND][100], xc[100], xp[100];
+    static double xv[NV][100], xd[ND][100], xc[100], xcc[100], xp[100];
     const uint32_t *amax;
     const hs_topk_result *topk;
     uint32_t zeros[HS_HX_MAX_WIDTH] = {0};
@@ -204,6 +205,10 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
         }
         HS_TRY(hs_llama_eval(m, toks, 2, NULL, true, true, NULL, NULL));
         t0 = hs_now_s();
+        HS_TRY(hs_eagle3_consume_cache(h, slots, toks + 1, 2));
+        if (r >= 0) xcc[r] = hs_now_s() - t0;
+        HS_TRY(hs_llama_eval(m, toks, 2, NULL, true, true, NULL, NULL));
+        t0 = hs_now_s();
         HS_TRY(hs_eagle3_consume(h, slots, toks + 1, 2, &root));
         if (r >= 0) xc[r] = hs_now_s() - t0;
         for (uint32_t i = 0; i < nd; i++) {
@@ -218,6 +223,7 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
         fill(c->t_verify, i ? 1u << (i - 1) : 0, 1u << i, median(xv[i], reps));
     c->n_verify = HS_HX_MAX_N;
     c->t_consume = median(xc, reps);
+    c->t_consume_cache = median(xcc, reps);
     for (uint32_t i = 0; i < nd; i++)
         fill(c->t_draft, i ? 1u << (i - 1) : 0, 1u << i, median(xd[i], reps));
     c->n_draft = 1u << (nd - 1);
@@ -306,10 +312,11 @@ int hs_cli_calibrate(int argc, char **argv) {
         fprintf(stderr, "[calibrate] timing verification, draft and consume (-r %d)\n", a.reps);
         if (measure_cost(sm.target, sm.head, a.reps, &m.cost) != HS_OK) goto fail;
     }
-    printf("\ndevice cost (ms): plain step %.2f, head consume %.2f\n\n| N or w | 1 | 2 | 4 | 8 | 16 | 32 | "
-           "64 | 128 "
-           "|\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n| verify N |",
-           1e3 * m.cost.t_plain, 1e3 * m.cost.t_consume);
+    printf(
+        "\ndevice cost (ms): plain step %.2f, head consume %.2f (cache-only %.2f)\n\n| N or w | 1 | 2 | 4 | "
+        "8 | 16 | 32 | 64 | 128 "
+        "|\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n| verify N |",
+        1e3 * m.cost.t_plain, 1e3 * m.cost.t_consume, 1e3 * m.cost.t_consume_cache);
     for (uint32_t n = 1; n <= HS_HX_MAX_N; n *= 2)
         printf(" %.1f |", 1e3 * hs_hx_t_verify(&m.cost, n));
     printf("\n| draft level of w |");
@@ -395,6 +402,8 @@ int hs_cli_calibrate(int argc, char **argv) {
             "| policy | tokens/s | vs ar | tau | verified/round |\n| --- | ---: | ---: | ---: | ---: |\n");
         print_replay("heterospec (fitted)", &r_fit, t1);
         print_replay("heterospec (tuned)", &r_tuned, t1);
+        printf("| (heterospec rests %u rounds after a round without candidates: %.0f%% of its rounds) |\n",
+               m.rest, r_tuned.rounds ? 100 * r_tuned.rest_rounds / r_tuned.rounds : 0.0);
         char label[96];
         snprintf(label, sizeof label, "eagle2 best: k%u/d%u/n%u", e2.top_k, e2.depth, e2.total);
         print_replay(label, &e2.replay, t1);

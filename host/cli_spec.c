@@ -210,9 +210,9 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
             s->rounds ? (double)s->accepted / s->rounds : 0.0);
     fprintf(f,
             "[heterospec] rounds = %u, tau = %.3f tokens per target pass, verified = %.1f tokens per round, "
-            "head rows = %.1f per round\n",
+            "head rows = %.1f per round, resting rounds = %u\n",
             s->rounds, hs_spec_tau(s), s->rounds ? (double)s->verified / s->rounds : 0.0,
-            s->rounds ? (double)s->head_rows / s->rounds : 0.0);
+            s->rounds ? (double)s->head_rows / s->rounds : 0.0, s->rest_rounds);
     fprintf(f, "[heterospec] acceptance per depth:");
     for (uint32_t d = 0; d < HS_SPEC_MAX_LEN && s->tried_depth[d]; d++)
         fprintf(f, " %u:%.3f", d + 1, s->rounds ? (double)s->accept_depth[d] / s->rounds : 0.0);
@@ -233,6 +233,7 @@ void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result
     cJSON_AddNumberToObject(o, "drafted", (double)s->drafted);
     cJSON_AddNumberToObject(o, "accepted", (double)s->accepted);
     cJSON_AddNumberToObject(o, "head_rows_per_round", s->rounds ? (double)s->head_rows / s->rounds : 0.0);
+    cJSON_AddNumberToObject(o, "rest_rounds", s->rest_rounds);
     cJSON *a = cJSON_AddArrayToObject(o, "accept_per_depth");
     for (uint32_t d = 0; d < HS_SPEC_MAX_LEN && s->tried_depth[d]; d++)
         cJSON_AddItemToArray(a, cJSON_CreateNumber(s->rounds ? (double)s->accept_depth[d] / s->rounds : 0.0));

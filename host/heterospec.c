@@ -248,6 +248,7 @@ hs_tree_policy hs_heterospec_policy(const hs_hx_model *m) {
     p.total = m->max_verify;
     p.max_verify = m->max_verify;
     p.max_drafted = m->max_depth * m->max_width;
+    p.rest = m->rest;
     return p;
 }
 
@@ -488,6 +489,7 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
     cJSON_AddNumberToObject(o, "max_depth", m->max_depth);
     cJSON_AddNumberToObject(o, "max_width", m->max_width);
     cJSON_AddNumberToObject(o, "max_verify", m->max_verify);
+    cJSON_AddNumberToObject(o, "rest", m->rest);
     cJSON *sa = cJSON_AddArrayToObject(o, "strata");
     for (uint32_t b = 0; b < m->n_strata; b++) {
         const hs_hx_stratum *s = &m->s[b];
@@ -517,6 +519,7 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
     }
     cJSON *c = cJSON_AddObjectToObject(o, "cost");
     cJSON_AddNumberToObject(c, "t_consume_s", m->cost.t_consume);
+    if (m->cost.t_consume_cache > 0) cJSON_AddNumberToObject(c, "t_consume_cache_s", m->cost.t_consume_cache);
     if (m->cost.t_plain > 0) cJSON_AddNumberToObject(c, "t_plain_s", m->cost.t_plain);
     cJSON_AddItemToObject(c, "verify_s", pairs(m->cost.t_verify, m->cost.n_verify));
     cJSON_AddItemToObject(c, "draft_s", pairs(m->cost.t_draft, m->cost.n_draft));
@@ -563,6 +566,10 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
         r.max_width = (uint32_t)d;
         HS_TRY(get_num(o, "max_verify", 1, HS_HX_MAX_N - 1, &d));
         r.max_verify = (uint32_t)d;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(o, "rest")) {
+        HS_TRY(get_num(o, "rest", 0, HS_HX_MAX_REST, &d));
+        r.rest = (uint32_t)d;
     }
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "strata");
     if (sa) {
@@ -634,6 +641,9 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "cost");
     if (c) {
         HS_TRY(get_num(c, "t_consume_s", 0, 1e3, &r.cost.t_consume));
+        r.cost.t_consume_cache = 0;
+        if (cJSON_GetObjectItemCaseSensitive(c, "t_consume_cache_s"))
+            HS_TRY(get_num(c, "t_consume_cache_s", 0, 1e3, &r.cost.t_consume_cache));
         r.cost.t_plain = 0;
         if (cJSON_GetObjectItemCaseSensitive(c, "t_plain_s"))
             HS_TRY(get_num(c, "t_plain_s", 0, 1e3, &r.cost.t_plain));

@@ -15,6 +15,10 @@
  * Device cost of a round that drafts levels of widths w_1 .. w_L and verifies
  * N nodes besides the root:
  *   T = t_consume + sum_l t_draft(w_l) + t_verify(N + 1).
+ * Rest: after a round that chose N = 0, the next `rest` rounds decode the
+ * root alone at t_consume_cache + t_verify(1) each, without a draft
+ * distribution (host/spec); calibration picks rest on replays, weighing the
+ * consumes saved against the speculation those rounds forgo.
  * Decisions (the whole policy):
  *   select: the candidates in order of V (shallower first on ties, so the
  *           set stays closed under ancestors), keeping the prefix whose
@@ -88,7 +92,8 @@ typedef struct hs_hx_cost {
     double t_verify[HS_HX_MAX_N + 1];
     double t_draft[HS_HX_MAX_WIDTH + 1];
     double t_consume;
-    double t_plain; /* a plain decoding step, for comparisons (0: unknown) */
+    double t_consume_cache; /* a cache-only consume (0: unknown, taken as t_consume) */
+    double t_plain;         /* a plain decoding step, for comparisons (0: unknown) */
 } hs_hx_cost;
 
 typedef struct hs_hx_model {
@@ -99,7 +104,11 @@ typedef struct hs_hx_model {
     /* Bounds of every tree: deepest drafted token, widest level, most
      * verified candidates (root excluded). */
     uint32_t max_depth, max_width, max_verify;
+    /* Rounds to decode plainly after one that verified no candidate
+     * (hs_tree_policy.rest; 0 .. HS_HX_MAX_REST): chosen by calibration. */
+    uint32_t rest;
 } hs_hx_model;
+#define HS_HX_MAX_REST 16
 
 /* ---- values and costs ---- */
 

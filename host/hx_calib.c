@@ -91,8 +91,19 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         goto fail;
     }
     HS_TRY(hs_tree_init(&t, cap));
+    const double t_cache = cost->t_consume_cache > 0 ? cost->t_consume_cache : cost->t_consume;
+    uint32_t rest_left = 0;
     for (uint32_t i = 0; i < n; i++) {
         const hs_hx_round *r = &rounds[i];
+        if (rest_left) {
+            rest_left--;
+            out->tokens += 1;
+            out->time_s += t_cache + hs_hx_t_verify(cost, 1);
+            out->verified += 1;
+            out->rounds++;
+            out->rest_rounds++;
+            continue;
+        }
         hs_tree_reset(&t, r->nodes[0].token);
         rec_of[0] = 0;
         if (r->nodes[0].n_children) copy_children(r, 0, &t, 0, rec_of);
@@ -113,6 +124,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         }
         const uint32_t ns = p->select(p, &t, sel, cap);
         time += hs_hx_t_verify(cost, ns + 1);
+        if (ns == 0) rest_left = p->rest;
         /* Walk the truth down the selected nodes. */
         uint8_t *in = calloc(t.n, 1);
         if (!in) {
@@ -174,6 +186,19 @@ hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs
             s->prune = best_prune;
             s->depth_cap = best_cap;
         }
+    static const uint32_t rests[] = {0, 1, 2, 3, 4, 6, 8, 12, 16};
+    const uint32_t rest0 = m->rest;
+    for (uint32_t i = 0; i < sizeof rests / sizeof *rests; i++) {
+        if (rests[i] == rest0) continue;
+        hs_tree_policy q = p;
+        q.rest = rests[i];
+        hs_hx_replay_result r;
+        HS_TRY(hs_hx_replay(&q, &m->cost, rounds, n, &r));
+        if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(&best) * (1 + 1e-6)) {
+            best = r;
+            m->rest = rests[i];
+        }
+    }
     *out = best;
 fail:
     return st;

@@ -49,15 +49,20 @@ typedef struct hs_hx_replay_result {
     double verified; /* nodes verified, roots included */
     double rounds;
     double unknown; /* nodes a policy drafted that the recording never did */
+    double rest_rounds; /* rounds decoded plainly under the policy's rest */
 } hs_hx_replay_result;
 
 double hs_hx_replay_tps(const hs_hx_replay_result *r);
-/* Replays policy p on the rounds, priced with cost. */
+/* Replays policy p on the rounds, priced with cost. With p->rest, a round
+ * that selects nothing makes the next p->rest recorded rounds plain ones (one
+ * token each, priced t_consume_cache + t_verify(1)): each stands for a round
+ * the generation would have decoded without drafting. */
 hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
                        hs_hx_replay_result *out);
 
 /* Tunes m's per-stratum prune and depth_cap on replays (coordinate search,
- * a few passes); *out receives the final replay. */
+ * a few passes), then m->rest (0, 1, 2, 3, 4, 6, 8, 12, 16); *out receives
+ * the final replay. */
 hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *out);
 
 typedef struct hs_hx_eagle2_setting {

@@ -13,6 +13,7 @@ struct hs_spec {
     hs_tree tree;
     hs_topk_result root_topk; /* the head's Top-K after the root token */
     bool have_root;
+    uint32_t rest_left;  /* rounds still to decode plainly (policy.rest) */
     uint32_t max_verify; /* list entries, root included */
     /* Scratch: selections, head inputs and the verification list. */
     uint32_t *sel, *parent_slots, *list_nodes, *path;
@@ -83,6 +84,7 @@ void hs_spec_destroy(hs_spec *s) {
 void hs_spec_reset(hs_spec *s) {
     hs_eagle3_reset(s->head);
     s->have_root = false;
+    s->rest_left = 0;
     memset(&s->stats, 0, sizeof s->stats);
 }
 
@@ -93,13 +95,19 @@ void hs_spec_set_observer(hs_spec *s, hs_spec_observer fn, void *user) {
     s->observer_user = user;
 }
 
+/* Full consume (the next root's Top-K), or cache-only while resting. */
 static hs_status consume(hs_spec *s, const uint32_t *slots, const int32_t *next, uint32_t n) {
     hs_status st = HS_OK;
     const hs_topk_result *root;
     const double t0 = hs_now_s();
-    HS_TRY(hs_eagle3_consume(s->head, slots, next, n, &root));
-    s->root_topk = *root;
-    s->have_root = true;
+    if (s->rest_left) {
+        HS_TRY(hs_eagle3_consume_cache(s->head, slots, next, n));
+        s->have_root = false;
+    } else {
+        HS_TRY(hs_eagle3_consume(s->head, slots, next, n, &root));
+        s->root_topk = *root;
+        s->have_root = true;
+    }
     s->stats.draft_s += hs_now_s() - t0;
 fail:
     return st;
@@ -113,18 +121,20 @@ hs_status hs_spec_consume_prompt(hs_spec *s, const int32_t *chunk, uint32_t n, i
         s->path[i] = i;
         s->next[i] = i + 1 < n ? chunk[i + 1] : after;
     }
+    s->rest_left = 0;
     return consume(s, s->path, s->next, n);
 }
 
 /* Grows the tree from the root level by level; returns the verification
- * list size (root included) in *n_list. room: cache rows left. */
+ * list size (root included) in *n_list. room: cache rows left. Without a
+ * draft distribution (resting) the list is the root alone. */
 static hs_status draft(hs_spec *s, int32_t root, uint32_t max_new, uint32_t room, uint32_t *n_list) {
     hs_status st = HS_OK;
     hs_tree *t = &s->tree;
     const hs_tree_policy *p = &s->policy;
     hs_tree_reset(t, root);
     /* Deepest useful node: max_new - 1 drafts plus the bonus. */
-    const uint32_t max_depth = max_new - 1;
+    const uint32_t max_depth = s->have_root ? max_new - 1 : 0;
     if (max_depth > 0) HS_TRY(hs_tree_add_children(t, 0, &s->root_topk));
     hs_eagle3_reset_tree(s->head);
     for (uint32_t level = 1; level < max_depth; level++) {
@@ -204,7 +214,9 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
                         uint32_t *n_out) {
     hs_status st = HS_OK;
     *n_out = 0;
-    if (!s->have_root) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_round: the head has consumed nothing yet");
+    if (!s->have_root && !s->rest_left)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_round: the head has consumed nothing yet");
+    const bool resting = !s->have_root;
     if (max_new == 0) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_round: max_new is 0");
     const uint32_t n_vocab = hs_llama_cfg(s->target)->n_vocab;
     const uint32_t room = hs_llama_n_ctx(s->target) - hs_llama_n_past(s->target);
@@ -258,14 +270,21 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
         s->observer(s->observer_user, &info);
     }
 
-    /* The head consumes the kept positions: each with the token after it. */
+    /* The head consumes the kept positions: each with the token after it;
+     * cache-only while the policy rests (this round verified no candidate,
+     * or it was a rest round with more to come). */
     for (uint32_t i = 0; i + 1 < len; i++)
         s->next[i] = s->tokens[s->path[i + 1]];
     s->next[len - 1] = bonus;
+    if (resting)
+        s->rest_left--;
+    else if (n_list == 1)
+        s->rest_left = s->policy.rest;
     HS_TRY(consume(s, s->path, s->next, len));
 
     hs_spec_stats *S = &s->stats;
     S->rounds++;
+    S->rest_rounds += resting;
     S->verified += n_list;
     S->drafted += n_list - 1;
     S->accepted += len - 1;

@@ -16,6 +16,11 @@
  *   4. the target keeps the accepted path (hs_llama_accept: KV compaction),
  *      and the head consumes the path's taps with the tokens after them,
  *      which yields the Top-K for the next round's root (the bonus token).
+ * Rest (hs_tree_policy.rest = R > 0): after a round that verified no
+ * candidate, the next R rounds verify the root alone and the head consumes
+ * cache-only (hs_eagle3_consume_cache), since no draft distribution is
+ * needed; the round after them drafts again. The head's cache is bitwise
+ * what full consumes write, so drafts after a rest are unchanged.
  * Every decided token (accepted drafts, then the bonus) is fed to the
  * sampler's history in order, so penalties see what plain decoding sees.
  *
@@ -47,6 +52,7 @@ typedef struct hs_spec_stats {
     uint64_t verified;    /* tokens the target evaluated in rounds, root included */
     uint64_t head_rows;   /* rows the head drafted (sum of level widths) */
     uint32_t draft_steps; /* head draft calls (levels) */
+    uint32_t rest_rounds; /* rounds that decoded plainly under the policy's rest (counted in rounds) */
     /* Rounds whose accepted path reached depth d (d >= 1): accept_depth[d - 1]. */
     uint32_t accept_depth[HS_SPEC_MAX_LEN];
     /* Rounds that verified at least one candidate at depth d: tried_depth[d - 1]. */

@@ -90,6 +90,11 @@ struct hs_tree_policy {
     uint32_t total;                     /* eagle2: most verified candidates */
     uint32_t branch[HS_TREE_MAX_DEPTH]; /* static: children kept per node at depth d + 1 */
     void *state;                        /* for other policies */
+    /* After a round that verified no candidate, this many rounds decode
+     * plainly while the head only fills its cache (hs_eagle3_consume_cache:
+     * no draft distribution, about a fifth of a consume's cost); 0: every
+     * round consumes fully and may draft. */
+    uint32_t rest;
     /* Bounds every policy declares, for sizing buffers: the most candidates
      * it verifies (root excluded) and the most nodes it drafts per tree. */
     uint32_t max_verify, max_drafted;

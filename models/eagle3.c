@@ -19,7 +19,7 @@
 #define EAGLE3_DEFAULT_TOP_K 10u
 
 /* One recorded graph: a consume or a draft level for a capacity bucket. */
-typedef enum eagle3_kind { EAGLE3_CONSUME, EAGLE3_DRAFT } eagle3_kind;
+typedef enum eagle3_kind { EAGLE3_CONSUME, EAGLE3_DRAFT, EAGLE3_CONSUME_CACHE } eagle3_kind;
 typedef struct eagle3_graph {
     eagle3_kind kind;
     uint32_t cap;
@@ -38,6 +38,7 @@ struct hs_eagle3 {
     uint32_t mask_cols; /* mask words per row: hs_attn_mask_words(rows) */
     uint32_t n_past;    /* committed head cache rows */
     uint32_t n_slots;   /* drafted slots (slot 0, the root, not counted) */
+    bool have_root;     /* slot 0 holds the last committed row's output (false after a cache-only consume) */
 
     /* Borrowed from the target. */
     const hs_weight *tok_embd; /* (n_vocab, dim) */
@@ -416,10 +417,70 @@ uint32_t hs_eagle3_graph_count(const hs_eagle3 *h) { return (uint32_t)stbds_arrl
 void hs_eagle3_reset(hs_eagle3 *h) {
     h->n_past = 0;
     h->n_slots = 0;
+    h->have_root = false;
 }
 void hs_eagle3_reset_tree(hs_eagle3 *h) { h->n_slots = 0; }
 
 /* ---- graphs ---- */
+
+/* The bindings of the layer's activations for cap rows. */
+typedef struct layer_io {
+    hs_vk_binding x, e, qkv, q, att, gu, pos, rows, info, freqs;
+    hs_rope_params rp;
+    hs_kv_layer kv;
+} layer_io;
+
+static layer_io layer_bindings(hs_eagle3 *h, uint32_t cap) {
+    const hs_eagle3_config *c = &h->cfg;
+    const uint32_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_kv_head * c->head_dim;
+    const uint64_t n = cap;
+    layer_io io = {.x = B(h->x, 0, n * c->dim * 4),
+                   .e = B(h->e, 0, n * c->dim * 4),
+                   .qkv = B(h->qkv, 0, n * (q_dim + 2 * kv_dim) * 4),
+                   .q = B(h->q, 0, n * q_dim * 4),
+                   .att = B(h->att, 0, n * q_dim * 4),
+                   .gu = B(h->gub, 0, n * 2 * c->ff * 4),
+                   .pos = B(h->step, h->off_pos, n * 4),
+                   .rows = B(h->step, h->off_rows, n * 4),
+                   .info = B(h->step, h->off_info, HS_ATTN_INFO_COLS_WORDS * 4),
+                   .freqs = vec(h, VEC_FREQS, c->head_dim / 2)};
+    const uint64_t cache_bytes = (uint64_t)h->n_ctx * kv_dim * 4;
+    io.kv = (hs_kv_layer){.k = B(h->k_cache, 0, cache_bytes),
+                          .v = B(h->v_cache, 0, cache_bytes),
+                          .type = HS_TYPE_F32,
+                          .n_ctx = h->n_ctx,
+                          .n_kv_head = c->n_kv_head,
+                          .head_dim = c->head_dim};
+    io.rp = (hs_rope_params){
+        .n_rot = c->head_dim, .mode = HS_ROPE_NEOX, .freq_base = c->rope_base, .freq_scale = 1.0f};
+    return io;
+}
+
+/* The layer's first half over cap rows whose residual stream x and
+ * embeddings e are in place: Q/K/V, then RoPE with the K/V cache write. All a
+ * row's later rows need from it is what this writes to the cache. */
+static hs_status record_qkv(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, layer_io *io) {
+    hs_status st = HS_OK;
+    const hs_eagle3_config *c = &h->cfg;
+    hs_ops *ops = h->ops;
+    io->rp.freqs = &io->freqs;
+    /* qkv = Wqkv [rmsnorm(e) attn_norm, rmsnorm(x) hidden_norm]: the
+     * embedding half, then the hidden half added to it. */
+    const hs_vk_binding xs = B(h->xs, 0, 0);
+    hs_matmul_opts ne = {
+        .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_ATTN_NORM, c->dim), .eps = c->eps, .scratch = xs};
+    HS_TRY(hs_op_matmul(ops, s, h->qkv_e, io->e, cap, io->qkv, &ne));
+    hs_matmul_opts nx = {.prologue = HS_MATMUL_RMSNORM,
+                         .norm = vec(h, VEC_HIDDEN_NORM, c->dim),
+                         .eps = c->eps,
+                         .residual = true,
+                         .res = io->qkv,
+                         .scratch = xs};
+    HS_TRY(hs_op_matmul(ops, s, h->qkv_x, io->x, cap, io->qkv, &nx));
+    HS_TRY(hs_op_rope_kv(ops, s, &io->qkv, &io->pos, &io->rows, &io->q, &io->kv, cap, c->n_head, &io->rp));
+fail:
+    return st;
+}
 
 /* The decoder layer over cap rows whose residual stream x and embeddings e
  * are in place: Q/K/V, RoPE + KV write, attention (mask over n_cols tree
@@ -428,52 +489,19 @@ static hs_status record_layer(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, uint32_t
     hs_status st = HS_OK;
     const hs_eagle3_config *c = &h->cfg;
     hs_ops *ops = h->ops;
-    const uint32_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_kv_head * c->head_dim;
-    const uint64_t n = cap;
-    hs_vk_binding x = B(h->x, 0, n * c->dim * 4), e = B(h->e, 0, n * c->dim * 4);
-    hs_vk_binding qkv = B(h->qkv, 0, n * (q_dim + 2 * kv_dim) * 4);
-    hs_vk_binding q = B(h->q, 0, n * q_dim * 4), att = B(h->att, 0, n * q_dim * 4);
-    hs_vk_binding gu = B(h->gub, 0, n * 2 * c->ff * 4);
-    hs_vk_binding pos = B(h->step, h->off_pos, n * 4), rows = B(h->step, h->off_rows, n * 4);
-    hs_vk_binding info = B(h->step, h->off_info, HS_ATTN_INFO_COLS_WORDS * 4);
-    hs_vk_binding mask = B(h->step, h->off_mask, n * hs_attn_mask_words(n_cols) * 4);
-    hs_vk_binding freqs = vec(h, VEC_FREQS, c->head_dim / 2);
-    hs_rope_params rp = {.n_rot = c->head_dim,
-                         .mode = HS_ROPE_NEOX,
-                         .freq_base = c->rope_base,
-                         .freq_scale = 1.0f,
-                         .freqs = &freqs};
-    const uint64_t cache_bytes = (uint64_t)h->n_ctx * kv_dim * 4;
-    hs_kv_layer kv = {.k = B(h->k_cache, 0, cache_bytes),
-                      .v = B(h->v_cache, 0, cache_bytes),
-                      .type = HS_TYPE_F32,
-                      .n_ctx = h->n_ctx,
-                      .n_kv_head = c->n_kv_head,
-                      .head_dim = c->head_dim};
-
-    /* qkv = Wqkv [rmsnorm(e) attn_norm, rmsnorm(x) hidden_norm]: the
-     * embedding half, then the hidden half added to it. */
+    layer_io io = layer_bindings(h, cap);
+    hs_vk_binding mask = B(h->step, h->off_mask, (uint64_t)cap * hs_attn_mask_words(n_cols) * 4);
     const hs_vk_binding xs = B(h->xs, 0, 0);
-    hs_matmul_opts ne = {
-        .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_ATTN_NORM, c->dim), .eps = c->eps, .scratch = xs};
-    HS_TRY(hs_op_matmul(ops, s, h->qkv_e, e, cap, qkv, &ne));
-    hs_matmul_opts nx = {.prologue = HS_MATMUL_RMSNORM,
-                         .norm = vec(h, VEC_HIDDEN_NORM, c->dim),
-                         .eps = c->eps,
-                         .residual = true,
-                         .res = qkv,
-                         .scratch = xs};
-    HS_TRY(hs_op_matmul(ops, s, h->qkv_x, x, cap, qkv, &nx));
-    HS_TRY(hs_op_rope_kv(ops, s, &qkv, &pos, &rows, &q, &kv, cap, c->n_head, &rp));
-    HS_TRY(hs_op_attention_cols(ops, s, &q, &kv, c->n_head, &info, &mask, cap, n_cols,
-                                1.0f / sqrtf((float)c->head_dim), &att));
-    hs_matmul_opts resid = {.residual = true, .res = x};
-    HS_TRY(hs_op_matmul(ops, s, h->wo, att, cap, x, &resid));
+    HS_TRY(record_qkv(h, s, cap, &io));
+    HS_TRY(hs_op_attention_cols(ops, s, &io.q, &io.kv, c->n_head, &io.info, &mask, cap, n_cols,
+                                1.0f / sqrtf((float)c->head_dim), &io.att));
+    hs_matmul_opts resid = {.residual = true, .res = io.x};
+    HS_TRY(hs_op_matmul(ops, s, h->wo, io.att, cap, io.x, &resid));
     hs_matmul_opts nf = {
         .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_FFN_NORM, c->dim), .eps = c->eps, .scratch = xs};
-    HS_TRY(hs_op_matmul(ops, s, h->gu, x, cap, gu, &nf));
-    hs_matmul_opts down = {.prologue = HS_MATMUL_SWIGLU, .residual = true, .res = x, .scratch = xs};
-    HS_TRY(hs_op_matmul(ops, s, h->wdown, gu, cap, x, &down));
+    HS_TRY(hs_op_matmul(ops, s, h->gu, io.x, cap, io.gu, &nf));
+    hs_matmul_opts down = {.prologue = HS_MATMUL_SWIGLU, .residual = true, .res = io.x, .scratch = xs};
+    HS_TRY(hs_op_matmul(ops, s, h->wdown, io.gu, cap, io.x, &down));
 fail:
     return st;
 }
@@ -495,8 +523,9 @@ fail:
 }
 
 /* Consume of cap rows: taps (gathered by slot, ids_a) -> fc -> x; the layer;
- * the last live row (ids_b[0]) -> hidden slot 0 -> its Top-K. */
-static hs_status record_consume(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap) {
+ * the last live row (ids_b[0]) -> hidden slot 0 -> its Top-K. A cache-only
+ * consume stops after the layer's K/V cache write. */
+static hs_status record_consume(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, bool cache_only) {
     hs_status st = HS_OK;
     const hs_eagle3_config *c = &h->cfg;
     const uint32_t fc_cols = HS_LLAMA_TAPS * c->target_dim;
@@ -516,6 +545,10 @@ static hs_status record_consume(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap) {
     HS_TRY(hs_op_gather_rows(h->ops, s, &taps, cap));
     HS_TRY(hs_op_matmul(h->ops, s, h->fc, fcin, cap, x, NULL));
     HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, e));
+    if (cache_only) {
+        layer_io io = layer_bindings(h, cap);
+        return record_qkv(h, s, cap, &io);
+    }
     HS_TRY(record_layer(h, s, cap, cap));
     hs_gather_rows last = {.src = x,
                            .src_rows = cap,
@@ -578,7 +611,8 @@ static hs_status get_graph(hs_eagle3 *h, eagle3_kind kind, uint32_t cap, eagle3_
     HS_TRY(hs_vk_seq_create(h->vk, &gr.seq));
     st = hs_vk_seq_begin(gr.seq);
     if (st == HS_OK)
-        st = kind == EAGLE3_CONSUME ? record_consume(h, gr.seq, cap) : record_draft(h, gr.seq, cap);
+        st = kind == EAGLE3_DRAFT ? record_draft(h, gr.seq, cap)
+                                  : record_consume(h, gr.seq, cap, kind == EAGLE3_CONSUME_CACHE);
     if (st == HS_OK) st = hs_vk_seq_end(gr.seq);
     if (st != HS_OK) {
         hs_vk_seq_destroy(gr.seq);
@@ -600,6 +634,7 @@ static hs_status run(hs_eagle3 *h, eagle3_kind kind, uint32_t cap, uint32_t word
     HS_TRY(get_graph(h, kind, cap, &gr));
     HS_TRY(hs_vk_seq_submit(gr->seq));
     h->last_dispatches = hs_vk_seq_dispatch_count(gr->seq);
+    if (n == 0) return HS_OK; /* a cache-only consume: no records */
     /* The Top-K records -> visible to the host. */
     HS_TRY(hs_vk_buffer_invalidate(h->records, 0, hs_topk_out_bytes(n, h->top_k)));
     const void *rec = hs_vk_buffer_map(h->records);
@@ -633,22 +668,20 @@ static step_view step_open(hs_eagle3 *h, uint32_t cap, uint32_t words) {
     return v;
 }
 
-hs_status hs_eagle3_consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32_t *next_tokens, uint32_t n,
-                            const hs_topk_result **root) {
+static hs_status consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32_t *next_tokens, uint32_t n,
+                         bool cache_only, const char *fn) {
     hs_status st = HS_OK;
     if (n == 0 || n > h->max_batch)
-        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_eagle3_consume: %u rows (batch limit %u)", n, h->max_batch);
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: %u rows (batch limit %u)", fn, n, h->max_batch);
     if ((uint64_t)h->n_past + n > h->n_ctx)
-        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "hs_eagle3_consume: head context full: %u + %u rows exceed %u",
-                       h->n_past, n, h->n_ctx);
+        return HS_FAIL(HS_ERR_OUT_OF_RANGE, "%s: head context full: %u + %u rows exceed %u", fn, h->n_past, n,
+                       h->n_ctx);
     for (uint32_t i = 0; i < n; i++) {
         if (tap_slots[i] >= h->tap_rows)
-            return HS_FAIL(HS_ERR_INVALID_ARG,
-                           "hs_eagle3_consume: tap slot %u of row %u is past the target's %u", tap_slots[i],
-                           i, h->tap_rows);
+            return HS_FAIL(HS_ERR_INVALID_ARG, "%s: tap slot %u of row %u is past the target's %u", fn,
+                           tap_slots[i], i, h->tap_rows);
         if (next_tokens[i] < 0 || (uint32_t)next_tokens[i] >= h->cfg.n_vocab)
-            return HS_FAIL(HS_ERR_INVALID_ARG,
-                           "hs_eagle3_consume: token %d of row %u is out of the vocabulary (%u)",
+            return HS_FAIL(HS_ERR_INVALID_ARG, "%s: token %d of row %u is out of the vocabulary (%u)", fn,
                            next_tokens[i], i, h->cfg.n_vocab);
     }
     /* Rows n .. cap-1 of the bucket are inert: no taps (zeros), token 0, a
@@ -671,12 +704,26 @@ hs_status hs_eagle3_consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32
     info[HS_ATTN_INFO_N_PREFIX] = h->n_past;
     info[HS_ATTN_INFO_N_USED] = n;
     info[HS_ATTN_INFO_N_LIVE] = n;
-    HS_TRY(run(h, EAGLE3_CONSUME, cap, words, 1));
+    HS_TRY(run(h, cache_only ? EAGLE3_CONSUME_CACHE : EAGLE3_CONSUME, cap, words, cache_only ? 0 : 1));
     h->n_past += n;
     h->n_slots = 0;
+    h->have_root = !cache_only;
+fail:
+    return st;
+}
+
+hs_status hs_eagle3_consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32_t *next_tokens, uint32_t n,
+                            const hs_topk_result **root) {
+    hs_status st = HS_OK;
+    HS_TRY(consume(h, tap_slots, next_tokens, n, false, "hs_eagle3_consume"));
     if (root) *root = &h->results[0];
 fail:
     return st;
+}
+
+hs_status hs_eagle3_consume_cache(hs_eagle3 *h, const uint32_t *tap_slots, const int32_t *next_tokens,
+                                  uint32_t n) {
+    return consume(h, tap_slots, next_tokens, n, true, "hs_eagle3_consume_cache");
 }
 
 hs_status hs_eagle3_draft(hs_eagle3 *h, const uint32_t *parent_slots, const int32_t *tokens, uint32_t w,
@@ -684,6 +731,9 @@ hs_status hs_eagle3_draft(hs_eagle3 *h, const uint32_t *parent_slots, const int3
     hs_status st = HS_OK;
     if (h->n_past == 0)
         return HS_FAIL(HS_ERR_INVALID_ARG, "hs_eagle3_draft: nothing consumed yet, so there is no root");
+    if (!h->have_root)
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "hs_eagle3_draft: the last consume was cache-only, so there is no root output");
     if (w == 0 || w > h->max_nodes - h->n_slots)
         return HS_FAIL(HS_ERR_INVALID_ARG, "hs_eagle3_draft: %u nodes, but %u of max_nodes %u are drafted", w,
                        h->n_slots, h->max_nodes);

@@ -48,6 +48,7 @@
  *   consume (13): gather taps by slot; fc; embedding rows; Q/K/V embedding
  *     half; Q/K/V hidden half (+=); RoPE + KV write; attention; Wo (+= x);
  *     gate/up; down (+= x); last row -> hidden slot 0; output; Top-K
+ *   cache-only consume (6): the consume's first six
  *   draft level (12): gather the parents' hidden rows; embedding rows; the
  *     same layer (7); the rows -> their hidden slots; output; Top-K
  * Past maxStorageBufferRange, a weight in row chunks adds one product per
@@ -161,6 +162,15 @@ void hs_eagle3_reset_tree(hs_eagle3 *h);
  * error nothing changes. */
 hs_status hs_eagle3_consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32_t *next_tokens, uint32_t n,
                             const hs_topk_result **root);
+
+/* Commits n rows exactly as hs_eagle3_consume does (the same K/V cache rows,
+ * bitwise), but computes only what the cache needs: the rows' K and V, not
+ * the rest of the layer, the output or the Top-K (6 of the consume's 13
+ * ops; about a fifth of its arithmetic). For rounds that will not
+ * draft: drafting needs a full consume first (hs_eagle3_draft refuses
+ * until then). Same arguments and errors as hs_eagle3_consume. */
+hs_status hs_eagle3_consume_cache(hs_eagle3 *h, const uint32_t *tap_slots, const int32_t *next_tokens,
+                                  uint32_t n);
 
 /* Drafts one tree level: w new nodes at the next free slots; node i has the
  * parent slot parent_slots[i] (an existing slot: 0 .. hs_eagle3_n_slots(),

@@ -475,17 +475,23 @@ static void test_vs_reference(void **state) {
 
 /* ---- exactness ---- */
 
-/* Consumes the prompt in pieces (sizes summing to PROMPT) and drafts one
- * level of three children of the root; returns root and level. */
-static void consume_pieces(e3_env *e, const uint32_t *sizes, uint32_t n_sizes, hs_topk_result *root,
-                           hs_topk_result *level) {
+/* Consumes the prompt in pieces (sizes summing to PROMPT; the first
+ * n_cache of them cache-only) and drafts one level of three children of the
+ * root; returns root and level. */
+static void consume_pieces(e3_env *e, const uint32_t *sizes, uint32_t n_sizes, uint32_t n_cache,
+                           hs_topk_result *root, hs_topk_result *level) {
     static float feats[PROMPT * 3 * TDIM];
     int32_t next[PROMPT];
     target_prompt(e, feats, next);
     hs_eagle3_reset(e->h);
     const hs_topk_result *r = NULL;
-    for (uint32_t i = 0, at = 0; i < n_sizes; at += sizes[i++])
-        HS_CHECK(hs_eagle3_consume(e->h, k_slots + at, next + at, sizes[i], &r));
+    for (uint32_t i = 0, at = 0; i < n_sizes; at += sizes[i++]) {
+        if (i < n_cache)
+            HS_CHECK(hs_eagle3_consume_cache(e->h, k_slots + at, next + at, sizes[i]));
+        else
+            HS_CHECK(hs_eagle3_consume(e->h, k_slots + at, next + at, sizes[i], &r));
+    }
+    assert_int_equal(hs_eagle3_n_past(e->h), PROMPT);
     *root = *r;
     const uint32_t parents[3] = {0, 0, 0};
     const int32_t tokens[3] = {(int32_t)r->ids[0], (int32_t)r->ids[1], (int32_t)r->ids[2]};
@@ -498,14 +504,49 @@ static void test_chunks(void **state) {
     e3_env *e = *state;
     hs_topk_result root[3], level[3][3];
     const uint32_t one[1] = {PROMPT}, two[2] = {2, 4}, three[3] = {1, 3, 2};
-    consume_pieces(e, one, 1, &root[0], level[0]);
-    consume_pieces(e, two, 2, &root[1], level[1]);
-    consume_pieces(e, three, 3, &root[2], level[2]);
+    consume_pieces(e, one, 1, 0, &root[0], level[0]);
+    consume_pieces(e, two, 2, 0, &root[1], level[1]);
+    consume_pieces(e, three, 3, 0, &root[2], level[2]);
     for (int k = 1; k < 3; k++) {
         topk_equal(&root[k], &root[0], k == 1 ? "root, 2 + 4 rows" : "root, 1 + 3 + 2 rows");
         for (int i = 0; i < 3; i++)
             topk_equal(&level[k][i], &level[0][i], "first level after chunks");
     }
+}
+
+/* Cache-only consumes write the cache rows full ones write: a root and a
+ * level drafted after them are bitwise those of one full consume; drafting
+ * right after a cache-only consume is refused; it runs 6 of the 13 ops. */
+static void test_cache_consume(void **state) {
+    e3_env *e = *state;
+    hs_topk_result root[3], level[3][3];
+    const uint32_t one[1] = {PROMPT}, two[2] = {2, 4}, three[3] = {1, 3, 2};
+    consume_pieces(e, one, 1, 0, &root[0], level[0]);
+    consume_pieces(e, two, 2, 1, &root[1], level[1]);
+    consume_pieces(e, three, 3, 2, &root[2], level[2]);
+    for (int k = 1; k < 3; k++) {
+        topk_equal(&root[k], &root[0],
+                   k == 1 ? "root after 2 cache-only + 4 rows" : "root after 1 + 3 cache-only + 2 rows");
+        for (int i = 0; i < 3; i++)
+            topk_equal(&level[k][i], &level[0][i], "first level after cache-only consumes");
+    }
+    static float feats[PROMPT * 3 * TDIM];
+    int32_t next[PROMPT];
+    target_prompt(e, feats, next);
+    hs_eagle3_reset(e->h);
+    HS_CHECK(hs_eagle3_consume_cache(e->h, k_slots, next, 5));
+    /* (The split group chunks token_embd and the taps: more dispatches.) */
+    const uint32_t split_n = hs_ops_tuning(e->base.ops)->split_n;
+    if (hs_ops_caps(e->base.ops)->max_storage_buffer_range > SPLIT_RANGE)
+        assert_int_equal(hs_eagle3_last_dispatches(e->h), 6 + 2 * (split_n && 8 >= split_n ? 1u : 0u));
+    const uint32_t p0 = 0;
+    const hs_topk_result *r;
+    assert_int_equal(hs_eagle3_draft(e->h, &p0, next, 1, &r), HS_ERR_INVALID_ARG);
+    assert_non_null(strstr(hs_last_error(), "cache-only"));
+    assert_int_equal(hs_eagle3_consume_cache(e->h, k_slots, next, 0), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_eagle3_n_past(e->h), 5);
+    HS_CHECK(hs_eagle3_consume(e->h, k_slots + 5, next + 5, 1, &r));
+    HS_CHECK(hs_eagle3_draft(e->h, &p0, next, 1, &r));
 }
 
 /* A node drafted alone (bucket 1, slot 1; its child in bucket 1, slot 2)
@@ -770,17 +811,15 @@ static void test_bad_calls(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_vs_reference),
-        cmocka_unit_test(test_chunks),
-        cmocka_unit_test(test_level_invariance),
-        cmocka_unit_test(test_dispatches),
-        cmocka_unit_test(test_fit),
-        cmocka_unit_test(test_bad_files),
-        cmocka_unit_test(test_bad_calls),
+        cmocka_unit_test(test_vs_reference),  cmocka_unit_test(test_chunks),
+        cmocka_unit_test(test_cache_consume), cmocka_unit_test(test_level_invariance),
+        cmocka_unit_test(test_dispatches),    cmocka_unit_test(test_fit),
+        cmocka_unit_test(test_bad_files),     cmocka_unit_test(test_bad_calls),
     };
     const struct CMUnitTest again[] = {
         cmocka_unit_test(test_vs_reference),
         cmocka_unit_test(test_chunks),
+        cmocka_unit_test(test_cache_consume),
         cmocka_unit_test(test_level_invariance),
     };
     int fails = hs_test_run_group("eagle3", tests, setup, teardown);

@@ -386,6 +386,87 @@ static void test_records_and_replay(void **state) {
     hs_tree_free(&t);
 }
 
+/* A recorded chain of 4 levels, every node with Top-K topk(3, top, ent);
+ * the truth follows the top ids (100, 100, ...) or never matches (999). */
+static void chain_round(float top, float ent, bool follows, hs_hx_round *r) {
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 64));
+    hs_tree_reset(&t, 7);
+    const hs_topk_result tk = topk(3, top, ent, 0);
+    HS_CHECK(hs_tree_add_children(&t, 0, &tk));
+    uint32_t v = t.nodes[0].first_child;
+    for (int32_t d = 1; d <= 3; d++) {
+        t.nodes[v].slot = d;
+        HS_CHECK(hs_tree_add_children(&t, v, &tk));
+        v = t.nodes[v].first_child;
+    }
+    HS_CHECK(hs_hx_round_copy(&t, r));
+    for (int i = 0; i < 5; i++)
+        r->truth[i] = follows ? (int32_t)tk.ids[0] : 999;
+    hs_tree_free(&t);
+}
+
+/* Rest: replay prices a round that selects nothing, then p.rest plain rounds
+ * of one token at t_consume_cache + t_verify(1); the search rests the longest
+ * on rounds that never pay and not at all when good rounds follow bad ones. */
+static void test_rest(void **state) {
+    (void)state;
+    hs_hx_round hard, easy;
+    chain_round(0.3f, 0.9f, false, &hard);
+    chain_round(0.9f, 0.1f, true, &easy);
+    hs_hx_model m = two_strata(0.9f, 0.1f);
+    set_cost(&m, 0.3);
+    m.cost.t_consume = 0.2;
+    m.cost.t_consume_cache = 0.05;
+    hs_hx_round rounds[40];
+    for (int i = 0; i < 40; i++)
+        rounds[i] = hard;
+    hs_tree_policy p = hs_heterospec_policy(&m);
+    assert_int_equal(p.rest, 0);
+    hs_hx_replay_result res;
+    HS_CHECK(hs_hx_replay(&p, &m.cost, rounds, 5, &res));
+    assert_float_equal(res.verified, 5, 0); /* the hard round selects nothing */
+    assert_float_equal(res.time_s, 5 * (0.2 + 1), 1e-9);
+    p.rest = 2;
+    HS_CHECK(hs_hx_replay(&p, &m.cost, rounds, 5, &res));
+    /* rounds 0 and 3 decide, 1, 2 and 4 rest */
+    assert_float_equal(res.tokens, 5, 0);
+    assert_float_equal(res.rest_rounds, 3, 0);
+    assert_float_equal(res.time_s, 2 * (0.2 + 1) + 3 * (0.05 + 1), 1e-9);
+    /* Unknown cache-only cost: priced as a full consume. */
+    hs_hx_cost c0 = m.cost;
+    c0.t_consume_cache = 0;
+    HS_CHECK(hs_hx_replay(&p, &c0, rounds, 5, &res));
+    assert_float_equal(res.time_s, 5 * (0.2 + 1), 1e-9);
+    /* Search: all hard -> the longest rest; hard, easy, easy, ... -> none. */
+    HS_CHECK(hs_hx_search(&m, rounds, 40, &res));
+    assert_int_equal(m.rest, 16);
+    m = two_strata(0.9f, 0.1f);
+    set_cost(&m, 0.3);
+    m.cost.t_consume = 0.2;
+    m.cost.t_consume_cache = 0.05;
+    for (int i = 0; i < 12; i++)
+        rounds[i] = i % 3 ? easy : hard;
+    HS_CHECK(hs_hx_search(&m, rounds, 12, &res));
+    assert_int_equal(m.rest, 0);
+    assert_true(res.tokens > 12 + 8); /* the easy rounds accepted drafts */
+    /* The rest and the cache-only cost round-trip through JSON; a rest past
+     * the maximum is refused. */
+    m.rest = 3;
+    cJSON *o = hs_hx_model_to_json(&m);
+    hs_hx_model back;
+    hs_hx_model_default(&back);
+    HS_CHECK(hs_hx_model_from_json(o, &back));
+    assert_int_equal(back.rest, 3);
+    assert_float_equal(back.cost.t_consume_cache, 0.05, 1e-12);
+    cJSON_SetNumberValue(cJSON_GetObjectItem(o, "rest"), HS_HX_MAX_REST + 1);
+    assert_int_equal(hs_hx_model_from_json(o, &back), HS_ERR_FORMAT);
+    assert_non_null(strstr(hs_last_error(), "\"rest\""));
+    cJSON_Delete(o);
+    hs_hx_round_free(&hard);
+    hs_hx_round_free(&easy);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
@@ -395,6 +476,7 @@ int main(void) {
         cmocka_unit_test(test_fit_recovers_strata),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_records_and_replay),
+        cmocka_unit_test(test_rest),
     };
     return hs_test_run_group("heterospec", tests, NULL, NULL);
 }

@@ -98,9 +98,11 @@ static hs_tree_policy policy_of(size_t i) {
 }
 
 /* HeteroSpec models for the exactness tests: the built-in defaults with a
- * flat verification cost (large trees, deep where the head is sure) and two
- * entropy strata with a steep one (small trees, often none). */
-#define N_HX 2
+ * flat verification cost (large trees, deep where the head is sure), two
+ * entropy strata with a steep one (small trees, often none), and that with
+ * rest 2 (after a round without candidates, two plain rounds whose head
+ * consumes are cache-only). */
+#define N_HX 3
 static void hx_model(int which, hs_hx_model *m) {
     hs_hx_model_default(m);
     m->cost.n_verify = HS_HX_MAX_N;
@@ -116,6 +118,7 @@ static void hx_model(int which, hs_hx_model *m) {
         m->s[1].look = 0.2f;
         m->s[0].look = 0.9f;
     }
+    if (which == 2) m->rest = 2;
 }
 
 static void gen(hs_llama *m, const hs_tok *tok, hs_spec *spec, const int32_t *prompt, size_t np, uint32_t n,
@@ -140,7 +143,7 @@ static void test_greedy_equals_plain(void **state) {
     spec_env *e = *state;
     const int32_t prompts[][6] = {{1}, {1, 403, 407}, {1, 68, 401, 259, 400, 266}, {1, 80, 87, 79}};
     const size_t lens[] = {1, 3, 6, 4};
-    uint64_t accepted = 0, moved = 0;
+    uint64_t accepted = 0, moved = 0, rested = 0, accepted_rest = 0;
     /* And a prompt longer than the batch (two chunks, each consumed by the
      * head): BOS and the two golden stories' tokens, 199 in all. */
     int32_t longp[200];
@@ -180,6 +183,12 @@ static void test_greedy_equals_plain(void **state) {
             char what[96];
             snprintf(what, sizeof what, "prompt %zu, heterospec model %d", pi, hi);
             assert_same(&ref, &r, what);
+            if (hi != 2 && r.spec.rest_rounds)
+                fail_msg("%s: %u rest rounds without rest", what, r.spec.rest_rounds);
+            if (hi == 2) {
+                rested += r.spec.rest_rounds;
+                accepted_rest += r.spec.accepted;
+            }
             accepted += r.spec.accepted;
             if (r.spec.verified > r.spec.rounds * 2) moved++;
             hs_gen_result_free(&r);
@@ -189,6 +198,10 @@ static void test_greedy_equals_plain(void **state) {
     }
     if (accepted < 100) fail_msg("the head got only %llu tokens accepted", (unsigned long long)accepted);
     assert_true(moved > 0);
+    /* Rest happened, and drafting resumed after it. */
+    if (rested < 10 || accepted_rest < 10)
+        fail_msg("rest 2: %llu rest rounds, %llu tokens accepted", (unsigned long long)rested,
+                 (unsigned long long)accepted_rest);
 }
 
 /* A context that ends inside rounds: trees must shrink to what fits, and the
@@ -282,27 +295,35 @@ static void test_sampling_distribution(void **state) {
     spec_env *e = *state;
     enum { SEEDS = 1000, POS = 4 };
     const int32_t prompt[] = {1, 385, 328, 432, 261}; /* "One day, a": open continuations */
-    const char *const which[] = {"eagle2", "chain", "heterospec"};
-    hs_sampler_params sps[3] = {hs_sampler_default_params(), hs_sampler_default_params(),
-                                hs_sampler_default_params()};
+    const char *const which[] = {"eagle2", "chain", "heterospec", "heterospec rest 1"};
+    hs_sampler_params sps[4] = {hs_sampler_default_params(), hs_sampler_default_params(),
+                                hs_sampler_default_params(), hs_sampler_default_params()};
     sps[0].top_k = 0;
     sps[0].top_p = 1.0f;
     sps[0].min_p = 0.0f;
     sps[0].temperature = 1.0f;
     sps[1].temperature = 1.0f;
     sps[2] = sps[0];
-    hs_hx_model hm;
+    sps[3] = sps[0];
+    hs_hx_model hm, hr;
     hx_model(0, &hm);
-    for (int cfg = 0; cfg < 3; cfg++) {
+    /* Rest under sampling: a milder slope than model 2's, so that rounds
+     * with candidates and rest rounds mix within the first POS tokens. */
+    hx_model(2, &hr);
+    for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
+        hr.cost.t_verify[n] = 1.0 + 0.08 * (n - 1);
+    hr.rest = 1;
+    for (int cfg = 0; cfg < 4; cfg++) {
         static uint32_t plain[POS][512], spec_h[POS][512];
         memset(plain, 0, sizeof plain);
         memset(spec_h, 0, sizeof spec_h);
         hs_tree_policy pol = cfg == 0   ? hs_tree_eagle2(4, 3, 12)
                              : cfg == 1 ? hs_tree_chain(4)
-                                        : hs_heterospec_policy(&hm);
+                             : cfg == 2 ? hs_heterospec_policy(&hm)
+                                        : hs_heterospec_policy(&hr);
         hs_spec *spec;
         HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
-        uint64_t accepted = 0;
+        uint64_t accepted = 0, rested = 0;
         for (uint32_t seed = 0; seed < SEEDS; seed++) {
             hs_sampler_params sp = sps[cfg];
             sp.seed = seed;
@@ -311,6 +332,7 @@ static void test_sampling_distribution(void **state) {
             sp.seed = seed + 1000003u; /* independent draws for the other sample */
             gen(e->m, e->tok, spec, prompt, sizeof prompt / sizeof prompt[0], POS + 1, &sp, &b);
             accepted += b.spec.accepted;
+            rested += b.spec.rest_rounds;
             for (uint32_t k = 1; k <= POS; k++) {
                 if (k < a.n_gen) plain[k - 1][a.ids[k]]++;
                 if (k < b.n_gen) spec_h[k - 1][b.ids[k]]++;
@@ -319,7 +341,10 @@ static void test_sampling_distribution(void **state) {
             hs_gen_result_free(&b);
         }
         hs_spec_destroy(spec);
-        assert_true(accepted > SEEDS / 2); /* drafts were accepted, so acceptance was exercised */
+        /* Drafts were accepted, so acceptance was exercised (and with rest, rest rounds sampled). */
+        if (accepted <= (cfg == 3 ? SEEDS / 8 : SEEDS / 2) || (cfg == 3 && rested < SEEDS / 4))
+            fail_msg("%s: %llu tokens accepted, %llu rest rounds over %d seeds", which[cfg],
+                     (unsigned long long)accepted, (unsigned long long)rested, SEEDS);
         /* Each position alone, and all together (sum of the statistics and
          * of the degrees of freedom). */
         double worst = 0, all = 0;
@@ -336,7 +361,8 @@ static void test_sampling_distribution(void **state) {
         }
         const double z_all = chi2_z(all, all_dof);
         snprintf(report + strlen(report), sizeof report - strlen(report), "; together z %.1f", z_all);
-        fprintf(stderr, "sampling %s, filters %d:%s\n", which[cfg], cfg == 1, report);
+        fprintf(stderr, "sampling %s, filters %d:%s (%llu accepted, %llu rest rounds)\n", which[cfg],
+                cfg == 1, report, (unsigned long long)accepted, (unsigned long long)rested);
         if (worst > 4.5 || z_all > 4.0)
             fail_msg("%s, filters %d: speculative tokens differ from plain sampling:%s", which[cfg], cfg == 1,
                      report);
