@@ -152,7 +152,8 @@ static void fill(double *t, uint32_t lo, uint32_t hi, double v) {
         t[i] = v;
 }
 
-#define CTX_ROWS 256 /* context before the timed passes: a typical point of a generation */
+#define CTX_ROWS 256  /* context before the timed passes: a typical point of a generation */
+#define CTX_LONG 1024 /* ... and the verification passes again after a long prompt */
 
 static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c) {
     hs_status st = HS_OK;
@@ -218,7 +219,32 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
             if (r >= 0) xd[i][r] = hs_now_s() - t0;
         }
     }
+    const uint32_t ctx_short = (CTX_ROWS - 1 + hs_llama_n_past(m)) / 2; /* the context grew by 4 a round */
+    /* The verification passes again after CTX_LONG rows (verification
+     * commits nothing, so the context stays put). */
+    static double xl[NV][100];
+    bool have_long = hs_llama_n_ctx(m) >= CTX_LONG + HS_HX_MAX_N;
+    for (uint32_t k = 0; have_long && hs_llama_n_past(m) < CTX_LONG; k++) {
+        const uint32_t left = CTX_LONG - hs_llama_n_past(m), n = left < HS_HX_MAX_N ? left : HS_HX_MAX_N;
+        for (uint32_t i = 0; i < n; i++)
+            toks[i] = (int32_t)(((k * HS_HX_MAX_N + i) * 7919u + 11) % V);
+        HS_TRY(hs_llama_eval(m, toks, n, NULL, true, true, NULL, NULL));
+    }
+    for (uint32_t i = 0; i < HS_HX_MAX_N; i++)
+        toks[i] = (int32_t)((i * 104729u + 3) % V);
+    for (int r = -1; have_long && r < reps; r++)
+        for (uint32_t i = 0; i < NV; i++) {
+            const double t0 = hs_now_s();
+            HS_TRY(hs_llama_eval(m, toks, 1u << i, parents, false, false, NULL, &amax));
+            if (r >= 0) xl[i][r] = hs_now_s() - t0;
+        }
     c->t_plain = median(xp, reps);
+    if (have_long) {
+        c->ctx0 = ctx_short;
+        c->ctx1 = hs_llama_n_past(m);
+        for (uint32_t i = 0; i < NV; i++)
+            fill(c->t_verify_long, i ? 1u << (i - 1) : 0, 1u << i, median(xl[i], reps));
+    }
     for (uint32_t i = 0; i < NV; i++)
         fill(c->t_verify, i ? 1u << (i - 1) : 0, 1u << i, median(xv[i], reps));
     c->n_verify = HS_HX_MAX_N;
@@ -315,10 +341,16 @@ int hs_cli_calibrate(int argc, char **argv) {
     printf(
         "\ndevice cost (ms): plain step %.2f, head consume %.2f (cache-only %.2f)\n\n| N or w | 1 | 2 | 4 | "
         "8 | 16 | 32 | 64 | 128 "
-        "|\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n| verify N |",
-        1e3 * m.cost.t_plain, 1e3 * m.cost.t_consume, 1e3 * m.cost.t_consume_cache);
+        "|\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n| verify N%s%.0u |",
+        1e3 * m.cost.t_plain, 1e3 * m.cost.t_consume, 1e3 * m.cost.t_consume_cache,
+        m.cost.ctx1 > m.cost.ctx0 ? ", context " : "", m.cost.ctx1 > m.cost.ctx0 ? m.cost.ctx0 : 0);
     for (uint32_t n = 1; n <= HS_HX_MAX_N; n *= 2)
         printf(" %.1f |", 1e3 * hs_hx_t_verify(&m.cost, n));
+    if (m.cost.ctx1 > m.cost.ctx0) {
+        printf("\n| verify N, context %u |", m.cost.ctx1);
+        for (uint32_t n = 1; n <= HS_HX_MAX_N; n *= 2)
+            printf(" %.1f |", 1e3 * hs_hx_t_verify_at(&m.cost, n, m.cost.ctx1));
+    }
     printf("\n| draft level of w |");
     for (uint32_t w = 1; w <= HS_HX_MAX_N; w *= 2)
         printf(w <= m.cost.n_draft ? " %.1f |" : " |", 1e3 * hs_hx_t_draft(&m.cost, w));

@@ -65,6 +65,13 @@ static double table_at(const double *table, uint32_t n, uint32_t i) {
 }
 
 double hs_hx_t_verify(const hs_hx_cost *c, uint32_t n) { return table_at(c->t_verify, c->n_verify, n); }
+double hs_hx_t_verify_at(const hs_hx_cost *c, uint32_t n, uint32_t ctx) {
+    const double t0 = hs_hx_t_verify(c, n);
+    if (c->ctx1 <= c->ctx0 || ctx <= c->ctx0) return t0; /* never extrapolated below the short context */
+    const double t1 = table_at(c->t_verify_long, c->n_verify, n);
+    const double t = t0 + (t1 - t0) * ((double)ctx - c->ctx0) / (c->ctx1 - c->ctx0);
+    return t > 0.25 * t0 ? t : 0.25 * t0;
+}
 double hs_hx_t_draft(const hs_hx_cost *c, uint32_t w) { return w ? table_at(c->t_draft, c->n_draft, w) : 0; }
 
 /* ---- the policy ---- */
@@ -95,14 +102,14 @@ static double best_prefix(const hs_hx_model *m, const hs_tree *t, const cand *c,
     const hs_hx_cost *k = &m->cost;
     memset(in, 0, t->n);
     in[0] = 1;
-    double e = 1.0, best = 1.0 / (spent + hs_hx_t_verify(k, 1));
+    double e = 1.0, best = 1.0 / (spent + hs_hx_t_verify_at(k, 1, t->ctx));
     uint32_t n_in = 0, best_n = 0, best_i = 0;
     for (uint32_t i = 0; i < n && n_in < cap; i++) {
         if (!in[c[i].parent]) continue;
         if (c[i].node >= 0) in[c[i].node] = 1;
         n_in++;
         e += c[i].v;
-        const double r = e / (spent + hs_hx_t_verify(k, n_in + 1));
+        const double r = e / (spent + hs_hx_t_verify_at(k, n_in + 1, t->ctx));
         if (r > best) {
             best = r;
             best_n = n_in;
@@ -522,6 +529,11 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
     if (m->cost.t_consume_cache > 0) cJSON_AddNumberToObject(c, "t_consume_cache_s", m->cost.t_consume_cache);
     if (m->cost.t_plain > 0) cJSON_AddNumberToObject(c, "t_plain_s", m->cost.t_plain);
     cJSON_AddItemToObject(c, "verify_s", pairs(m->cost.t_verify, m->cost.n_verify));
+    if (m->cost.ctx1 > m->cost.ctx0) {
+        cJSON_AddNumberToObject(c, "ctx", m->cost.ctx0);
+        cJSON_AddNumberToObject(c, "ctx_long", m->cost.ctx1);
+        cJSON_AddItemToObject(c, "verify_long_s", pairs(m->cost.t_verify_long, m->cost.n_verify));
+    }
     cJSON_AddItemToObject(c, "draft_s", pairs(m->cost.t_draft, m->cost.n_draft));
     return o;
 }
@@ -649,6 +661,20 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
             HS_TRY(get_num(c, "t_plain_s", 0, 1e3, &r.cost.t_plain));
         HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "verify_s"), "verify_s", HS_HX_MAX_N,
                          r.cost.t_verify, &r.cost.n_verify));
+        r.cost.ctx0 = r.cost.ctx1 = 0;
+        if (cJSON_GetObjectItemCaseSensitive(c, "verify_long_s")) {
+            uint32_t n_long;
+            HS_TRY(get_num(c, "ctx", 0, 1e7, &d));
+            r.cost.ctx0 = (uint32_t)d;
+            HS_TRY(get_num(c, "ctx_long", r.cost.ctx0 + 1, 1e7, &d));
+            r.cost.ctx1 = (uint32_t)d;
+            HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "verify_long_s"), "verify_long_s",
+                             HS_HX_MAX_N, r.cost.t_verify_long, &n_long));
+            if (n_long != r.cost.n_verify)
+                return HS_FAIL(HS_ERR_FORMAT,
+                               "calibration: cost.verify_long_s must list as many entries as verify_s (%u)",
+                               r.cost.n_verify);
+        }
         HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "draft_s"), "draft_s", HS_HX_MAX_WIDTH,
                          r.cost.t_draft, &r.cost.n_draft));
     }

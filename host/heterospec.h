@@ -13,8 +13,10 @@
  *   V(v)   = V(u) * f_{b(v)}(q(v)), V(root) = 1: the probability that v is
  *          accepted; E[tau] of a verified set S = 1 + sum over S of V.
  * Device cost of a round that drafts levels of widths w_1 .. w_L and verifies
- * N nodes besides the root:
- *   T = t_consume + sum_l t_draft(w_l) + t_verify(N + 1).
+ * N nodes besides the root, after c rows of context:
+ *   T = t_consume + sum_l t_draft(w_l) + t_verify(N + 1, c)
+ * (t_verify measured at two contexts and interpolated in c: attention makes
+ * each verified node cost more after a long prompt).
  * Rest: after a round that chose N = 0, the next `rest` rounds decode the
  * root alone at t_consume_cache + t_verify(1) each, without a draft
  * distribution (host/spec); calibration picks rest on replays, weighing the
@@ -91,6 +93,13 @@ typedef struct hs_hx_cost {
     uint32_t n_verify, n_draft;
     double t_verify[HS_HX_MAX_N + 1];
     double t_draft[HS_HX_MAX_WIDTH + 1];
+    /* t_verify was measured at ctx0 context rows; when ctx1 > ctx0 the table
+     * t_verify_long holds the same passes at ctx1 rows, and the cost at a
+     * context c is interpolated (extrapolated) linearly in c between the
+     * two and beyond ctx1 (hs_hx_t_verify_at; below ctx0 it is t_verify). ctx1 = 0:
+     * the cost does not depend on c. */
+    uint32_t ctx0, ctx1;
+    double t_verify_long[HS_HX_MAX_N + 1];
     double t_consume;
     double t_consume_cache; /* a cache-only consume (0: unknown, taken as t_consume) */
     double t_plain;         /* a plain decoding step, for comparisons (0: unknown) */
@@ -119,6 +128,10 @@ float hs_hx_accept(const hs_hx_stratum *s, float q);
 /* V of every node of t into V[0 .. t->n) (V[0] = 1). */
 void hs_hx_values(const hs_hx_model *m, const hs_tree *t, float *V);
 double hs_hx_t_verify(const hs_hx_cost *c, uint32_t n);
+/* t_verify(n) after ctx rows of context: t_verify(n) up to ctx0, then
+ * linear in ctx through the two measured contexts (beyond ctx1 too), at
+ * least a quarter of t_verify(n). */
+double hs_hx_t_verify_at(const hs_hx_cost *c, uint32_t n, uint32_t ctx);
 double hs_hx_t_draft(const hs_hx_cost *c, uint32_t w);
 
 /* The policy (tree.h interface; name "heterospec"). */

@@ -12,6 +12,7 @@ hs_status hs_hx_round_copy(const hs_tree *t, hs_hx_round *r) {
     if (!r->nodes) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_hx_round_copy: out of memory");
     memcpy(r->nodes, t->nodes, sizeof *r->nodes * t->n);
     r->n = t->n;
+    r->ctx = t->ctx;
     for (uint32_t i = 0; i < HS_TREE_MAX_DEPTH; i++)
         r->truth[i] = -1;
     return HS_OK;
@@ -98,13 +99,14 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         if (rest_left) {
             rest_left--;
             out->tokens += 1;
-            out->time_s += t_cache + hs_hx_t_verify(cost, 1);
+            out->time_s += t_cache + hs_hx_t_verify_at(cost, 1, r->ctx);
             out->verified += 1;
             out->rounds++;
             out->rest_rounds++;
             continue;
         }
         hs_tree_reset(&t, r->nodes[0].token);
+        t.ctx = r->ctx;
         rec_of[0] = 0;
         if (r->nodes[0].n_children) copy_children(r, 0, &t, 0, rec_of);
         double time = cost->t_consume;
@@ -123,7 +125,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
             }
         }
         const uint32_t ns = p->select(p, &t, sel, cap);
-        time += hs_hx_t_verify(cost, ns + 1);
+        time += hs_hx_t_verify_at(cost, ns + 1, r->ctx);
         if (ns == 0) rest_left = p->rest;
         /* Walk the truth down the selected nodes. */
         uint8_t *in = calloc(t.n, 1);

@@ -30,6 +30,7 @@
 typedef struct hs_hx_round {
     hs_tree_node *nodes; /* the drafted tree (node 0 the root) */
     uint32_t n;
+    uint32_t ctx;                     /* context rows before the root (the tree's ctx) */
     int32_t truth[HS_TREE_MAX_DEPTH]; /* tokens after the root; -1 past the end of the output */
 } hs_hx_round;
 

@@ -133,6 +133,7 @@ static hs_status draft(hs_spec *s, int32_t root, uint32_t max_new, uint32_t room
     hs_tree *t = &s->tree;
     const hs_tree_policy *p = &s->policy;
     hs_tree_reset(t, root);
+    t->ctx = hs_llama_n_past(s->target);
     /* Deepest useful node: max_new - 1 drafts plus the bonus. */
     const uint32_t max_depth = s->have_root ? max_new - 1 : 0;
     if (max_depth > 0) HS_TRY(hs_tree_add_children(t, 0, &s->root_topk));

@@ -57,6 +57,10 @@ typedef struct hs_tree_node {
 typedef struct hs_tree {
     hs_tree_node *nodes;
     uint32_t n, cap;
+    /* Context rows before the root (the target's n_past when the round
+     * starts; host/spec sets it): verification costs more with a longer
+     * context, and a cost-aware policy reads it. hs_tree_reset keeps it. */
+    uint32_t ctx;
 } hs_tree;
 
 hs_status hs_tree_init(hs_tree *t, uint32_t cap);

@@ -168,6 +168,46 @@ static void test_steeper_cost_smaller_tree(void **state) {
     hs_tree_free(&t);
 }
 
+/* With verification measured at two contexts (256 rows: slope 0.01 per
+ * node; 1024 rows: 0.5), the cost at c rows is interpolated linearly, and a
+ * longer context gives a smaller tree: large at 256, none at 1024. */
+static void test_longer_context_smaller_tree(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.7f, 0.3f);
+    set_cost(&m, 0.01);
+    m.cost.ctx0 = 256;
+    m.cost.ctx1 = 1024;
+    for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
+        m.cost.t_verify_long[n] = 1.2 + 0.5 * (n - 1);
+    /* t(n, c) = t0 + (t1 - t0) (c - 256) / 768 from c = 256 on, t0 below, at least t0 / 4 */
+    assert_float_equal(hs_hx_t_verify_at(&m.cost, 3, 256), 1.02, 1e-12);
+    assert_float_equal(hs_hx_t_verify_at(&m.cost, 3, 1024), 2.2, 1e-12);
+    assert_float_equal(hs_hx_t_verify_at(&m.cost, 3, 640), (1.02 + 2.2) / 2, 1e-12);
+    assert_float_equal(hs_hx_t_verify_at(&m.cost, 3, 1792), 2.2 + (2.2 - 1.02), 1e-12);
+    assert_float_equal(hs_hx_t_verify_at(&m.cost, 3, 0), 1.02, 1e-12);
+    m.cost.t_verify_long[2] = 0.1; /* a long table below the short one (noise): the floor */
+    assert_float_equal(hs_hx_t_verify_at(&m.cost, 2, 4096), 0.25 * 1.01, 1e-12);
+    m.cost.t_verify_long[2] = 1.7;
+    const hs_tree_policy p = hs_heterospec_policy(&m);
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 4096));
+    const hs_topk_result tk = topk(4, 0.7f, 0.3f, 5);
+    const uint32_t ctxs[] = {0, 256, 512, 768, 1024, 4096};
+    uint32_t last = UINT32_MAX;
+    for (size_t i = 0; i < sizeof ctxs / sizeof ctxs[0]; i++) {
+        t.ctx = ctxs[i];
+        uint32_t n, d;
+        grow(&p, &tk, &t, &n, &d);
+        assert_int_equal(t.ctx, ctxs[i]); /* reset keeps it */
+        fprintf(stderr, "context %u: %u nodes verified, depth %u\n", ctxs[i], n, d);
+        assert_true(n <= last);
+        last = n;
+        if (ctxs[i] == 256) assert_true(n >= 8);
+    }
+    assert_int_equal(last, 0);
+    hs_tree_free(&t);
+}
+
 /* select keeps the prefix of highest E[tau] / T, checked against every
  * prefix of the candidates sorted by V (computed here by brute force). */
 static void test_select_is_best_prefix(void **state) {
@@ -453,12 +493,25 @@ static void test_rest(void **state) {
     /* The rest and the cache-only cost round-trip through JSON; a rest past
      * the maximum is refused. */
     m.rest = 3;
+    m.cost.ctx0 = 300;
+    m.cost.ctx1 = 1000;
+    for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
+        m.cost.t_verify_long[n] = 2 + 0.1 * n;
     cJSON *o = hs_hx_model_to_json(&m);
     hs_hx_model back;
     hs_hx_model_default(&back);
     HS_CHECK(hs_hx_model_from_json(o, &back));
     assert_int_equal(back.rest, 3);
     assert_float_equal(back.cost.t_consume_cache, 0.05, 1e-12);
+    assert_int_equal(back.cost.ctx0, 300);
+    assert_int_equal(back.cost.ctx1, 1000);
+    for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
+        assert_float_equal(back.cost.t_verify_long[n], 2 + 0.1 * n, 1e-12);
+    /* A long context not past the short one is refused. */
+    cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "cost"), "ctx_long"), 300);
+    assert_int_equal(hs_hx_model_from_json(o, &back), HS_ERR_FORMAT);
+    assert_non_null(strstr(hs_last_error(), "ctx_long"));
+    cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "cost"), "ctx_long"), 1000);
     cJSON_SetNumberValue(cJSON_GetObjectItem(o, "rest"), HS_HX_MAX_REST + 1);
     assert_int_equal(hs_hx_model_from_json(o, &back), HS_ERR_FORMAT);
     assert_non_null(strstr(hs_last_error(), "\"rest\""));
@@ -472,6 +525,7 @@ int main(void) {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_low_entropy_grows_deeper),
         cmocka_unit_test(test_steeper_cost_smaller_tree),
+        cmocka_unit_test(test_longer_context_smaller_tree),
         cmocka_unit_test(test_select_is_best_prefix),
         cmocka_unit_test(test_fit_recovers_strata),
         cmocka_unit_test(test_json),

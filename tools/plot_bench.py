@@ -7,7 +7,7 @@ Each input is a JSON file; its kind is told from its content:
   bench-spec   `heterospec bench-spec -o json` ("sets" and "all"): speedup.png, tau_vs_verified.png, devices.md
   calibration  `heterospec calibrate` ("kind": "heterospec-calibration"): strata.png from "strata" (when they
                were fitted: some stratum has records; a device-only calibration may carry the defaults),
-               cost_curve.png from "cost.verify_s"
+               cost_curve.png from "cost.verify_s" (and "cost.verify_long_s", measured after a long context)
   bench        `heterospec bench -o json` ("tests"): cost_curve.png from the vN tests, T(N) = n_verify / avg_ts
 
 Written into --out (default plots/), each path printed on stdout:
@@ -114,6 +114,9 @@ class Calibration:
     feature: str
     strata: list  # [Stratum]
     verify_s: list  # [(N, seconds)]
+    ctx: int = 0  # context rows of verify_s (0: not recorded)
+    ctx_long: int = 0  # context rows of verify_long_s (0: none)
+    verify_long_s: list = dataclasses.field(default_factory=list)  # [(N, seconds)] after ctx_long rows
 
 
 @dataclasses.dataclass
@@ -181,7 +184,8 @@ def parse_calibration(path, d):
     cost = d.get("cost") or {}
     return Calibration(path=path, device=device_name(d.get("device"), path), mode=str(d.get("mode", "")),
                        feature=str(d.get("feature", "entropy")), strata=strata,
-                       verify_s=pairs(cost.get("verify_s") or []))
+                       verify_s=pairs(cost.get("verify_s") or []), ctx=int(cost.get("ctx", 0)),
+                       ctx_long=int(cost.get("ctx_long", 0)), verify_long_s=pairs(cost.get("verify_long_s") or []))
 
 
 def parse_bench(path, d):
@@ -327,7 +331,12 @@ def plot_strata(cals, path):
 
 def plot_cost_curve(cals, benches, path):
     """T(N) in ms, and T(N) / T(1), against N on a log2 axis: one line per device and source."""
-    series = [(c.device, "calibration", c.verify_s, c.path) for c in cals if c.verify_s]
+    series = []
+    for c in cals:
+        if c.verify_s:
+            series.append((c.device, f"calibration, context {c.ctx}" if c.ctx else "calibration", c.verify_s, c.path))
+        if c.verify_long_s:
+            series.append((c.device, f"calibration, context {c.ctx_long}", c.verify_long_s, c.path))
     series += [(b.device, "bench", b.verify_s, b.path) for b in benches if b.verify_s]
     if not series:
         raise Skip("no calibration cost.verify_s and no bench vN test")
@@ -338,7 +347,7 @@ def plot_cost_curve(cals, benches, path):
         n = [k for k, _ in pts]
         t = [s for _, s in pts]
         style = dict(color=f"C{i % 10}", marker=MARKERS[i % len(MARKERS)], markersize=4,
-                     linestyle="-" if src == "calibration" else "--", label=label)
+                     linestyle="-" if src.startswith("calibration") else "--", label=label)
         ax_t.plot(n, [1e3 * s for s in t], **style)
         if n[0] == 1:
             ax_r.plot(n, [s / t[0] for s in t], **style)

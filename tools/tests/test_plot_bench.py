@@ -70,6 +70,7 @@ CALIBRATION = {
          "map": []},
     ],
     "cost": {"t_consume_s": 0.0004, "verify_s": [[n, 0.01 + 0.0005 * n] for n in range(1, 17)],
+             "ctx": 258, "ctx_long": 1024, "verify_long_s": [[n, 0.012 + 0.0009 * n] for n in range(1, 17)],
              "draft_s": [[w, 0.002 + 0.0001 * w] for w in range(1, 9)]},
 }
 DEVICE_ONLY_CALIBRATION = {"kind": "heterospec-calibration", "version": 1,
@@ -215,6 +216,8 @@ class TestPlotBench(unittest.TestCase):
         self.assertEqual([s.label for s in cal.strata], ["[-inf, 0.5)", "[0.5, 2)", "[2, inf)"])
         self.assertTrue(math.isinf(cal.strata[0].lo) and math.isinf(cal.strata[-1].hi))
         self.assertEqual(cal.verify_s, [tuple(p) for p in CALIBRATION["cost"]["verify_s"]])
+        self.assertEqual((cal.ctx, cal.ctx_long), (258, 1024))
+        self.assertEqual(cal.verify_long_s, [tuple(p) for p in CALIBRATION["cost"]["verify_long_s"]])
 
 
 if __name__ == "__main__":
