@@ -59,6 +59,16 @@ hs_status hs_hx_round_records(const hs_hx_round *r, hs_hx_record **out) {
 }
 
 double hs_hx_replay_tps(const hs_hx_replay_result *r) { return r->time_s > 0 ? r->tokens / r->time_s : 0; }
+double hs_hx_replay_speedup(const hs_hx_replay_result *r) {
+    return r->time_s > 0 ? r->plain_s / r->time_s : 0;
+}
+
+/* A plain decoding step after ctx rows: the measured step, plus what the
+ * context adds to a one-token pass. */
+static double plain_at(const hs_hx_cost *c, uint32_t ctx) {
+    const double t1 = hs_hx_t_verify(c, 1);
+    return (c->t_plain > 0 ? c->t_plain : t1) + hs_hx_t_verify_at(c, 1, ctx) - t1;
+}
 
 /* Adds the recorded children of recorded node `rec` under replay node `at`. */
 static void copy_children(const hs_hx_round *r, uint32_t rec, hs_tree *t, uint32_t at, uint32_t *rec_of) {
@@ -100,6 +110,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
             rest_left--;
             out->tokens += 1;
             out->time_s += t_cache + hs_hx_t_verify_at(cost, 1, r->ctx);
+            out->plain_s += plain_at(cost, r->ctx);
             out->verified += 1;
             out->rounds++;
             out->rest_rounds++;
@@ -150,6 +161,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         free(in);
         out->tokens += acc + 1;
         out->time_s += time;
+        out->plain_s += (acc + 1) * plain_at(cost, r->ctx);
         out->verified += ns + 1;
         out->rounds++;
     }

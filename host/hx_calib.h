@@ -51,9 +51,12 @@ typedef struct hs_hx_replay_result {
     double rounds;
     double unknown; /* nodes a policy drafted that the recording never did */
     double rest_rounds; /* rounds decoded plainly under the policy's rest */
+    double plain_s; /* plain decoding of the same tokens: a plain step at each round's context per token */
 } hs_hx_replay_result;
 
 double hs_hx_replay_tps(const hs_hx_replay_result *r);
+/* Modelled speedup over plain decoding of the same tokens (plain_s / time_s). */
+double hs_hx_replay_speedup(const hs_hx_replay_result *r);
 /* Replays policy p on the rounds, priced with cost. With p->rest, a round
  * that selects nothing makes the next p->rest recorded rounds plain ones (one
  * token each, priced t_consume_cache + t_verify(1)): each stands for a round

@@ -473,6 +473,8 @@ static void test_rest(void **state) {
     assert_float_equal(res.tokens, 5, 0);
     assert_float_equal(res.rest_rounds, 3, 0);
     assert_float_equal(res.time_s, 2 * (0.2 + 1) + 3 * (0.05 + 1), 1e-9);
+    assert_float_equal(res.plain_s, 5 * 1.0, 1e-9); /* 5 tokens, a plain step (t_verify(1)) each */
+    assert_float_equal(hs_hx_replay_speedup(&res), 5.0 / res.time_s, 1e-12);
     /* Unknown cache-only cost: priced as a full consume. */
     hs_hx_cost c0 = m.cost;
     c0.t_consume_cache = 0;
