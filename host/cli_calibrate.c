@@ -154,6 +154,22 @@ static void fill(double *t, uint32_t lo, uint32_t hi, double v) {
 
 #define CTX_ROWS 256  /* context before the timed passes: a typical point of a generation */
 #define CTX_LONG 1024 /* ... and the verification passes again after a long prompt */
+enum { NV = 8, ND = 7 }; /* N = 1 .. 128, w = 1 .. 64 */
+
+/* Round r (r < 0: warm-up, untimed) of the verification passes of
+ * N = 1, 2, 4 .. 128 chained nodes (every row, nothing committed) into x. */
+static hs_status time_verify(hs_llama *m, const int32_t *toks, const int32_t *parents, int r,
+                             double x[NV][100]) {
+    hs_status st = HS_OK;
+    const uint32_t *amax;
+    for (uint32_t i = 0; i < NV; i++) {
+        const double t0 = hs_now_s();
+        HS_TRY(hs_llama_eval(m, toks, 1u << i, parents, false, false, NULL, &amax));
+        if (r >= 0) x[i][r] = hs_now_s() - t0;
+    }
+fail:
+    return st;
+}
 
 static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c) {
     hs_status st = HS_OK;
@@ -188,7 +204,6 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
      *   the head's consume of two kept rows (the target keeps them first),
      *   the same cache-only (hs_eagle3_consume_cache),
      *   a draft level of w nodes (all children of the root). */
-    enum { NV = 8, ND = 7 }; /* N = 1 .. 128, w = 1 .. 64 */
     static double xv[NV][100], xd[ND][100], xc[100], xcc[100], xp[100];
     const uint32_t *amax;
     const hs_topk_result *topk;
@@ -199,11 +214,7 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
         double t0 = hs_now_s();
         HS_TRY(hs_llama_eval(m, toks, 1, NULL, true, false, NULL, &amax));
         if (r >= 0) xp[r] = hs_now_s() - t0;
-        for (uint32_t i = 0; i < NV; i++) {
-            t0 = hs_now_s();
-            HS_TRY(hs_llama_eval(m, toks, 1u << i, parents, false, false, NULL, &amax));
-            if (r >= 0) xv[i][r] = hs_now_s() - t0;
-        }
+        HS_TRY(time_verify(m, toks, parents, r, xv));
         HS_TRY(hs_llama_eval(m, toks, 2, NULL, true, true, NULL, NULL));
         t0 = hs_now_s();
         HS_TRY(hs_eagle3_consume_cache(h, slots, toks + 1, 2));
@@ -219,32 +230,25 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
             if (r >= 0) xd[i][r] = hs_now_s() - t0;
         }
     }
-    const uint32_t ctx_short = (CTX_ROWS - 1 + hs_llama_n_past(m)) / 2; /* the context grew by 4 a round */
-    /* The verification passes again after CTX_LONG rows (verification
-     * commits nothing, so the context stays put). */
-    static double xl[NV][100];
-    bool have_long = hs_llama_n_ctx(m) >= CTX_LONG + HS_HX_MAX_N;
-    for (uint32_t k = 0; have_long && hs_llama_n_past(m) < CTX_LONG; k++) {
-        const uint32_t left = CTX_LONG - hs_llama_n_past(m), n = left < HS_HX_MAX_N ? left : HS_HX_MAX_N;
-        for (uint32_t i = 0; i < n; i++)
-            toks[i] = (int32_t)(((k * HS_HX_MAX_N + i) * 7919u + 11) % V);
-        HS_TRY(hs_llama_eval(m, toks, n, NULL, true, true, NULL, NULL));
-    }
-    for (uint32_t i = 0; i < HS_HX_MAX_N; i++)
-        toks[i] = (int32_t)((i * 104729u + 3) % V);
-    for (int r = -1; have_long && r < reps; r++)
-        for (uint32_t i = 0; i < NV; i++) {
-            const double t0 = hs_now_s();
-            HS_TRY(hs_llama_eval(m, toks, 1u << i, parents, false, false, NULL, &amax));
-            if (r >= 0) xl[i][r] = hs_now_s() - t0;
+    /* The verification passes again after CTX_LONG rows of context (they
+     * commit nothing, so the context stays put), when the target holds it. */
+    if (hs_llama_n_ctx(m) >= CTX_LONG + HS_HX_MAX_N) {
+        static double xl[NV][100];
+        int32_t filler[HS_HX_MAX_N];
+        c->ctx0 = (CTX_ROWS - 1 + hs_llama_n_past(m)) / 2; /* the context grew by 4 a round above */
+        for (uint32_t k = 0; hs_llama_n_past(m) < CTX_LONG; k++) {
+            const uint32_t left = CTX_LONG - hs_llama_n_past(m), n = left < HS_HX_MAX_N ? left : HS_HX_MAX_N;
+            for (uint32_t i = 0; i < n; i++)
+                filler[i] = (int32_t)(((k * HS_HX_MAX_N + i) * 7919u + 11) % V);
+            HS_TRY(hs_llama_eval(m, filler, n, NULL, true, true, NULL, NULL));
         }
-    c->t_plain = median(xp, reps);
-    if (have_long) {
-        c->ctx0 = ctx_short;
+        for (int r = -1; r < reps; r++)
+            HS_TRY(time_verify(m, toks, parents, r, xl));
         c->ctx1 = hs_llama_n_past(m);
         for (uint32_t i = 0; i < NV; i++)
             fill(c->t_verify_long, i ? 1u << (i - 1) : 0, 1u << i, median(xl[i], reps));
     }
+    c->t_plain = median(xp, reps);
     for (uint32_t i = 0; i < NV; i++)
         fill(c->t_verify, i ? 1u << (i - 1) : 0, 1u << i, median(xv[i], reps));
     c->n_verify = HS_HX_MAX_N;
@@ -341,16 +345,18 @@ int hs_cli_calibrate(int argc, char **argv) {
     }
     printf(
         "\ndevice cost (ms): plain step %.2f, head consume %.2f (cache-only %.2f)\n\n| N or w | 1 | 2 | 4 | "
-        "8 | 16 | 32 | 64 | 128 "
-        "|\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n| verify N%s%.0u |",
-        1e3 * m.cost.t_plain, 1e3 * m.cost.t_consume, 1e3 * m.cost.t_consume_cache,
-        m.cost.ctx1 > m.cost.ctx0 ? ", context " : "", m.cost.ctx1 > m.cost.ctx0 ? m.cost.ctx0 : 0);
-    for (uint32_t n = 1; n <= HS_HX_MAX_N; n *= 2)
-        printf(" %.1f |", 1e3 * hs_hx_t_verify(&m.cost, n));
-    if (m.cost.ctx1 > m.cost.ctx0) {
-        printf("\n| verify N, context %u |", m.cost.ctx1);
+        "8 | 16 | 32 | 64 | 128 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        1e3 * m.cost.t_plain, 1e3 * m.cost.t_consume, 1e3 * m.cost.t_consume_cache);
+    /* One row per measured context (one row when the cost has no long table). */
+    const bool two_ctx = m.cost.ctx1 > m.cost.ctx0;
+    for (int row = 0; row < (two_ctx ? 2 : 1); row++) {
+        const uint32_t ctx = row ? m.cost.ctx1 : m.cost.ctx0;
+        if (two_ctx)
+            printf("\n| verify N, context %u |", ctx);
+        else
+            printf("\n| verify N |");
         for (uint32_t n = 1; n <= HS_HX_MAX_N; n *= 2)
-            printf(" %.1f |", 1e3 * hs_hx_t_verify_at(&m.cost, n, m.cost.ctx1));
+            printf(" %.1f |", 1e3 * hs_hx_t_verify_at(&m.cost, n, ctx));
     }
     printf("\n| draft level of w |");
     for (uint32_t w = 1; w <= HS_HX_MAX_N; w *= 2)

@@ -70,6 +70,16 @@ static double plain_at(const hs_hx_cost *c, uint32_t ctx) {
     return (c->t_plain > 0 ? c->t_plain : t1) + hs_hx_t_verify_at(c, 1, ctx) - t1;
 }
 
+/* Adds one replayed round: its decided tokens, modelled time and verified nodes. */
+static void tally(hs_hx_replay_result *out, const hs_hx_cost *c, uint32_t ctx, double tokens, double time,
+                  double verified) {
+    out->tokens += tokens;
+    out->time_s += time;
+    out->plain_s += tokens * plain_at(c, ctx);
+    out->verified += verified;
+    out->rounds++;
+}
+
 /* Adds the recorded children of recorded node `rec` under replay node `at`. */
 static void copy_children(const hs_hx_round *r, uint32_t rec, hs_tree *t, uint32_t at, uint32_t *rec_of) {
     const hs_tree_node *x = &r->nodes[rec];
@@ -108,11 +118,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         const hs_hx_round *r = &rounds[i];
         if (rest_left) {
             rest_left--;
-            out->tokens += 1;
-            out->time_s += t_cache + hs_hx_t_verify_at(cost, 1, r->ctx);
-            out->plain_s += plain_at(cost, r->ctx);
-            out->verified += 1;
-            out->rounds++;
+            tally(out, cost, r->ctx, 1, t_cache + hs_hx_t_verify_at(cost, 1, r->ctx), 1);
             out->rest_rounds++;
             continue;
         }
@@ -159,11 +165,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
                 }
         }
         free(in);
-        out->tokens += acc + 1;
-        out->time_s += time;
-        out->plain_s += (acc + 1) * plain_at(cost, r->ctx);
-        out->verified += ns + 1;
-        out->rounds++;
+        tally(out, cost, r->ctx, acc + 1, time, ns + 1);
     }
 fail:
     hs_tree_free(&t);

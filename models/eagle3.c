@@ -423,14 +423,14 @@ void hs_eagle3_reset_tree(hs_eagle3 *h) { h->n_slots = 0; }
 
 /* ---- graphs ---- */
 
-/* The bindings of the layer's activations for cap rows. */
+/* The bindings of the layer's activations for cap rows (rp points at freqs). */
 typedef struct layer_io {
     hs_vk_binding x, e, qkv, q, att, gu, pos, rows, info, freqs;
     hs_rope_params rp;
     hs_kv_layer kv;
 } layer_io;
 
-static layer_io layer_bindings(hs_eagle3 *h, uint32_t cap) {
+static void layer_bindings(hs_eagle3 *h, uint32_t cap, layer_io *out) {
     const hs_eagle3_config *c = &h->cfg;
     const uint32_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_kv_head * c->head_dim;
     const uint64_t n = cap;
@@ -451,19 +451,21 @@ static layer_io layer_bindings(hs_eagle3 *h, uint32_t cap) {
                           .n_ctx = h->n_ctx,
                           .n_kv_head = c->n_kv_head,
                           .head_dim = c->head_dim};
-    io.rp = (hs_rope_params){
-        .n_rot = c->head_dim, .mode = HS_ROPE_NEOX, .freq_base = c->rope_base, .freq_scale = 1.0f};
-    return io;
+    *out = io;
+    out->rp = (hs_rope_params){.n_rot = c->head_dim,
+                               .mode = HS_ROPE_NEOX,
+                               .freq_base = c->rope_base,
+                               .freq_scale = 1.0f,
+                               .freqs = &out->freqs};
 }
 
 /* The layer's first half over cap rows whose residual stream x and
  * embeddings e are in place: Q/K/V, then RoPE with the K/V cache write. All a
  * row's later rows need from it is what this writes to the cache. */
-static hs_status record_qkv(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, layer_io *io) {
+static hs_status record_qkv(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, const layer_io *io) {
     hs_status st = HS_OK;
     const hs_eagle3_config *c = &h->cfg;
     hs_ops *ops = h->ops;
-    io->rp.freqs = &io->freqs;
     /* qkv = Wqkv [rmsnorm(e) attn_norm, rmsnorm(x) hidden_norm]: the
      * embedding half, then the hidden half added to it. */
     const hs_vk_binding xs = B(h->xs, 0, 0);
@@ -489,7 +491,8 @@ static hs_status record_layer(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, uint32_t
     hs_status st = HS_OK;
     const hs_eagle3_config *c = &h->cfg;
     hs_ops *ops = h->ops;
-    layer_io io = layer_bindings(h, cap);
+    layer_io io;
+    layer_bindings(h, cap, &io);
     hs_vk_binding mask = B(h->step, h->off_mask, (uint64_t)cap * hs_attn_mask_words(n_cols) * 4);
     const hs_vk_binding xs = B(h->xs, 0, 0);
     HS_TRY(record_qkv(h, s, cap, &io));
@@ -546,7 +549,8 @@ static hs_status record_consume(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, bool c
     HS_TRY(hs_op_matmul(h->ops, s, h->fc, fcin, cap, x, NULL));
     HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, e));
     if (cache_only) {
-        layer_io io = layer_bindings(h, cap);
+        layer_io io;
+        layer_bindings(h, cap, &io);
         return record_qkv(h, s, cap, &io);
     }
     HS_TRY(record_layer(h, s, cap, cap));

@@ -500,18 +500,27 @@ static void consume_pieces(e3_env *e, const uint32_t *sizes, uint32_t n_sizes, u
     memcpy(level, got, 3 * sizeof *got);
 }
 
-static void test_chunks(void **state) {
-    e3_env *e = *state;
+/* The prompt consumed whole, in 2 + 4 rows (the first n_cache[0] pieces
+ * cache-only) and in 1 + 3 + 2 rows (the first n_cache[1]): the roots and
+ * first levels are bitwise equal; what[] names the two split roots. */
+static void pieces_equal_whole(e3_env *e, const uint32_t n_cache[2], const char *const what[2],
+                               const char *level_what) {
     hs_topk_result root[3], level[3][3];
     const uint32_t one[1] = {PROMPT}, two[2] = {2, 4}, three[3] = {1, 3, 2};
     consume_pieces(e, one, 1, 0, &root[0], level[0]);
-    consume_pieces(e, two, 2, 0, &root[1], level[1]);
-    consume_pieces(e, three, 3, 0, &root[2], level[2]);
+    consume_pieces(e, two, 2, n_cache[0], &root[1], level[1]);
+    consume_pieces(e, three, 3, n_cache[1], &root[2], level[2]);
     for (int k = 1; k < 3; k++) {
-        topk_equal(&root[k], &root[0], k == 1 ? "root, 2 + 4 rows" : "root, 1 + 3 + 2 rows");
+        topk_equal(&root[k], &root[0], what[k - 1]);
         for (int i = 0; i < 3; i++)
-            topk_equal(&level[k][i], &level[0][i], "first level after chunks");
+            topk_equal(&level[k][i], &level[0][i], level_what);
     }
+}
+
+static void test_chunks(void **state) {
+    const uint32_t none[2] = {0, 0};
+    const char *const what[2] = {"root, 2 + 4 rows", "root, 1 + 3 + 2 rows"};
+    pieces_equal_whole(*state, none, what, "first level after chunks");
 }
 
 /* Cache-only consumes write the cache rows full ones write: a root and a
@@ -519,17 +528,9 @@ static void test_chunks(void **state) {
  * right after a cache-only consume is refused; it runs 6 of the 13 ops. */
 static void test_cache_consume(void **state) {
     e3_env *e = *state;
-    hs_topk_result root[3], level[3][3];
-    const uint32_t one[1] = {PROMPT}, two[2] = {2, 4}, three[3] = {1, 3, 2};
-    consume_pieces(e, one, 1, 0, &root[0], level[0]);
-    consume_pieces(e, two, 2, 1, &root[1], level[1]);
-    consume_pieces(e, three, 3, 2, &root[2], level[2]);
-    for (int k = 1; k < 3; k++) {
-        topk_equal(&root[k], &root[0],
-                   k == 1 ? "root after 2 cache-only + 4 rows" : "root after 1 + 3 cache-only + 2 rows");
-        for (int i = 0; i < 3; i++)
-            topk_equal(&level[k][i], &level[0][i], "first level after cache-only consumes");
-    }
+    const uint32_t cached[2] = {1, 2};
+    const char *const what[2] = {"root after 2 cache-only + 4 rows", "root after 1 + 3 cache-only + 2 rows"};
+    pieces_equal_whole(e, cached, what, "first level after cache-only consumes");
     static float feats[PROMPT * 3 * TDIM];
     int32_t next[PROMPT];
     target_prompt(e, feats, next);

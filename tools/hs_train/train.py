@@ -229,6 +229,25 @@ def init_params(hd, n_draft, tparams, d2t, seed):
     }
 
 
+# head parameter -> EAGLE-3 checkpoint name, in models/eagle3.h's order (matrices are [in][out] here,
+# PyTorch's [out][in] there)
+CKPT_NAMES = {
+    "fc": "fc.weight",
+    "attn_norm": "midlayer.input_layernorm.weight",
+    "hidden_norm": "midlayer.hidden_norm.weight",
+    "wq": "midlayer.self_attn.q_proj.weight",
+    "wk": "midlayer.self_attn.k_proj.weight",
+    "wv": "midlayer.self_attn.v_proj.weight",
+    "wo": "midlayer.self_attn.o_proj.weight",
+    "ffn_norm": "midlayer.post_attention_layernorm.weight",
+    "wg": "midlayer.mlp.gate_proj.weight",
+    "wu": "midlayer.mlp.up_proj.weight",
+    "wd": "midlayer.mlp.down_proj.weight",
+    "norm": "norm.weight",
+    "lm_head": "lm_head.weight",
+}
+
+
 def params_from_head(path, tcfg):
     """(params, d2t) of a head file written by export(): the inverse of eagle3_tensors, checked against the
     target (dimensions and tap layers)."""
@@ -242,14 +261,8 @@ def params_from_head(path, tcfg):
     bad = [f"{k} {cfg[k]} (target: {v})" for k, v in want.items() if cfg[k] != v]
     if bad:
         sys.exit(f"train: --init {path} does not fit the target: " + ", ".join(bad))
-    names = {"fc": "fc.weight", "attn_norm": "midlayer.input_layernorm.weight",
-             "hidden_norm": "midlayer.hidden_norm.weight", "wq": "midlayer.self_attn.q_proj.weight",
-             "wk": "midlayer.self_attn.k_proj.weight", "wv": "midlayer.self_attn.v_proj.weight",
-             "wo": "midlayer.self_attn.o_proj.weight", "ffn_norm": "midlayer.post_attention_layernorm.weight",
-             "wg": "midlayer.mlp.gate_proj.weight", "wu": "midlayer.mlp.up_proj.weight",
-             "wd": "midlayer.mlp.down_proj.weight", "norm": "norm.weight", "lm_head": "lm_head.weight"}
     p = {}
-    for k, n in names.items():
+    for k, n in CKPT_NAMES.items():
         a = np.asarray(tens[n], np.float32)
         p[k] = np.ascontiguousarray(a.T) if a.ndim == 2 else a.copy()  # [out][in] -> [in][out]
     return p, np.asarray(tens["d2t"], np.int32)
@@ -364,24 +377,15 @@ def make_fns(hd, n_steps, weights):
 
 
 def eagle3_tensors(p, f16=True):
-    """EAGLE-3 checkpoint names, PyTorch layout [out][in]."""
-    t = lambda a: np.ascontiguousarray(np.asarray(a, np.float32).T)
-    mat = (lambda a: a.astype(np.float16)) if f16 else (lambda a: a)
-    return {
-        "fc.weight": mat(t(p["fc"])),
-        "midlayer.input_layernorm.weight": np.asarray(p["attn_norm"], np.float32),
-        "midlayer.hidden_norm.weight": np.asarray(p["hidden_norm"], np.float32),
-        "midlayer.self_attn.q_proj.weight": mat(t(p["wq"])),
-        "midlayer.self_attn.k_proj.weight": mat(t(p["wk"])),
-        "midlayer.self_attn.v_proj.weight": mat(t(p["wv"])),
-        "midlayer.self_attn.o_proj.weight": mat(t(p["wo"])),
-        "midlayer.post_attention_layernorm.weight": np.asarray(p["ffn_norm"], np.float32),
-        "midlayer.mlp.gate_proj.weight": mat(t(p["wg"])),
-        "midlayer.mlp.up_proj.weight": mat(t(p["wu"])),
-        "midlayer.mlp.down_proj.weight": mat(t(p["wd"])),
-        "norm.weight": np.asarray(p["norm"], np.float32),
-        "lm_head.weight": mat(t(p["lm_head"])),
-    }
+    """EAGLE-3 checkpoint names, PyTorch layout [out][in]; matrices f16 (f16=True), norms f32."""
+    out = {}
+    for k, name in CKPT_NAMES.items():
+        a = np.asarray(p[k], np.float32)
+        if a.ndim == 2:
+            a = np.ascontiguousarray(a.T)
+            a = a.astype(np.float16) if f16 else a
+        out[name] = a
+    return out
 
 
 def eagle3_config(tcfg, n_draft):
