@@ -94,7 +94,7 @@ def main(argv=None):
     }
     with open(os.path.join(a.dest, "MANIFEST.json"), "w") as f:
         json.dump(man, f, indent=1)
-    print(json.dumps({"files": files, "eval": {k: ev[k] for k in ("top1_acc_per_step", "expected_tau")}}, indent=1))
+    print(json.dumps({"files": files, "eval": {k: ev[k] for k in ("top1_acc_per_step", "expected_tau", "walked_tau") if k in ev}}, indent=1))
     return 0
 
 

@@ -1,7 +1,8 @@
 """Checks train.py's training-time-test forward against a plain simulation of
 inference as models/eagle3.h describes it (consume rows, then a chain of draft
 nodes, each seeing the consumed rows, its ancestors and itself), on a small
-random head and two packed sequences. Also checks the EAGLE-3 export layout.
+random head and two packed sequences. Also checks the EAGLE-3 export layout and
+the held-out evaluation's walk of chain rounds.
 
   python -m hs_train.test_head          (exit 0 and "ok" when they agree)
 """
@@ -112,6 +113,17 @@ def main():
     assert t["lm_head.weight"].shape == (N, D)
     x = rng.standard_normal(2 * D).astype(np.float32)
     assert np.allclose(t["midlayer.self_attn.q_proj.weight"] @ x, x @ p["wq"], atol=1e-4)
+    # walk_rounds: rounds and tokens of chain generation from per-root accepted lengths.
+    # 11 tokens, prompt 3: rows 0..9, roots 1..8 (tokens 3..10 answer; row 9 has no x_{j+2}).
+    root = np.array([False] + [True] * 8 + [False])
+    acc = np.array([0, 0, 2, 9, 9, 0, 1, 9, 0, 9])  # visited: rows 2 (+3), 5 (+1), 6 (+2), 8 (+1)
+    assert train.walk_rounds(acc, root, 3) == (4, 7), train.walk_rounds(acc, root, 3)
+    for _ in range(200):  # chains never pass the answer's end: every answer token but the prefill's is walked
+        m, P = int(rng.integers(3, 40)), int(rng.integers(1, 3))
+        root = (np.arange(m) + 2 >= P) & (np.arange(m) <= m - 2)
+        acc = np.array([rng.integers(0, max(m - 1 - j, 1)) for j in range(m)])
+        r, t = train.walk_rounds(acc, root, P)
+        assert t == m - P and 1 <= r <= t, (m, P, r, t)
     print("ok" if ok else "MISMATCH")
     return 0 if ok else 1
 

@@ -120,6 +120,22 @@ def row_arrays(s, t2d):
     return tok_in, tgt_id, tgt_p, top1, nxt, root & (top1 >= 0), root
 
 
+def walk_rounds(acc_len, root, prompt_len):
+    """Rounds and tokens of generation with greedy chains over one sequence's head rows: the
+    first round's root is row prompt_len - 1 (the prefill gave token prompt_len); a round
+    whose chain keeps A drafts gives A + 1 tokens (the drafts and the bonus) and the next
+    root is A + 1 rows on. Unlike the mean over every root row, this weighs each stretch
+    of text by the rounds that generation spends on it, as tau = tokens / rounds does."""
+    rounds = toks = 0
+    j = prompt_len - 1
+    while 0 <= j < len(root) and root[j]:
+        a = int(acc_len[j])
+        rounds += 1
+        toks += a + 1
+        j += a + 1
+    return rounds, toks
+
+
 def pack(lengths, T, seed):
     """First-fit of sequences (lengths <= T) in a seeded random order into rows of T."""
     rng = np.random.default_rng(seed)
@@ -618,7 +634,7 @@ def main(argv=None):
     # the accepted length of a greedy chain from every root row (token j+2 an answer token)
     corr = np.zeros(a.eval_depth)
     cnt = np.zeros(a.eval_depth)
-    acc_sum = n_roots = 0
+    acc_sum = n_roots = w_rounds = w_toks = 0
     hist = np.zeros(a.eval_depth + 1, np.int64)
     rows = list(range(len(he.rows)))
     if a.max_heldout_rows:
@@ -633,7 +649,16 @@ def main(argv=None):
         for k, (cc, nn) in enumerate(res):
             corr[k] += int(cc)
             cnt[k] += int(nn)
-        acc_len = np.asarray(acc_len)[nb["root"]]
+        acc_len = np.asarray(acc_len)
+        for bi, r in enumerate(ids[:n_real]):
+            o = 0
+            for i in he.rows[r]:
+                m = len(he.seqs[i]["tokens"]) - 1
+                rr, tt = walk_rounds(acc_len[bi, o : o + m], nb["root"][bi, o : o + m], he.seqs[i]["prompt_len"])
+                w_rounds += rr
+                w_toks += tt
+                o += m
+        acc_len = acc_len[nb["root"]]
         acc_sum += int(acc_len.sum())
         n_roots += int(len(acc_len))
         hist += np.bincount(acc_len, minlength=a.eval_depth + 1)[: a.eval_depth + 1]
@@ -648,13 +673,17 @@ def main(argv=None):
         "mean_accepted": mean_acc,
         "expected_tau": 1 + mean_acc,
         "accepted_hist": hist.tolist(),
+        "walked_rounds": w_rounds,
+        "walked_tokens": w_toks,
+        "walked_tau": w_toks / max(w_rounds, 1),
         "draft_vocab": n_draft,
         "coverage_train": cov_tr,
         "coverage_heldout": cov_he,
     }
     log(logf, "eval: top-1 per step " + " ".join(f"{x:.3f}" for x in ev["top1_acc_per_step"])
         + f"; greedy chain of {a.eval_depth}: mean accepted {mean_acc:.3f}, expected tau {1 + mean_acc:.3f} "
-        f"over {n_roots} roots")
+        f"over {n_roots} roots; walked through each answer, tau {w_toks / max(w_rounds, 1):.3f} "
+        f"({w_toks} tokens in {w_rounds} rounds)")
     with open(os.path.join(a.out, "eval.json"), "w") as f:
         json.dump(ev, f, indent=1)
     export(a.out, to_np(params), tcfg, d2t, t2d, a.gguf_writer, logf)
