@@ -1,6 +1,7 @@
 """Self-distillation data: the target answers training prompts greedily.
 
   python -m hs_train.distill gen --model M.gguf --hs heterospec --prompts prompts.jsonl --out DIR [--n-prompts N]
+         [--min-prompt P0 --max-prompt P1]   (prompts of P0..P1 tokens; long ones in their own DIR)
   python -m hs_train.distill gen-stories --model stories260K.gguf --out DIR [--n-seqs N]   (openings sampled, then greedy)
   python -m hs_train.distill show --model M.gguf --out DIR [-n 3]      (decodes a few answers)
 
@@ -264,7 +265,7 @@ def cmd_gen(a):
     assert len(prompts) == n_lines
     rng = np.random.default_rng(a.seed)
     order = rng.permutation(n_lines)
-    order = [int(i) for i in order if len(prompts[i]) <= a.max_prompt]
+    order = [int(i) for i in order if a.min_prompt <= len(prompts[i]) <= a.max_prompt]
     sel = order[: a.n_prompts]
     meta, _ = read_shards(a.out)
     have = set(int(i) for i in meta["idx"])
@@ -276,6 +277,7 @@ def cmd_gen(a):
         "model_name": cfg.name,
         "prompts": os.path.abspath(a.prompts),
         "seed": a.seed,
+        "min_prompt": a.min_prompt,
         "max_prompt": a.max_prompt,
         "max_new": a.max_new,
         "n_prompts": a.n_prompts,
@@ -285,7 +287,7 @@ def cmd_gen(a):
     }
     with open(os.path.join(a.out, "meta.json"), "w") as f:
         json.dump(info, f, indent=1)
-    log(logf, f"gen: {len(sel)} prompts selected ({len(order)} of {n_lines} have <= {a.max_prompt} tokens), "
+    log(logf, f"gen: {len(sel)} prompts selected ({len(order)} of {n_lines} have {a.min_prompt}..{a.max_prompt} tokens), "
         f"{len(have)} done, {len(remaining)} remaining; batch {a.batch}; jax {jax.__version__} on {jax.devices()}")
     if not remaining:
         return 0
@@ -422,7 +424,9 @@ def main(argv=None):
     g.add_argument("--prompts", required=True)
     g.add_argument("--out", required=True)
     g.add_argument("--n-prompts", type=int, default=4000)
-    g.add_argument("--max-prompt", type=int, default=256)
+    g.add_argument("--min-prompt", type=int, default=1, help="fewest prompt tokens (chat template included)")
+    g.add_argument("--max-prompt", type=int, default=256, help="most prompt tokens (the KV cache holds "
+                   "max-prompt + max-new rows)")
     g.add_argument("--max-new", type=int, default=256)
     g.add_argument("--batch", type=int, default=64)
     g.add_argument("--shard-size", type=int, default=128)

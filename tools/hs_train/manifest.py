@@ -29,7 +29,7 @@ def sha256(path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--run", required=True, help="train.py output folder")
-    ap.add_argument("--data", required=True, help="distill.py output folder")
+    ap.add_argument("--data", required=True, help="distill.py output folder(s) the run trained on, comma-separated")
     ap.add_argument("--dest", required=True)
     ap.add_argument("--check", help="check_target.py --json output")
     ap.add_argument("--cmd", action="append", default=[], help="a command of the recipe, in order")
@@ -50,12 +50,16 @@ def main(argv=None):
                 sys.exit(f"manifest: {src} is {os.path.getsize(src)} bytes (>= 25 MB); not copied")
             shutil.copyfile(src, os.path.join(a.dest, name))
             files[name] = {"bytes": os.path.getsize(src), "sha256": sha256(src)}
-    meta, _ = read_shards(a.data)
+    dirs = a.data.split(",")
+    parts = [read_shards(d)[0] for d in dirs]
+    meta = {k: np.concatenate([m[k] for m in parts]) for k in parts[0]}
     held = meta["heldout"].astype(bool)
-    with open(os.path.join(a.data, "meta.json")) as f:
-        gen_meta = json.load(f)
+    gen_meta = []
+    for d in dirs:
+        with open(os.path.join(d, "meta.json")) as f:
+            gen_meta.append(json.load(f))
     data = {
-        "generation": gen_meta,
+        "generation": gen_meta[0] if len(dirs) == 1 else gen_meta,
         "sequences": int(len(meta["idx"])),
         "train_sequences": int((~held).sum()),
         "heldout_sequences": int(held.sum()),

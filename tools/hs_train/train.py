@@ -50,7 +50,7 @@ from hs_train.distill import is_heldout, log
 
 def load_sequences(data_dir, shard_list=None):
     """Per sequence: tokens, prompt_len, idx, and features (taps f16 [n-1, 3D], top_p, top_id [n-1, 32])."""
-    paths = shard_list or sorted(glob.glob(os.path.join(data_dir, "shard_*.npz")))
+    paths = shard_list or [p for d in data_dir.split(",") for p in sorted(glob.glob(os.path.join(d, "shard_*.npz")))]
     seqs = []
     for p in paths:
         z = np.load(p)
@@ -469,7 +469,7 @@ def to_np(tree):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="target GGUF")
-    ap.add_argument("--data", required=True, help="distill.py output folder")
+    ap.add_argument("--data", required=True, help="distill.py output folder(s), comma-separated")
     ap.add_argument("--out", required=True)
     ap.add_argument("--draft-vocab", type=int, default=8192)
     ap.add_argument("--seq", type=int, default=512, help="head rows per packed row")
@@ -492,7 +492,7 @@ def main(argv=None):
     ap.add_argument("--init", help="head.gguf to start from (its weights and draft vocabulary) instead of a "
                     "random head: continued training on more data")
     a = ap.parse_args(argv)
-    if "/data/bench" in os.path.abspath(a.data):
+    if any("/data/bench" in os.path.abspath(d) for d in a.data.split(",")):
         sys.exit("train: refusing benchmark data")
 
     import jax
@@ -534,6 +534,10 @@ def main(argv=None):
         f"coverage of answer tokens {100 * cov_tr:.2f} % train, {100 * cov_he:.2f} % held out")
     tr = Packed(train, t2d, a.seq, a.seed)
     he = Packed(held, t2d, a.seq, a.seed)
+    if not tr.seqs or not he.seqs:
+        longest = max(len(s["tokens"]) - 1 for s in seqs) if seqs else 0
+        sys.exit(f"train: no {'training' if not tr.seqs else 'held-out'} sequence fits --seq {a.seq} head rows "
+                 f"(the longest sequence has {longest}); raise --seq")
     steps_per_epoch = max(1, len(tr.rows) // a.batch)
     total = max(1, int(round(a.epochs * steps_per_epoch)))
     log(logf, f"packed: {len(tr.rows)} train rows of {a.seq} ({tr.n_tok} tokens, {tr.n_loss} loss rows), "
