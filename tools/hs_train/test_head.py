@@ -8,6 +8,8 @@ the held-out evaluation's walk of chain rounds.
 """
 from __future__ import annotations
 
+import json
+import os
 import sys
 
 import numpy as np
@@ -124,6 +126,21 @@ def main():
         acc = np.array([rng.integers(0, max(m - 1 - j, 1)) for j in range(m)])
         r, t = train.walk_rounds(acc, root, P)
         assert t == m - P and 1 <= r <= t, (m, P, r, t)
+    # coverage: groups by file name up to the last '_'; counts tokens outside the draft vocabulary.
+    import tempfile
+
+    from hs_train import coverage
+
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for name, ids in (("a_1", [5, 6, 7]), ("a_2", [7, 9]), ("b_10", [6])):
+            files.append(os.path.join(tmp, name + ".json"))
+            with open(files[-1], "w") as fh:
+                json.dump({"ids": ids}, fh)
+        np.save(os.path.join(tmp, "d2t.npy"), np.array([5, 5, 5]))  # draft 0, 1, 2 -> target 5, 6, 7
+        assert coverage.draft_targets(tmp) == {5, 6, 7}
+        g = coverage.tally(files, coverage.draft_targets(tmp))
+        assert list(g) == ["a", "b"] and g["a"][:2] == [5, 4] and g["a"][2] == {9: 1} and g["b"][:2] == [1, 1], g
     print("ok" if ok else "MISMATCH")
     return 0 if ok else 1
 
