@@ -197,9 +197,14 @@ static uint32_t ranked(const hs_tree *t, uint32_t level, uint32_t *idx) {
     return m;
 }
 
+/* Level `level` drafts the children of depth-`level` nodes, and a node of depth
+ * d is verified only with its d - 1 ancestors (a child never outranks its
+ * parent: S only falls along a path, ties go to the shallower), so once
+ * level >= total no node it adds can be selected: the level is skipped (with
+ * total 1, no draft level runs at all). The selection is the same. */
 static uint32_t eagle2_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t level, uint32_t *sel,
                               uint32_t cap) {
-    if (level > p->depth) return 0;
+    if (level > p->depth || level >= p->total) return 0;
     uint32_t *idx = malloc(sizeof *idx * t->n);
     if (!idx) return 0;
     uint32_t m = ranked(t, level, idx), w = 0;

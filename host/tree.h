@@ -112,7 +112,8 @@ hs_tree_policy hs_tree_static(const uint32_t *branch, uint32_t depth);
 /* Parses "4,2,2,1" into a static policy. HS_ERR_INVALID_ARG on bad text. */
 hs_status hs_tree_static_parse(const char *text, hs_tree_policy *out);
 /* EAGLE-2: each level expands the top_k candidates of the newest level by S,
- * depth expansions; the total candidates of highest S are verified. */
+ * depth expansions; the total candidates of highest S are verified. Levels
+ * whose nodes could not be among them (level >= total) are not drafted. */
 hs_tree_policy hs_tree_eagle2(uint32_t top_k, uint32_t depth, uint32_t total);
 
 /* p->max_verify and p->max_drafted. */

@@ -185,6 +185,33 @@ static void test_eagle2(void **state) {
     hs_tree_free(&t);
 }
 
+/* A tree of `total` nodes holds no node deeper than total: levels >= total
+ * are not drafted, and the selection equals the one from the fully grown
+ * tree (the same fake Top-Ks, so the same node indices up to the stop). */
+static void test_eagle2_small_total(void **state) {
+    (void)state;
+    for (uint32_t total = 1; total <= 4; total++) {
+        hs_tree small, full;
+        HS_CHECK(hs_tree_init(&small, 1024));
+        HS_CHECK(hs_tree_init(&full, 1024));
+        const hs_tree_policy p = hs_tree_eagle2(3, 4, total), grown = hs_tree_eagle2(3, 4, 64);
+        uint32_t ex[32][64], w[32];
+        const uint32_t levels = grow(&small, &p, K, ex, w);
+        assert_int_equal(levels, total - 1 < 4 ? total - 1 : 4);
+        assert_int_equal(grow(&full, &grown, K, ex, w), 4);
+        uint32_t a[64], b[64];
+        const uint32_t na = p.select(&p, &small, a, 64), nb = p.select(&p, &full, b, 64);
+        assert_int_equal(na, total);
+        assert_int_equal(nb, total);
+        for (uint32_t i = 0; i < na; i++) {
+            assert_int_equal(a[i], b[i]);
+            assert_int_equal(small.nodes[a[i]].token, full.nodes[b[i]].token);
+        }
+        hs_tree_free(&small);
+        hs_tree_free(&full);
+    }
+}
+
 static void test_verify_list_errors(void **state) {
     (void)state;
     hs_tree t;
@@ -221,6 +248,7 @@ int main(void) {
         cmocka_unit_test(test_chain),
         cmocka_unit_test(test_static),
         cmocka_unit_test(test_eagle2),
+        cmocka_unit_test(test_eagle2_small_total),
         cmocka_unit_test(test_verify_list_errors),
     };
     return hs_test_run_group("tree", tests, NULL, NULL);
