@@ -36,8 +36,11 @@ def tally(files, vocab):
     """Per group: [tokens, tokens in the vocabulary, Counter of the tokens outside it]."""
     groups = collections.OrderedDict()
     for f in files:
-        with open(f) as fh:
-            ids = json.load(fh)["ids"]
+        try:
+            with open(f) as fh:
+                ids = json.load(fh)["ids"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            sys.exit(f"coverage: {f}: not heterospec generate --json output with \"ids\" ({e!r})")
         g = groups.setdefault(group_of(f), [0, 0, collections.Counter()])
         for i in ids:
             g[0] += 1
