@@ -70,10 +70,21 @@ def tokenize_prompts(hs, model, prompts, cache_path):
     return [[int(x) for x in l.split(",")] for l in out.splitlines()]
 
 
+def data_dirs(arg):
+    """The folders of a --data argument (comma-separated)."""
+    return arg.split(",")
+
+
+def shard_paths(dirs):
+    """The shards of one folder or of comma-separated folders, folder by folder, each in order."""
+    return [p for d in data_dirs(dirs) for p in sorted(glob.glob(os.path.join(d, "shard_*.npz")))]
+
+
 def read_shards(out_dir):
-    """All sequences in DIR's shards: dict of concatenated arrays plus a list of token arrays."""
+    """All sequences in the shards of DIR (or DIR1,DIR2,..): dict of concatenated arrays plus a
+    list of token arrays."""
     seqs, meta = [], {k: [] for k in ("idx", "heldout", "prompt_len", "answer_len", "stop")}
-    for p in sorted(glob.glob(os.path.join(out_dir, "shard_*.npz"))):
+    for p in shard_paths(out_dir):
         z = np.load(p)
         off = z["offsets"]
         for i in range(len(z["idx"])):

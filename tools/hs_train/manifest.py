@@ -15,7 +15,6 @@ import re
 import shutil
 import sys
 
-import numpy as np
 
 
 def sha256(path):
@@ -38,7 +37,7 @@ def main(argv=None):
     ap.add_argument("--status", help="a status note (e.g. an interim checkpoint)")
     a = ap.parse_args(argv)
 
-    from hs_train.distill import read_shards
+    from hs_train.distill import data_dirs, read_shards
 
     a.copy = a.copy or ["head.gguf", "model.safetensors", "config.json", "d2t.npy"]
     os.makedirs(a.dest, exist_ok=True)
@@ -50,9 +49,8 @@ def main(argv=None):
                 sys.exit(f"manifest: {src} is {os.path.getsize(src)} bytes (>= 25 MB); not copied")
             shutil.copyfile(src, os.path.join(a.dest, name))
             files[name] = {"bytes": os.path.getsize(src), "sha256": sha256(src)}
-    dirs = a.data.split(",")
-    parts = [read_shards(d)[0] for d in dirs]
-    meta = {k: np.concatenate([m[k] for m in parts]) for k in parts[0]}
+    dirs = data_dirs(a.data)
+    meta, _ = read_shards(a.data)
     held = meta["heldout"].astype(bool)
     gen_meta = []
     for d in dirs:

@@ -32,7 +32,6 @@ head.gguf when tools/eagle3_gguf.py is importable.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
 import os
@@ -42,7 +41,7 @@ import time
 
 import numpy as np
 
-from hs_train.distill import is_heldout, log
+from hs_train.distill import data_dirs, is_heldout, log, shard_paths
 
 
 # ---------------- data ----------------
@@ -50,7 +49,7 @@ from hs_train.distill import is_heldout, log
 
 def load_sequences(data_dir, shard_list=None):
     """Per sequence: tokens, prompt_len, idx, and features (taps f16 [n-1, 3D], top_p, top_id [n-1, 32])."""
-    paths = shard_list or [p for d in data_dir.split(",") for p in sorted(glob.glob(os.path.join(d, "shard_*.npz")))]
+    paths = shard_list or shard_paths(data_dir)
     seqs = []
     for p in paths:
         z = np.load(p)
@@ -492,7 +491,7 @@ def main(argv=None):
     ap.add_argument("--init", help="head.gguf to start from (its weights and draft vocabulary) instead of a "
                     "random head: continued training on more data")
     a = ap.parse_args(argv)
-    if any("/data/bench" in os.path.abspath(d) for d in a.data.split(",")):
+    if any("/data/bench" in os.path.abspath(d) for d in data_dirs(a.data)):
         sys.exit("train: refusing benchmark data")
 
     import jax
