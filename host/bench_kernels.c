@@ -77,11 +77,12 @@ typedef struct mm_args {
     hs_weight *w;
     hs_vk_binding x, y;
     uint32_t n;
+    const hs_matmul_opts *opt;
 } mm_args;
 
 static hs_status rec_matmul(hs_ops *ops, hs_vk_seq *seq, void *user) {
     mm_args *a = user;
-    return hs_op_matmul(ops, seq, a->w, a->x, a->n, a->y, NULL);
+    return hs_op_matmul(ops, seq, a->w, a->x, a->n, a->y, a->opt);
 }
 
 static bool wanted(const char *only, const char *op) { return !only || strstr(op, only); }
@@ -90,7 +91,7 @@ static hs_status bench_matmul(hs_ops *ops, hs_bench *b, int reps, const char *on
     hs_status st = HS_OK;
     hs_vk_ctx *vk = hs_ops_vk(ops);
     hs_vk_seq *seq = NULL;
-    hs_vk_buffer *x = NULL, *y = NULL;
+    hs_vk_buffer *x = NULL, *y = NULL, *scratch = NULL, *gain = NULL;
     hs_weight *w = NULL;
     double samples[HS_BENCH_MAX_SAMPLES];
     const uint32_t max_n = 64;
@@ -104,7 +105,7 @@ static hs_status bench_matmul(hs_ops *ops, hs_bench *b, int reps, const char *on
     if (wanted(only, "matvec")) {
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
             HS_TRY(make_weight(ops, types[t], R, C, &w));
-            mm_args a = {w, {x, 0, 0}, {y, 0, 0}, 1};
+            mm_args a = {w, {x, 0, 0}, {y, 0, 0}, 1, NULL};
             HS_TRY(time_op(ops, seq, rec_matmul, &a, 10, reps, samples));
             /* GB/s of the weights as stored in GGUF (what a model file costs to read). */
             double bytes = (double)hs_type_row_bytes(types[t], C) * R;
@@ -114,17 +115,24 @@ static hs_status bench_matmul(hs_ops *ops, hs_bench *b, int reps, const char *on
         }
     }
     if (wanted(only, "matmul")) {
-        const hs_type mt[] = {HS_TYPE_Q4_1, HS_TYPE_F32};
+        /* q4_1 plain, q4_1 with the model's RMSNorm prologue (a pass of its
+         * own where the tuning splits, on 8-bit activations with q8_act), f32 */
+        const hs_type mt[] = {HS_TYPE_Q4_1, HS_TYPE_Q4_1, HS_TYPE_F32};
         const uint32_t MR = 2048, MC = 2048;
-        for (size_t t = 0; t < 2; t++) {
+        HS_TRY(hs_vk_buffer_create(vk, (uint64_t)max_n * MC * 4, HS_MEM_DEVICE, &scratch));
+        HS_TRY(hs_vk_buffer_create(vk, (uint64_t)MC * 4, HS_MEM_DEVICE, &gain));
+        HS_TRY(hs_vk_buffer_fill(gain, 0, (uint64_t)MC * 4, 0x3f800000u)); /* 1.0f */
+        const hs_matmul_opts norm = {
+            .prologue = HS_MATMUL_RMSNORM, .norm = {gain, 0, 0}, .eps = 1e-5f, .scratch = {scratch, 0, 0}};
+        for (size_t t = 0; t < 3; t++) {
             HS_TRY(make_weight(ops, mt[t], MR, MC, &w));
             for (uint32_t n = 1; n <= max_n; n *= 2) {
-                mm_args a = {w, {x, 0, 0}, {y, 0, 0}, n};
+                mm_args a = {w, {x, 0, 0}, {y, 0, 0}, n, t == 1 ? &norm : NULL};
                 HS_TRY(time_op(ops, seq, rec_matmul, &a, 4, reps, samples));
                 char param[48];
                 snprintf(param, sizeof param, "2048x2048, N=%u", n);
-                hs_bench_add(b, "matmul", hs_type_name(mt[t]), param, "GFLOP/s", samples, reps,
-                             2.0 * MR * MC * n / 1e9);
+                hs_bench_add(b, "matmul", t == 1 ? "q4_1+norm" : hs_type_name(mt[t]), param, "GFLOP/s",
+                             samples, reps, 2.0 * MR * MC * n / 1e9);
             }
             hs_weight_destroy(w);
             w = NULL;
@@ -134,6 +142,8 @@ fail:
     hs_weight_destroy(w);
     hs_vk_buffer_destroy(x);
     hs_vk_buffer_destroy(y);
+    hs_vk_buffer_destroy(scratch);
+    hs_vk_buffer_destroy(gain);
     hs_vk_seq_destroy(seq);
     return st;
 }

@@ -286,6 +286,7 @@ int hs_cli_bench(int argc, char **argv) {
         cJSON_AddBoolToObject(tj, "texel_weights", tu->texel_weights && c->max_texel_elements);
         cJSON_AddNumberToObject(tj, "split_n", tu->split_n);
         cJSON_AddBoolToObject(tj, "uniform_x", tu->uniform_x);
+        cJSON_AddBoolToObject(tj, "q8_act", tu->q8_act);
         cJSON *arr = cJSON_AddArrayToObject(o, "tests");
         for (int i = 0; i < nt; i++) {
             cJSON *t = cJSON_CreateObject();

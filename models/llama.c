@@ -180,11 +180,14 @@ static void proj_destroy(llama_proj *p) {
 }
 
 /* y[n][p->rows] = the parts' products, each into its slice of the rows. When
- * the first part computes x' into the scratch buffer, the others read it. */
+ * the first part computes x' (f32) into the scratch buffer, the others read
+ * it; with a part on 8-bit activations, each part computes its own. */
 static hs_status proj_matmul(hs_ops *ops, hs_vk_seq *s, const llama_proj *p, hs_vk_binding x, uint32_t n,
                              hs_vk_binding y, const hs_matmul_opts *opt) {
     hs_status st = HS_OK;
-    const bool split = hs_matmul_splits(ops, n, opt);
+    bool split = hs_matmul_splits(ops, p->w[0], n, opt);
+    for (uint32_t i = 0; i < p->n_parts; i++)
+        if (hs_matmul_act_q8(p->w[i], opt)) split = false;
     for (uint32_t i = 0; i < p->n_parts; i++) {
         hs_matmul_opts o = opt ? *opt : (hs_matmul_opts){0};
         if (split && i > 0) {
@@ -302,7 +305,9 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
     HS_TRY(alloc(m, B * q_dim * 4, HS_MEM_DEVICE, &m->q));
     HS_TRY(alloc(m, B * q_dim * 4, HS_MEM_DEVICE, &m->att));
     HS_TRY(alloc(m, B * 2 * c->ff * 4, HS_MEM_DEVICE, &m->gu));
-    HS_TRY(alloc(m, B * (c->ff > c->dim ? c->ff : c->dim) * 4, HS_MEM_DEVICE, &m->xs));
+    uint32_t xs_cols = c->ff > c->dim ? c->ff : c->dim; /* x' of any product (wo's: q_dim) */
+    if (c->n_head * c->head_dim > xs_cols) xs_cols = c->n_head * c->head_dim;
+    HS_TRY(alloc(m, B * xs_cols * 4, HS_MEM_DEVICE, &m->xs));
     HS_TRY(alloc(m, B * c->n_vocab * 4, HS_MEM_HOST, &m->logits));
     HS_TRY(alloc(m, B * hs_attn_mask_words((uint32_t)B) * 4, HS_MEM_DEVICE, &m->mask));
     HS_TRY(alloc(m, B * 4, HS_MEM_DEVICE, &m->depth));
@@ -425,6 +430,7 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
     hs_vk_binding att = B(m->att, 0, (uint64_t)n * q_dim * 4);
     hs_vk_binding gu = B(m->gu, 0, (uint64_t)n * 2 * c->ff * 4);
     hs_vk_binding xs = B(m->xs, 0, 0);
+    const bool q8 = hs_ops_tuning(ops)->q8_act != 0; /* q4_1 products on 8-bit activations */
     hs_vk_binding tokens = B(m->step, m->off_tokens, (uint64_t)n * 4);
     hs_vk_binding pos = B(m->step, m->off_pos, (uint64_t)n * 4);
     hs_vk_binding rows = B(m->step, m->off_rows, (uint64_t)n * 4);
@@ -453,19 +459,22 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
         hs_matmul_opts norm_attn = {.prologue = HS_MATMUL_RMSNORM,
                                     .norm = vec_binding(m, 2 * l, c->dim),
                                     .eps = c->eps,
-                                    .scratch = xs};
+                                    .scratch = xs,
+                                    .act_q8 = q8};
         HS_TRY(proj_matmul(ops, s, &L->qkv, h, n, qkv, &norm_attn));
         HS_TRY(hs_op_rope_kv(ops, s, &qkv, &pos, &rows, &q, &kv, n, c->n_head, &rp));
         HS_TRY(hs_op_attention(ops, s, &q, &kv, c->n_head, &info, &mask, n, 1.0f / sqrtf((float)c->head_dim),
                                &att));
-        hs_matmul_opts resid = {.residual = true, .res = h};
+        hs_matmul_opts resid = {.residual = true, .res = h, .scratch = xs, .act_q8 = q8};
         HS_TRY(hs_op_matmul(ops, s, L->wo, att, n, h, &resid));
         hs_matmul_opts norm_ffn = {.prologue = HS_MATMUL_RMSNORM,
                                    .norm = vec_binding(m, 2 * l + 1, c->dim),
                                    .eps = c->eps,
-                                   .scratch = xs};
+                                   .scratch = xs,
+                                   .act_q8 = q8};
         HS_TRY(proj_matmul(ops, s, &L->gu, h, n, gu, &norm_ffn));
-        hs_matmul_opts down = {.prologue = HS_MATMUL_SWIGLU, .residual = true, .res = h, .scratch = xs};
+        hs_matmul_opts down = {
+            .prologue = HS_MATMUL_SWIGLU, .residual = true, .res = h, .scratch = xs, .act_q8 = q8};
         HS_TRY(hs_op_matmul(ops, s, L->wdown, gu, n, h, &down));
     }
     /* Output head: all rows, or only the last token's. */
@@ -475,7 +484,8 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
     hs_matmul_opts norm_out = {.prologue = HS_MATMUL_RMSNORM,
                                .norm = vec_binding(m, 2 * c->n_layer, c->dim),
                                .eps = c->eps,
-                               .scratch = xs};
+                               .scratch = xs,
+                               .act_q8 = q8};
     HS_TRY(hs_op_matmul(ops, s, m->output ? m->output : m->tok_embd, h_out, n_out, logits, &norm_out));
     hs_vk_binding amax = B(m->step, m->off_argmax, (uint64_t)n_out * 4);
     HS_TRY(hs_op_argmax(ops, s, &logits, n_out, c->n_vocab, &amax));

@@ -41,7 +41,7 @@ uint64_t hs_type_row_bytes(hs_type t, uint64_t n);
  * the environment can override for experiments on a new device:
  *   HS_TUNING="rows=8,cols=4,reduce=64"   (any subset of the three keys)
  * sets matvec_rows_per_wg, matmul_cols_per_wg and reduce_wg_size. None of the
- * values changes results: kernels are bitwise the same for every shape. */
+ * values but q8_act changes results: kernels are bitwise the same for every shape. */
 typedef struct hs_tuning {
     const char *name;            /* "lavapipe", "nvidia", ...; "...+env" when overridden */
     uint32_t matvec_rows_per_wg; /* rows per invocation of the products (1 .. HS_TUNING_MAX_ROWS);
@@ -57,6 +57,10 @@ typedef struct hs_tuning {
     uint32_t uniform_x;          /* 1: the products read their activations through uniform
                                   * buffers (windows of whole tiles, one dispatch each), 0: storage
                                   * buffers */
+    uint32_t q8_act;             /* 1: q4_1 products that compute x' in a pass of their own
+                                  * (split_n) read it as 8-bit integers per 32-element block
+                                  * (x8) and multiply in integers; 0: f32 x'. The one tuning
+                                  * value that changes results (the activations' precision) */
 } hs_tuning;
 #define HS_TUNING_MAX_ROWS 8u
 #define HS_TUNING_MAX_COLS 8u

@@ -268,9 +268,10 @@ static bool texel_weights(const hs_ops *ops) {
     return hs_ops_tuning(ops)->texel_weights && hs_ops_caps(ops)->max_texel_elements > 0;
 }
 
-bool hs_matmul_splits(const hs_ops *ops, uint32_t n, const hs_matmul_opts *opt) {
+bool hs_matmul_splits(const hs_ops *ops, const hs_weight *w, uint32_t n, const hs_matmul_opts *opt) {
     const uint32_t split_n = hs_ops_tuning(ops)->split_n;
-    return opt && opt->prologue != HS_MATMUL_PLAIN && opt->scratch.buf && split_n && n >= split_n;
+    return opt && opt->prologue != HS_MATMUL_PLAIN && opt->scratch.buf && split_n && n >= split_n &&
+           !hs_matmul_act_q8(w, opt);
 }
 
 /* The windows a product's activations are read through: x (x_bytes) and the
@@ -291,14 +292,26 @@ static hs_status x_windows(const hs_vk_caps *c, const hs_weight *w, hs_vk_bindin
     return HS_OK;
 }
 
+static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
+                         hs_vk_binding y, const hs_matmul_opts *opt, bool x8);
+
+/* Words per column of x8 (matmul_pro.comp, OUT_Q8): 20 per 32-element block. */
+static uint32_t x8_words(const hs_weight *w) { return w->cols / 32 * 20; }
+
+bool hs_matmul_act_q8(const hs_weight *w, const hs_matmul_opts *opt) {
+    return w && opt && opt->act_q8 && w->type == HS_TYPE_Q4_1;
+}
+
 /* The split prologue: matmul_pro writes x' = prologue(x) into opt->scratch
- * (one workgroup per column), then the plain product reads it. */
+ * (one workgroup per column), as f32 or (x8) in the 8-bit form, then the
+ * product reads it. */
 static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
-                                hs_vk_binding y, const hs_matmul_opts *opt) {
+                                hs_vk_binding y, const hs_matmul_opts *opt, bool x8) {
     static const char *op = "hs_op_matmul";
     const hs_vk_caps *c = hs_ops_caps(ops);
     const uint32_t x_stride = opt->prologue == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
-    const uint64_t x_bytes = (uint64_t)n * x_stride * 4, s_bytes = (uint64_t)n * w->cols * 4;
+    const uint64_t x_bytes = (uint64_t)n * x_stride * 4,
+                   s_bytes = (uint64_t)n * (x8 ? x8_words(w) : w->cols) * 4;
     const uint64_t y_bytes = ((uint64_t)(n - 1) * (opt->y_stride ? opt->y_stride : w->rows) + w->rows) * 4;
     hs_window wx, ws, wg;
     bool xvec4;
@@ -313,12 +326,22 @@ static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w,
     /* activations through uniform buffers: windows of whole columns */
     const uint32_t ux_cols = ux_window_cols(ops, &wx, xvec4, x_stride, 1);
     const bool ux = ux_cols > 0;
+    /* the SPIR-V of each variant, indexed by sg | ux << 1 | x8 << 2 */
+    static const char *const names[8] = {"matmul_pro",       "matmul_pro_sg",      "matmul_pro_ux",
+                                         "matmul_pro_sg_ux", "matmul_pro_q8",      "matmul_pro_q8_sg",
+                                         "matmul_pro_q8_ux", "matmul_pro_q8_sg_ux"};
+    const uint32_t *const codes[8] = {
+        hs_spv_matmul_pro,    hs_spv_matmul_pro_sg,    hs_spv_matmul_pro_ux,    hs_spv_matmul_pro_sg_ux,
+        hs_spv_matmul_pro_q8, hs_spv_matmul_pro_q8_sg, hs_spv_matmul_pro_q8_ux, hs_spv_matmul_pro_q8_sg_ux};
+    const size_t sizes[8] = {hs_spv_matmul_pro_size,       hs_spv_matmul_pro_sg_size,
+                             hs_spv_matmul_pro_ux_size,    hs_spv_matmul_pro_sg_ux_size,
+                             hs_spv_matmul_pro_q8_size,    hs_spv_matmul_pro_q8_sg_size,
+                             hs_spv_matmul_pro_q8_ux_size, hs_spv_matmul_pro_q8_sg_ux_size};
+    const unsigned variant = (sg ? 1u : 0u) | (ux ? 2u : 0u) | (x8 ? 4u : 0u);
     hs_vk_pipeline_desc d = {
-        .name = ux ? (sg ? "matmul_pro_sg_ux" : "matmul_pro_ux") : (sg ? "matmul_pro_sg" : "matmul_pro"),
-        .code = ux ? (sg ? hs_spv_matmul_pro_sg_ux : hs_spv_matmul_pro_ux)
-                   : (sg ? hs_spv_matmul_pro_sg : hs_spv_matmul_pro),
-        .code_size = ux ? (sg ? hs_spv_matmul_pro_sg_ux_size : hs_spv_matmul_pro_ux_size)
-                        : (sg ? hs_spv_matmul_pro_sg_size : hs_spv_matmul_pro_size),
+        .name = names[variant],
+        .code = codes[variant],
+        .code_size = sizes[variant],
         .n_bindings = 5,
         .write_mask = 1u << 3,
         .uniform_mask = ux ? 1u << 2 : 0u,
@@ -343,17 +366,18 @@ static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w,
                              .col0 = j0,
                              .x_stride = x_stride,
                              .x_off = x_off,
-                             .y_off = ws.elem,
+                             .y_off = x8 ? ws.elem / 4 : ws.elem,
                              .g_off = wg.elem,
                              .eps = opt->eps,
-                             .y_stride = w->cols,
+                             .y_stride = x8 ? x8_words(w) / 4 : w->cols,
                              .xcol0 = xcol0};
         if ((st = hs_vk_seq_dispatch(seq, pipe, binds, 5, &pc, 1, gy, 1)) != HS_OK) return st;
     }
     hs_matmul_opts o = *opt;
     o.prologue = HS_MATMUL_PLAIN;
     o.scratch = (hs_vk_binding){0};
-    return hs_op_matmul(ops, seq, w, opt->scratch, n, y, &o);
+    return x8 ? product(ops, seq, w, opt->scratch, n, y, &o, true)
+              : hs_op_matmul(ops, seq, w, opt->scratch, n, y, &o);
 }
 
 hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
@@ -375,7 +399,6 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
         return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y_stride %u is less than the %u rows", op, y_stride, w->rows);
     const uint64_t x_bytes = (uint64_t)n * x_stride * 4;
     const uint64_t y_bytes = ((uint64_t)(n - 1) * y_stride + w->rows) * 4;
-    hs_window wx, wy, wg, wr;
     hs_status st;
     /* A batch whose activations pass maxStorageBufferRange (every row's
      * logits of a tree, say) runs as consecutive batches that fit: columns
@@ -398,9 +421,30 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
         }
         return HS_OK;
     }
-    if (hs_matmul_splits(ops, n, opt)) return split_prologue(ops, seq, w, x, n, y, opt);
+    if (hs_matmul_act_q8(w, opt)) {
+        if (!opt->scratch.buf || opt->scratch.offset % 16)
+            return HS_FAIL(HS_ERR_INVALID_ARG,
+                           "%s: act_q8 needs a scratch buffer at a 16-byte aligned offset", op);
+        return split_prologue(ops, seq, w, x, n, y, opt, true);
+    }
+    if (hs_matmul_splits(ops, w, n, opt)) return split_prologue(ops, seq, w, x, n, y, opt, false);
+    return product(ops, seq, w, x, n, y, opt, false);
+}
+
+/* The product itself, on x (x8: the 8-bit form of split_prologue, no prologue). */
+static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
+                         hs_vk_binding y, const hs_matmul_opts *opt, bool x8) {
+    static const char *op = "hs_op_matmul";
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    const uint32_t x_stride = x8 ? x8_words(w) : opt->prologue == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
+    const uint32_t y_stride = opt->y_stride ? opt->y_stride : w->rows;
+    const uint64_t x_bytes = (uint64_t)n * x_stride * 4;
+    const uint64_t y_bytes = ((uint64_t)(n - 1) * y_stride + w->rows) * 4;
+    hs_window wx, wy, wg, wr;
+    hs_status st;
     bool xvec4;
     if ((st = x_windows(c, w, x, x_bytes, x_stride, opt, &wx, &wg, &xvec4)) != HS_OK) return st;
+    if (x8 && !xvec4) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: x8 is not 16-byte aligned", op);
     if ((st = make_window(c, op, "y", y, y_bytes, &wy)) != HS_OK) return st;
     if (overlap(x, x_bytes, y, y_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y overlaps x", op);
     wr = wx;
@@ -428,8 +472,8 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
 
     const bool tx = texel_weights(ops);
     char name[32];
-    snprintf(name, sizeof name, "matmul_%s%s%s%s", type_suffix(w->type), sg ? "_sg" : "", tx ? "_tx" : "",
-             ux ? "_ux" : "");
+    snprintf(name, sizeof name, "matmul_%s%s%s%s%s", type_suffix(w->type), x8 ? "_x8" : "", sg ? "_sg" : "",
+             tx ? "_tx" : "", ux ? "_ux" : "");
     hs_vk_pipeline_desc d = {.name = name,
                              .n_bindings = 6,
                              .write_mask = 1u << 3,
@@ -456,15 +500,21 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
         break;                                                                                               \
     }
     const unsigned variant = (sg ? 1u : 0u) | (tx ? 2u : 0u) | (ux ? 4u : 0u);
-    switch (w->type) {
-        HS_MM_CODE(F32, f32)
-        HS_MM_CODE(F16, f16)
-        HS_MM_CODE(Q4_0, q4_0)
-        HS_MM_CODE(Q4_1, q4_1)
-        HS_MM_CODE(Q8_0, q8_0)
-        HS_MM_CODE(Q4_K, q4_K)
-        HS_MM_CODE(Q6_K, q6_K)
-    }
+    if (x8) /* q4_1 only (hs_matmul_act_q8) */
+        switch (w->type) {
+            HS_MM_CODE(Q4_1, q4_1_x8)
+        default: return HS_FAIL(HS_ERR_INVALID_ARG, "%s: no x8 product for %s", op, hs_type_name(w->type));
+        }
+    else
+        switch (w->type) {
+            HS_MM_CODE(F32, f32)
+            HS_MM_CODE(F16, f16)
+            HS_MM_CODE(Q4_0, q4_0)
+            HS_MM_CODE(Q4_1, q4_1)
+            HS_MM_CODE(Q8_0, q8_0)
+            HS_MM_CODE(Q4_K, q4_K)
+            HS_MM_CODE(Q6_K, q6_K)
+        }
 #undef HS_MM_CODE
     hs_vk_pipeline *pipe = NULL;
     if ((st = hs_ops_pipeline(ops, &d, &pipe)) != HS_OK) return st;

@@ -81,6 +81,13 @@ typedef struct hs_matmul_opts {
                             * prologue and n >= the tuning's split_n, x' is computed there once
                             * per column and the product reads it (bitwise the same results;
                             * without it, every workgroup recomputes its columns' x') */
+    bool act_q8;           /* q4_1 weights (others ignore it): x' is rounded to 8-bit integers per
+                            * 32-element block (d = max |x'| / 127, x' ~ d round(x' / d)) in a pass of
+                            * its own into scratch (needed, 16-byte aligned, for any n and prologue),
+                            * and the product multiplies integers: faster where f32 multiply-adds
+                            * bound the products (lavapipe), at 8-bit activation precision as
+                            * llama.cpp's q8_1 dot products. Results differ from act_q8 = false but
+                            * stay the same for every batch, shape, tuning and variant */
 } hs_matmul_opts;
 
 /* y[j][r] = (res[j][r] +) sum_k W[r][k] * x'[j][k] for j < n, r < rows.
@@ -90,10 +97,15 @@ typedef struct hs_matmul_opts {
 hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
                        hs_vk_binding y, const hs_matmul_opts *opt);
 
-/* Whether hs_op_matmul computes x' in a pass of its own into opt->scratch for
- * a product of n columns (it then leaves x' there: more products of the same
- * x' may read it with HS_MATMUL_PLAIN). */
-bool hs_matmul_splits(const hs_ops *ops, uint32_t n, const hs_matmul_opts *opt);
+/* Whether hs_op_matmul computes x' (f32) in a pass of its own into opt->scratch
+ * for a product of w with n columns (it then leaves x' there: more products of
+ * the same x' may read it with HS_MATMUL_PLAIN). False where the pass writes
+ * the 8-bit form instead (act_q8). */
+bool hs_matmul_splits(const hs_ops *ops, const hs_weight *w, uint32_t n, const hs_matmul_opts *opt);
+
+/* Whether a product of w with opt runs on 8-bit activations (act_q8 and a
+ * q4_1 weight). */
+bool hs_matmul_act_q8(const hs_weight *w, const hs_matmul_opts *opt);
 
 /* out[j][:] = row ids[j] of table, dequantized (f32 [n][cols]); zeros for ids
  * >= rows. ids: uint32 [n], read on the device when the sequence runs. */

@@ -108,6 +108,104 @@ const uint G = LANES * RL;
         HS_GROUP(3u)                                                                               \
     }
 
+#if XQ8
+#if TYPE != HS_T_Q4_1
+#error "XQ8 products are written for q4_1 weights"
+#endif
+/* x8 (matmul_pro.comp, OUT_Q8): column j's block b is five uvec4 at
+ * x_off / 4 + (j - xcol0) * x_stride / 4 + 5 b: words 4m + t of the first four
+ * hold xq[8m + t + 4] + 65536 xq[8m + t] (int, two's complement), the fifth
+ * (d, s) as float bits, x = d xq, s = d sum(xq).
+ *
+ * Two products per integer multiply: a weight word u holds the 4-bit q of
+ * elements 8m .. 8m + 7 (quant.glsl), so P = (u >> 4t) & 0x000F000F is
+ * q[8m+t] + 65536 q[8m+t+4], and
+ *   P X = q[a] xq[b] + 65536 (q[a] xq[a] + q[b] xq[b]) + 2^32 (...)
+ * with a = 8m + t, b = a + 4: bits 16..31 carry the two products' sum. Over
+ * eight such words the low part stays within +-8 * 15 * 127 < 2^15 and the
+ * high within +-2^15, so (T + 2^15) >> 16 (arithmetic) is exactly their sum.
+ * Integer sums are exact, so each block's sum is the same in every variant and
+ * batch; the float part is one fixed chain per output, as in the float path. */
+void main() {
+    const uint lane = gl_LocalInvocationID.x;
+    const uint gl = gl_WorkGroupID.x / (RL / RW);
+    const uint rsub = gl_WorkGroupID.x % (RL / RW);
+    const uint colb = p.col0 + gl_WorkGroupID.y * C;
+    const uint nblk = p.nblk;
+#if USE_SUBGROUP
+    const bool sg = gl_SubgroupSize >= 8u;
+    const uint sid = gl_SubgroupInvocationID;
+#endif
+
+    uint cb[C]; /* uvec4 index of each column's block 0 (surplus columns redo n-1) */
+    for (uint c = 0; c < C; c++) cb[c] = (p.x_off + (min(colb + c, p.n - 1u) - p.xcol0) * p.x_stride) >> 2;
+
+    precise float acc[RW * C];
+    for (uint i = 0; i < RW * C; i++) acc[i] = 0.0;
+    uint ring[RW];
+    for (uint r = 0; r < RW; r++) ring[r] = (rsub * RW + r) * LANES + lane;
+
+    for (uint b = 0; b < nblk; b++) {
+        const uint qb = (gl * nblk + b) * QP * G;
+        const uint sbk = (gl * nblk + b) * G;
+        uvec4 xv[C * 4];
+        vec2 xs[C];
+        for (uint c = 0; c < C; c++) {
+            const uint o = cb[c] + 5u * b;
+#if USE_SUBGROUP
+            if (sg) { /* lane v < 5 loads uvec4 v of the block, the others get it by shuffles */
+                const uvec4 xl = sid < 5u ? xq4[o + sid] : uvec4(0u);
+                xv[4u * c] = subgroupShuffle(xl, 0u);
+                xv[4u * c + 1u] = subgroupShuffle(xl, 1u);
+                xv[4u * c + 2u] = subgroupShuffle(xl, 2u);
+                xv[4u * c + 3u] = subgroupShuffle(xl, 3u);
+                xs[c] = uintBitsToFloat(subgroupShuffle(xl, 4u).xy);
+                continue;
+            }
+#endif
+            xv[4u * c] = xq4[o];
+            xv[4u * c + 1u] = xq4[o + 1u];
+            xv[4u * c + 2u] = xq4[o + 2u];
+            xv[4u * c + 3u] = xq4[o + 3u];
+            xs[c] = uintBitsToFloat(xq4[o + 4u].xy);
+        }
+        for (uint r = 0; r < RW; r++) {
+            const uvec4 qd = QV(qb + ring[r]);
+            const vec2 dm = unpackHalf2x16(SV(sbk + ring[r]));
+            uint pw[16];
+            for (uint m = 0; m < 4u; m++)
+                for (uint t = 0; t < 4u; t++) pw[4u * m + t] = (qd[m] >> (4u * t)) & 0x000F000Fu;
+            for (uint c = 0; c < C; c++) {
+                uint t0 = 0u, t1 = 0u;
+                for (uint i = 0; i < 4u; i++) {
+                    t0 += pw[i] * xv[4u * c][i];
+                    t0 += pw[4u + i] * xv[4u * c + 1u][i];
+                    t1 += pw[8u + i] * xv[4u * c + 2u][i];
+                    t1 += pw[12u + i] * xv[4u * c + 3u][i];
+                }
+                const int sum = ((int(t0) + 32768) >> 16) + ((int(t1) + 32768) >> 16);
+                const uint a = r * C + c;
+                precise float v = float(sum) * (dm.x * xs[c].x);
+                acc[a] = acc[a] + v;
+                precise float mv = dm.y * xs[c].y;
+                acc[a] = acc[a] + mv;
+            }
+        }
+    }
+
+    for (uint r = 0; r < RW; r++) {
+        const uint row = (p.group0 + gl) * G + ring[r];
+        if (row >= p.rows) continue;
+        for (uint c = 0; c < C; c++) {
+            const uint j = colb + c;
+            if (j >= p.n) continue;
+            precise float v = acc[r * C + c];
+            if (EPILOGUE == 1) v = res[p.r_off + j * p.y_stride + row] + v;
+            y[p.y_off + j * p.y_stride + row] = v;
+        }
+    }
+}
+#else
 void main() {
     const uint lane = gl_LocalInvocationID.x;
     const uint gl = gl_WorkGroupID.x / (RL / RW); /* row group within the chunk */
@@ -170,3 +268,4 @@ void main() {
         }
     }
 }
+#endif

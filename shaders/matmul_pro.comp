@@ -32,6 +32,10 @@ layout(constant_id = 6) const uint XVEC4 = 1;
 
 layout(std430, binding = 3) writeonly buffer Y1 { float y1[]; };
 layout(std430, binding = 3) writeonly buffer Y4 { vec4 y4[]; };
+#ifndef OUT_Q8
+#define OUT_Q8 0
+#endif
+layout(std430, binding = 3) writeonly buffer YQ { uvec4 yq4[]; };
 
 void main() {
     const uint j = p.col0 + gl_WorkGroupID.y;
@@ -44,6 +48,35 @@ void main() {
         scale = norm_of(j);
 #endif
     }
+#if OUT_Q8
+    /* x8 for the XQ8 products (matmul.comp): each 32-element block b of x'
+     * as int8 xq = roundEven(x' * 127 / amax) with d = amax / 127, packed in
+     * pairs, and s = d * sum(xq); y_off and y_stride are in uvec4 here. */
+    for (uint b = gl_LocalInvocationID.x; b < p.cols / 32u; b += LANES) {
+        vec4 v[8];
+        float amax = 0.0;
+        for (uint i = 0; i < 8u; i++) {
+            v[i] = x_in(j, 32u * b + 4u * i, scale);
+            const vec4 a = abs(v[i]);
+            amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
+        }
+        const float d = amax / 127.0;
+        const float id = amax > 0.0 ? 127.0 / amax : 0.0;
+        int q[32];
+        int sum = 0;
+        for (uint i = 0; i < 32u; i++) {
+            q[i] = int(roundEven(v[i >> 2][i & 3u] * id));
+            sum += q[i];
+        }
+        const uint o = p.y_off + j * p.y_stride + 5u * b;
+        for (uint m = 0; m < 4u; m++) {
+            uvec4 w;
+            for (uint t = 0; t < 4u; t++) w[t] = uint(q[8u * m + t + 4u]) + (uint(q[8u * m + t]) << 16);
+            yq4[o + m] = w;
+        }
+        yq4[o + 4u] = uvec4(floatBitsToUint(d), floatBitsToUint(d * float(sum)), 0u, 0u);
+    }
+#else
     for (uint k = 4u * gl_LocalInvocationID.x; k < p.cols; k += 4u * LANES) {
         const vec4 v = x_in(j, k, scale);
         const uint o = p.y_off + j * p.y_stride + k;
@@ -53,4 +86,5 @@ void main() {
             for (uint e = 0; e < 4u && k + e < p.cols; e++) y1[o + e] = v[e];
         }
     }
+#endif
 }

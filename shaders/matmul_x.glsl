@@ -37,8 +37,21 @@ layout(push_constant) uniform Push {
 #ifndef USE_UBO_X
 #define USE_UBO_X 0
 #endif
+#ifndef XQ8
+#define XQ8 0
+#endif
 #if USE_UBO_X
 layout(constant_id = 7) const uint XU_VEC4 = 1;
+#endif
+#if XQ8
+/* The product's x is the 8-bit form matmul_pro writes (XQ8 there): per column,
+ * per 32-element block, five uvec4: four of packed pairs, then d and s. */
+#if USE_UBO_X
+layout(std140, binding = 2) uniform XU { uvec4 xq4[XU_VEC4]; };
+#else
+layout(std430, binding = 2) readonly buffer XQ { uvec4 xq4[]; };
+#endif
+#elif USE_UBO_X
 layout(std140, binding = 2) uniform XU { vec4 x4[XU_VEC4]; };
 #else
 layout(std430, binding = 2) readonly buffer X1 { float x1[]; };
@@ -47,6 +60,7 @@ layout(std430, binding = 2) readonly buffer X4 { vec4 x4[]; };
 layout(std430, binding = 4) readonly buffer G1 { float g1[]; };
 layout(std430, binding = 4) readonly buffer G4 { vec4 g4[]; };
 
+#if !XQ8
 float hs_silu(float v) {
     precise float e = 1.0 + exp(-v);
     return v / e;
@@ -125,5 +139,7 @@ float norm_of_sg(uint j, uint sid) {
     return norm_scale(t);
 }
 #endif
+
+#endif /* !XQ8 */
 
 #endif

@@ -7,25 +7,48 @@
 
 #include "hs_quant.h"
 
-void ref_matmul(const float *w, uint32_t rows, uint32_t cols, const float *x, uint32_t n,
-                hs_matmul_prologue prologue, const float *g, float eps, const float *res, double *y) {
+/* x' of one column, in double. */
+static void ref_prologue(const float *xj, uint32_t cols, hs_matmul_prologue prologue, const float *g,
+                         float eps, double *xp) {
+    if (prologue == HS_MATMUL_RMSNORM) {
+        double ss = 0;
+        for (uint32_t k = 0; k < cols; k++)
+            ss += (double)xj[k] * xj[k];
+        const double scale = 1.0 / sqrt(ss / cols + eps);
+        for (uint32_t k = 0; k < cols; k++)
+            xp[k] = xj[k] * scale * g[k];
+    } else if (prologue == HS_MATMUL_SWIGLU) {
+        for (uint32_t k = 0; k < cols; k++) {
+            const double gate = xj[k];
+            xp[k] = gate / (1.0 + exp(-gate)) * xj[cols + k];
+        }
+    } else {
+        for (uint32_t k = 0; k < cols; k++)
+            xp[k] = xj[k];
+    }
+}
+
+/* x' rounded as act_q8 rounds it: per 32-element block, d = max |x'| / 127
+ * and x' = d * round-half-even(x' / d). */
+static void ref_round_q8(double *xp, uint32_t cols) {
+    for (uint32_t b = 0; b + 32 <= cols; b += 32) {
+        double amax = 0;
+        for (uint32_t k = b; k < b + 32; k++)
+            amax = fabs(xp[k]) > amax ? fabs(xp[k]) : amax;
+        const double d = amax / 127;
+        for (uint32_t k = b; k < b + 32; k++)
+            xp[k] = d > 0 ? d * nearbyint(xp[k] / d) : 0.0;
+    }
+}
+
+static void ref_product(const float *w, uint32_t rows, uint32_t cols, const float *x, uint32_t n,
+                        hs_matmul_prologue prologue, const float *g, float eps, const float *res, double *y,
+                        bool q8) {
     const uint32_t stride = prologue == HS_MATMUL_SWIGLU ? 2 * cols : cols;
     double *xp = malloc(cols * sizeof *xp);
     for (uint32_t j = 0; j < n; j++) {
-        const float *xj = x + (uint64_t)j * stride;
-        if (prologue == HS_MATMUL_RMSNORM) {
-            double ss = 0;
-            for (uint32_t k = 0; k < cols; k++) ss += (double)xj[k] * xj[k];
-            const double scale = 1.0 / sqrt(ss / cols + eps);
-            for (uint32_t k = 0; k < cols; k++) xp[k] = xj[k] * scale * g[k];
-        } else if (prologue == HS_MATMUL_SWIGLU) {
-            for (uint32_t k = 0; k < cols; k++) {
-                const double gate = xj[k];
-                xp[k] = gate / (1.0 + exp(-gate)) * xj[cols + k];
-            }
-        } else {
-            for (uint32_t k = 0; k < cols; k++) xp[k] = xj[k];
-        }
+        ref_prologue(x + (uint64_t)j * stride, cols, prologue, g, eps, xp);
+        if (q8) ref_round_q8(xp, cols);
         for (uint32_t r = 0; r < rows; r++) {
             double acc = 0;
             const float *wr = w + (uint64_t)r * cols;
@@ -34,6 +57,16 @@ void ref_matmul(const float *w, uint32_t rows, uint32_t cols, const float *x, ui
         }
     }
     free(xp);
+}
+
+void ref_matmul(const float *w, uint32_t rows, uint32_t cols, const float *x, uint32_t n,
+                hs_matmul_prologue prologue, const float *g, float eps, const float *res, double *y) {
+    ref_product(w, rows, cols, x, n, prologue, g, eps, res, y, false);
+}
+
+void ref_matmul_q8(const float *w, uint32_t rows, uint32_t cols, const float *x, uint32_t n,
+                   hs_matmul_prologue prologue, const float *g, float eps, const float *res, double *y) {
+    ref_product(w, rows, cols, x, n, prologue, g, eps, res, y, true);
 }
 
 void *ref_random_weight(hs_rng *r, hs_type t, uint32_t rows, uint32_t cols) {

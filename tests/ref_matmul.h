@@ -17,6 +17,11 @@
 void ref_matmul(const float *w, uint32_t rows, uint32_t cols, const float *x, uint32_t n,
                 hs_matmul_prologue prologue, const float *g, float eps, const float *res, double *y);
 
+/* ref_matmul on 8-bit activations (hs_matmul_opts.act_q8): x' rounded per
+ * 32-element block to d * round-half-even(x' / d), d = max |x'| / 127. */
+void ref_matmul_q8(const float *w, uint32_t rows, uint32_t cols, const float *x, uint32_t n,
+                   hs_matmul_prologue prologue, const float *g, float eps, const float *res, double *y);
+
 /* Random GGUF data for a [rows][cols] weight of type t (malloc'ed; free()).
  * f32/f16: uniform [-1, 1); q8_0/q4_0/q4_1: uniform [-1, 1) quantized with
  * hs_quantize_row; q4_K/q6_K: random quants and sub-block scales with small

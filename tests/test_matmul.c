@@ -405,7 +405,8 @@ static const uint32_t k_batch_ns[] = {1, 2, 3, 4, 5, 8, 16, 17, 33, 64};
  * columns alone run with the prologue fused into the product; the batches get
  * a scratch buffer, so those of the tuning's split_n columns or more compute
  * x' in a pass of their own (matmul_pro) and must still agree bit for bit. */
-static void check_invariance(hs_test_env *env, hs_rng *r, const tw *w, hs_matmul_prologue pro, bool residual) {
+static void check_invariance(hs_test_env *env, hs_rng *r, const tw *w, hs_matmul_prologue pro, bool residual,
+                             bool q8) {
     const uint32_t nmax = 64, stride = pro == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
     float *x = hs_test_rand_array(r, (size_t)nmax * stride, -2.0f, 2.0f);
     float *g = hs_test_rand_array(r, w->cols, 0.5f, 1.5f);
@@ -418,8 +419,14 @@ static void check_invariance(hs_test_env *env, hs_rng *r, const tw *w, hs_matmul
     hs_vk_buffer *xs = hs_test_buffer(env, NULL, (size_t)nmax * w->cols * 4);
     hs_vk_seq *s = hs_test_seq_begin(env);
     for (uint32_t j = 0; j < nmax; j++) {
-        hs_matmul_opts o = {.prologue = pro, .norm = hs_test_bind(bg, 0), .eps = 1e-5f, .residual = residual,
-                            .res = hs_test_bind(bres, (uint64_t)j * w->rows * 4)};
+        /* 8-bit activations always take a pass of their own: a scratch slot per column */
+        hs_matmul_opts o = {.prologue = pro,
+                            .norm = hs_test_bind(bg, 0),
+                            .eps = 1e-5f,
+                            .residual = residual,
+                            .res = hs_test_bind(bres, (uint64_t)j * w->rows * 4),
+                            .scratch = q8 ? hs_test_bind(xs, (uint64_t)j * w->cols * 4) : (hs_vk_binding){0},
+                            .act_q8 = q8};
         HS_CHECK(hs_op_matmul(env->ops, s, w->dev, hs_test_bind(bx, (uint64_t)j * stride * 4), 1,
                               hs_test_bind(y1, (uint64_t)j * w->rows * 4), &o));
     }
@@ -429,7 +436,8 @@ static void check_invariance(hs_test_env *env, hs_rng *r, const tw *w, hs_matmul
                             .eps = 1e-5f,
                             .residual = residual,
                             .res = hs_test_bind(bres, 0),
-                            .scratch = hs_test_bind(xs, 0)};
+                            .scratch = hs_test_bind(xs, 0),
+                            .act_q8 = q8};
         /* NaN in the scratch first: x' must be written whole, not found there from the batch before. */
         HS_CHECK(hs_vk_seq_fill(s, xs, 0, (uint64_t)nmax * w->cols * 4, 0x7fc00000u));
         HS_CHECK(hs_op_matmul(env->ops, s, w->dev, hs_test_bind(bx, 0), k_batch_ns[i],
@@ -441,11 +449,12 @@ static void check_invariance(hs_test_env *env, hs_rng *r, const tw *w, hs_matmul
     for (size_t i = 0; i < N_BATCH; i++)
         for (uint32_t j = 0; j < k_batch_ns[i]; j++)
             if (memcmp(a + (size_t)j * w->rows, b + ((size_t)i * nmax + j) * w->rows, w->rows * 4))
-                fail_msg("%s prologue %d residual %d: column %u of n = %u differs from n = 1", hs_type_name(w->t),
-                         (int)pro, residual, j, k_batch_ns[i]);
+                fail_msg("%s%s prologue %d residual %d: column %u of n = %u differs from n = 1",
+                         hs_type_name(w->t), q8 ? " x8" : "", (int)pro, residual, j, k_batch_ns[i]);
     double *ref = malloc((size_t)nmax * w->rows * sizeof *ref);
-    ref_matmul(w->w, w->rows, w->cols, x, nmax, pro, g, 1e-5f, residual ? res : NULL, ref);
-    assert_true(ref_nmse(a, ref, (size_t)nmax * w->rows) < 1e-9);
+    (q8 ? ref_matmul_q8 : ref_matmul)(w->w, w->rows, w->cols, x, nmax, pro, g, 1e-5f, residual ? res : NULL,
+                                      ref);
+    assert_true(ref_nmse(a, ref, (size_t)nmax * w->rows) < (q8 ? 1e-6 : 1e-9));
     free(ref);
     free(a);
     free(b);
@@ -463,11 +472,16 @@ static void test_batch_invariance(void **state) {
     hs_rng_seed(&r, 16);
     for (size_t t = 0; t < REF_N_WEIGHT_TYPES; t++) {
         tw w = tw_make(env, &r, ref_weight_types[t], 37, ref_is_k_quant(ref_weight_types[t]) ? 512 : 160);
-        check_invariance(env, &r, &w, HS_MATMUL_PLAIN, false);
-        check_invariance(env, &r, &w, HS_MATMUL_RMSNORM, false);
-        check_invariance(env, &r, &w, HS_MATMUL_SWIGLU, false);
-        check_invariance(env, &r, &w, HS_MATMUL_PLAIN, true);
-        check_invariance(env, &r, &w, HS_MATMUL_RMSNORM, true);
+        check_invariance(env, &r, &w, HS_MATMUL_PLAIN, false, false);
+        check_invariance(env, &r, &w, HS_MATMUL_RMSNORM, false, false);
+        check_invariance(env, &r, &w, HS_MATMUL_SWIGLU, false, false);
+        check_invariance(env, &r, &w, HS_MATMUL_PLAIN, true, false);
+        check_invariance(env, &r, &w, HS_MATMUL_RMSNORM, true, false);
+        if (ref_weight_types[t] == HS_TYPE_Q4_1) {
+            check_invariance(env, &r, &w, HS_MATMUL_PLAIN, true, true);
+            check_invariance(env, &r, &w, HS_MATMUL_RMSNORM, false, true);
+            check_invariance(env, &r, &w, HS_MATMUL_SWIGLU, true, true);
+        }
         tw_free(&w);
     }
 }
@@ -510,24 +524,110 @@ static void test_matmul_args(void **state) {
     o = (hs_matmul_opts){.y_stride = 7}; /* 2 columns need 7 + 4 floats; y has 8 */
     assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 2, hs_test_bind(y, 0), &o), HS_ERR_OUT_OF_RANGE);
     assert_int_equal(hs_vk_seq_dispatch_count(s), 0);
+    /* 8-bit activations: q4_1 needs a 16-byte aligned scratch; other types ignore act_q8 */
+    tw t1 = tw_make(env, &r, HS_TYPE_Q4_1, 4, 64);
+    hs_vk_buffer *xs = hs_test_buffer(env, NULL, 2 * 64 * 4);
+    o = (hs_matmul_opts){.act_q8 = true};
+    assert_int_equal(hs_op_matmul(env->ops, s, t1.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &o),
+                     HS_ERR_INVALID_ARG);
+    o.scratch = hs_test_bind(xs, 4);
+    assert_int_equal(hs_op_matmul(env->ops, s, t1.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &o),
+                     HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_vk_seq_dispatch_count(s), 0);
+    assert_false(hs_matmul_act_q8(t.dev, &o));
+    assert_true(hs_matmul_act_q8(t1.dev, &o));
+    assert_false(hs_matmul_splits(
+        env->ops, t1.dev, 64,
+        &(hs_matmul_opts){.prologue = HS_MATMUL_RMSNORM, .scratch = hs_test_bind(xs, 0), .act_q8 = true}));
+    HS_CHECK(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &o));
     hs_test_seq_run(s);
     hs_vk_buffer_destroy(x);
     hs_vk_buffer_destroy(y);
+    hs_vk_buffer_destroy(xs);
     tw_free(&t);
+    tw_free(&t1);
+}
+
+/* ---- 8-bit activations (act_q8, q4_1) ---- */
+
+/* Products on 8-bit activations against the double reference of the same
+ * rounding (ref_matmul_q8): NMSE below 1e-6 (device f32 rounding gives
+ * ~1e-13; a tie rounded the other way ~1e-7 per element; a wrong pairing of
+ * weights and activations ~1), and above 1e-6 against the unrounded reference
+ * (8-bit rounding gives ~1e-5): the integers were used. */
+static void check_q8(hs_test_env *env, hs_rng *r, const tw *w, uint32_t n, hs_matmul_prologue pro,
+                     bool residual) {
+    const uint32_t stride = pro == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
+    float *x = hs_test_rand_array(r, (size_t)n * stride, -1.0f, 1.0f);
+    float *g = hs_test_rand_array(r, w->cols, 0.5f, 1.5f);
+    float *res = hs_test_rand_array(r, (size_t)n * w->rows, -1.0f, 1.0f);
+    hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)n * stride * 4),
+                 *bg = hs_test_buffer(env, g, w->cols * 4);
+    hs_vk_buffer *by = hs_test_buffer(env, res, (size_t)n * w->rows * 4);
+    hs_vk_buffer *xs = hs_test_buffer(env, NULL, (size_t)n * w->cols * 4);
+    hs_vk_seq *s = hs_test_seq_begin(env);
+    hs_matmul_opts o = {.prologue = pro,
+                        .norm = hs_test_bind(bg, 0),
+                        .eps = 1e-5f,
+                        .residual = residual,
+                        .res = hs_test_bind(by, 0),
+                        .scratch = hs_test_bind(xs, 0),
+                        .act_q8 = true};
+    HS_CHECK(hs_op_matmul(env->ops, s, w->dev, hs_test_bind(bx, 0), n, hs_test_bind(by, 0), &o));
+    hs_test_seq_run(s);
+    const size_t cnt = (size_t)n * w->rows;
+    float *y = hs_test_download(by, cnt * 4);
+    double *ref = malloc(cnt * sizeof *ref), *exact = malloc(cnt * sizeof *exact);
+    ref_matmul_q8(w->w, w->rows, w->cols, x, n, pro, g, 1e-5f, residual ? res : NULL, ref);
+    ref_matmul(w->w, w->rows, w->cols, x, n, pro, g, 1e-5f, residual ? res : NULL, exact);
+    const double e = ref_nmse(y, ref, cnt), e0 = ref_nmse(y, exact, cnt);
+    if (!(e < 1e-6) || !(e0 > 1e-6))
+        fail_msg("q4_1 x8 rows %u cols %u n %u prologue %d residual %d: nmse %g (8-bit reference), %g (f32)",
+                 w->rows, w->cols, n, (int)pro, residual, e, e0);
+    free(y);
+    free(ref);
+    free(exact);
+    hs_vk_buffer_destroy(bx);
+    hs_vk_buffer_destroy(bg);
+    hs_vk_buffer_destroy(by);
+    hs_vk_buffer_destroy(xs);
+    free(x);
+    free(g);
+    free(res);
+}
+
+static void test_matmul_q8(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 21);
+    const uint32_t rows[] = {1, 37, 257}, cols[] = {32, 96, 160}, ns[] = {1, 3, 8};
+    for (int i = 0; i < 3; i++) {
+        tw w = tw_make(env, &r, HS_TYPE_Q4_1, rows[i], cols[i]);
+        for (int k = 0; k < 3; k++) {
+            check_q8(env, &r, &w, ns[k], HS_MATMUL_PLAIN, k == 1);
+            check_q8(env, &r, &w, ns[k], HS_MATMUL_RMSNORM, k == 2);
+            check_q8(env, &r, &w, ns[k], HS_MATMUL_SWIGLU, k == 0);
+        }
+        tw_free(&w);
+    }
 }
 
 /* ---- split weights (second group: maxStorageBufferRange = 64 KiB) ---- */
 
 /* Results of the split group's shapes computed in the first group, with the
  * same seeds: the split weights must reproduce them bitwise. */
-#define N_SPLIT 5
+#define N_SPLIT 6
 static const struct {
     hs_type t;
     uint32_t rows, cols;
-} k_split[N_SPLIT] = {
-    {HS_TYPE_Q4_0, 1000, 256}, {HS_TYPE_F32, 300, 256}, {HS_TYPE_Q6_K, 600, 512}, {HS_TYPE_Q8_0, 700, 192},
-    /* 5 columns of 4096 outputs (80 KiB) pass the range: the batch is split too */
-    {HS_TYPE_Q8_0, 4096, 64}};
+    bool q8; /* on 8-bit activations */
+} k_split[N_SPLIT] = {{HS_TYPE_Q4_0, 1000, 256, false},
+                      {HS_TYPE_F32, 300, 256, false},
+                      {HS_TYPE_Q6_K, 600, 512, false},
+                      {HS_TYPE_Q8_0, 700, 192, false},
+                      /* 5 columns of 4096 outputs (80 KiB) pass the range: the batch is split too */
+                      {HS_TYPE_Q8_0, 4096, 64, false},
+                      {HS_TYPE_Q4_1, 1000, 256, true}};
 static float *g_split_ref[N_SPLIT];
 #define SPLIT_N 5
 
@@ -542,9 +642,15 @@ static float *split_products(hs_test_env *env, int i, uint32_t *chunks) {
     /* columns 0..4 as a batch with RMSNorm + residual (in place), then column 2 alone */
     float *y0 = hs_test_rand_array(&r, (size_t)SPLIT_N * rows, -1, 1);
     hs_vk_buffer *by = hs_test_buffer(env, y0, (size_t)SPLIT_N * rows * 4), *b1 = hs_test_buffer(env, y0, rows * 4 * 3);
+    hs_vk_buffer *xs = hs_test_buffer(env, NULL, (size_t)SPLIT_N * cols * 4);
     hs_vk_seq *s = hs_test_seq_begin(env);
-    hs_matmul_opts o = {.prologue = HS_MATMUL_RMSNORM, .norm = hs_test_bind(bg, 0), .eps = 1e-5f, .residual = true,
-                        .res = hs_test_bind(by, 0)};
+    hs_matmul_opts o = {.prologue = HS_MATMUL_RMSNORM,
+                        .norm = hs_test_bind(bg, 0),
+                        .eps = 1e-5f,
+                        .residual = true,
+                        .res = hs_test_bind(by, 0),
+                        .act_q8 = k_split[i].q8};
+    if (k_split[i].q8) o.scratch = hs_test_bind(xs, 0);
     HS_CHECK(hs_op_matmul(env->ops, s, w.dev, hs_test_bind(bx, 0), SPLIT_N, hs_test_bind(by, 0), &o));
     o.res = hs_test_bind(b1, (uint64_t)rows * 4 * 2);
     HS_CHECK(hs_op_matmul(env->ops, s, w.dev, hs_test_bind(bx, (uint64_t)cols * 4 * 2), 1, hs_test_bind(b1, (uint64_t)rows * 4 * 2), &o));
@@ -552,9 +658,11 @@ static float *split_products(hs_test_env *env, int i, uint32_t *chunks) {
     float *y = hs_test_download(by, (size_t)SPLIT_N * rows * 4), *y1 = hs_test_download(b1, rows * 4 * 3);
     assert_memory_equal(y + 2 * rows, y1 + 2 * rows, rows * 4);
     double *ref = malloc((size_t)SPLIT_N * rows * sizeof *ref);
-    ref_matmul(w.w, rows, cols, x, SPLIT_N, HS_MATMUL_RMSNORM, g, 1e-5f, y0, ref);
-    assert_true(ref_nmse(y, ref, (size_t)SPLIT_N * rows) < 1e-9);
+    (k_split[i].q8 ? ref_matmul_q8 : ref_matmul)(w.w, rows, cols, x, SPLIT_N, HS_MATMUL_RMSNORM, g, 1e-5f, y0,
+                                                 ref);
+    assert_true(ref_nmse(y, ref, (size_t)SPLIT_N * rows) < (k_split[i].q8 ? 1e-6 : 1e-9));
     free(ref);
+    hs_vk_buffer_destroy(xs);
     free(y1);
     free(x);
     free(g);
@@ -660,13 +768,16 @@ static void test_tuning_independent(void **state) {
     hs_rng r;
     hs_rng_seed(&r, 18);
     /* Few pipelines: each new shape is an LLVM compile on lavapipe. */
-    static const char *tunings[] = {"rows=1,cols=1", "rows=2,cols=3", "split=0", "split=4"};
+    static const char *tunings[] = {"rows=1,cols=1", "rows=2,cols=3", "split=0", "split=4", "texel=0,ubo=0"};
     static const hs_type types[] = {HS_TYPE_F16, HS_TYPE_Q4_1, HS_TYPE_Q6_K};
     static const uint32_t ns[] = {1, 3, 9};
     const uint32_t rows = 75, nmax = 9;
-    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-        const uint32_t cols = ref_is_k_quant(types[t]) ? 512 : 96;
-        tw w = tw_make(env, &r, types[t], rows, cols);
+    /* q4_1 twice: on f32 and on 8-bit activations */
+    for (size_t t = 0; t <= sizeof types / sizeof types[0]; t++) {
+        const bool q8 = t == sizeof types / sizeof types[0];
+        const hs_type type = q8 ? HS_TYPE_Q4_1 : types[t];
+        const uint32_t cols = ref_is_k_quant(type) ? 512 : 96;
+        tw w = tw_make(env, &r, type, rows, cols);
         float *x = hs_test_rand_array(&r, (size_t)nmax * cols, -1, 1), *g = hs_test_rand_array(&r, cols, 0.5f, 1.5f);
         hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)nmax * cols * 4), *bg = hs_test_buffer(env, g, cols * 4);
         hs_vk_buffer *xs = hs_test_buffer(env, NULL, (size_t)nmax * cols * 4);
@@ -674,7 +785,8 @@ static void test_tuning_independent(void **state) {
         const hs_matmul_opts o = {.prologue = HS_MATMUL_RMSNORM,
                                   .norm = hs_test_bind(bg, 0),
                                   .eps = 1e-5f,
-                                  .scratch = hs_test_bind(xs, 0)};
+                                  .scratch = hs_test_bind(xs, 0),
+                                  .act_q8 = q8};
         float *want[3];
         for (int i = 0; i < 3; i++) {
             hs_vk_buffer *y = hs_test_buffer(env, NULL, (size_t)ns[i] * rows * 4);
@@ -691,7 +803,7 @@ static void test_tuning_independent(void **state) {
             unsetenv("HS_TUNING");
             HS_CHECK(st);
             hs_weight *w2 = NULL;
-            HS_CHECK(hs_weight_create(ops, types[t], rows, cols, w.gguf, &w2));
+            HS_CHECK(hs_weight_create(ops, type, rows, cols, w.gguf, &w2));
             for (int i = 0; i < 3; i++) {
                 hs_vk_buffer *y = hs_test_buffer(env, NULL, (size_t)ns[i] * rows * 4);
                 hs_vk_seq *s = hs_test_seq_begin(env);
@@ -699,7 +811,8 @@ static void test_tuning_independent(void **state) {
                 hs_test_seq_run(s);
                 float *got = hs_test_download(y, (size_t)ns[i] * rows * 4);
                 if (memcmp(got, want[i], (size_t)ns[i] * rows * 4) != 0)
-                    fail_msg("%s n %u: HS_TUNING=%s changed the result", hs_type_name(types[t]), ns[i], tunings[u]);
+                    fail_msg("%s%s n %u: HS_TUNING=%s changed the result", hs_type_name(type),
+                             q8 ? " x8" : "", ns[i], tunings[u]);
                 free(got);
                 hs_vk_buffer_destroy(y);
             }
@@ -811,12 +924,12 @@ int main(void) {
         cmocka_unit_test(test_dequant_q6_K), cmocka_unit_test(test_dequant_args),    cmocka_unit_test(test_quantize),
     };
     const struct CMUnitTest device[] = {
-        cmocka_unit_test(test_matmul_args),      cmocka_unit_test(test_matmul_shapes),
-        cmocka_unit_test(test_matmul_odd_cols),  cmocka_unit_test(test_matmul_prologues),
-        cmocka_unit_test(test_matmul_offsets),   cmocka_unit_test(test_matmul_stacked),
-        cmocka_unit_test(test_matmul_strided),   cmocka_unit_test(test_tuning_independent),
-        cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_split_reference),
-        cmocka_unit_test(test_uniform_windows),
+        cmocka_unit_test(test_matmul_args),        cmocka_unit_test(test_matmul_shapes),
+        cmocka_unit_test(test_matmul_q8),          cmocka_unit_test(test_matmul_odd_cols),
+        cmocka_unit_test(test_matmul_prologues),   cmocka_unit_test(test_matmul_offsets),
+        cmocka_unit_test(test_matmul_stacked),     cmocka_unit_test(test_matmul_strided),
+        cmocka_unit_test(test_tuning_independent), cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_split_reference),    cmocka_unit_test(test_uniform_windows),
     };
     const struct CMUnitTest split[] = {
         cmocka_unit_test(test_split_weights),
