@@ -96,7 +96,10 @@ static const struct {
      * Activations come through uniform buffers: a uniform-buffer load is one
      * vector gather where a storage-buffer load loops over the lanes with a
      * branch per lane and component (measured: SmolLM2 batches of 4-64
-     * tokens 1.3-1.5x faster, `bench -p`). */
+     * tokens 1.3-1.5x faster, `bench -p`). The products are bound by f32
+     * multiply-adds, so q4_1 products take 8-bit activations and multiply
+     * integers, two products per 32-bit multiply (q8 1; measured: pp512 1.3-1.4x,
+     * the N = 64 batch 1.35-1.45x, tg128 1.1-1.25x). */
     {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1}},
     /* GPUs (none measured here; each line says why): storage-buffer loads are
      * as wide as texel fetches and skip the texture path, so weights stay in
@@ -104,7 +107,9 @@ static const struct {
      * cheap next to the weights, so x' gets its own pass (one more dispatch and
      * barrier) only from 16 columns on. Activations stay in storage buffers:
      * the lanes of a subgroup read different words of x, which a GPU's
-     * constant cache serializes. */
+     * constant cache serializes. Activations stay f32 (q8 0): a GPU's
+     * matrix-vector product waits on memory, not on multiply-adds, so 8-bit
+     * activations would cost precision and a pass for nothing at decode. */
     /* NVIDIA: 32-lane warps, many registers: 8 columns share each dequantized
      * weight; 128-lane reductions fill an SM's schedulers. */
     {0x10DE, NULL, {"nvidia", 2, 8, 128, 0, 16, 0, 0}},
