@@ -46,7 +46,8 @@ static void usage(FILE *f) {
             "  -n N               new tokens per question (default 96)\n"
             "  --temp T           temperature (default 0: greedy; > 0 fits the sample mode)\n"
             "  --seed S           sampling seed (default 0)\n"
-            "  --record K/D/N     EAGLE-2 tree the rounds are recorded with (default 10/6/4)\n"
+            "  --record K/D/N     EAGLE-2 tree the rounds are recorded with (default 10/6/6; it\n"
+            "                     drafts at most N levels: one it cannot verify is skipped)\n"
             "  --strata B         entropy strata (default 4, at most %d)\n"
             "  --max-verify N     most nodes a HeteroSpec tree verifies (default 64)\n"
             "  -r N               timing passes per measurement (default 5)\n"
@@ -73,7 +74,7 @@ static int parse(int argc, char **argv, cal_args *a) {
     a->max_verify = 64;
     a->rec_k = 10;
     a->rec_d = 6;
-    a->rec_n = 4;
+    a->rec_n = 6;
     a->sp = hs_sampler_default_params();
     a->sp.temperature = 0.0f;
     for (int i = 1; i < argc; i++) {
@@ -118,6 +119,11 @@ static int parse(int argc, char **argv, cal_args *a) {
                         HS_TOPK_MAX_K, HS_TREE_MAX_DEPTH - 2);
                 return 2;
             }
+            if (a->rec_n < a->rec_d)
+                fprintf(stderr,
+                        "heterospec calibrate: --record %s drafts only %u of its %u levels (EAGLE-2 skips a "
+                        "level its %u verified nodes cannot reach): the fit sees no deeper nodes\n",
+                        v, a->rec_n, a->rec_d, a->rec_n);
             break;
         case 6: a->strata = atoi(v); break;
         case 7: a->max_verify = atoi(v); break;
