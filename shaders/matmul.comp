@@ -23,7 +23,8 @@
  *
  * Defines: TYPE (ggml type id), USE_SUBGROUP (0/1), USE_TEXEL (0/1: weights
  * from storage or uniform texel buffers, quant.glsl), USE_UBO_X (0/1: x from
- * a storage or a uniform buffer, matmul_x.glsl).
+ * a storage or a uniform buffer, matmul_x.glsl), XQ8 (0/1: q4_1 only, x is the
+ * 8-bit form of matmul_pro's OUT_Q8 and the product multiplies integers, below).
  * Spec constants: 0 LANES (workgroup size), 1 RL (rows per invocation in the
  * weight layout, G = LANES * RL), 2 RW (rows per invocation here, divides RL),
  * 3 C (columns per workgroup), 4 PROLOGUE (0 none, 1 rmsnorm, 2 swiglu),

@@ -12,7 +12,9 @@
  * y_stride place column j at y[y_off + j * y_stride].
  * Defines: USE_SUBGROUP (0/1: the norm's 8 slot sums one per lane and a
  * shuffle tree, or all 8 in every lane; the same tree, the same bits),
- * USE_UBO_X (0/1: x from a storage or a uniform buffer, matmul_x.glsl).
+ * USE_UBO_X (0/1: x from a storage or a uniform buffer, matmul_x.glsl),
+ * OUT_Q8 (0/1: x' as f32, or rounded to the 8-bit form of matmul.comp's XQ8
+ * products, one 32-element block per invocation).
  * Spec constants: 0 LANES, 4 PROLOGUE (1 rmsnorm, 2 swiglu), 6 XVEC4 (1: x, g
  * and y offsets and strides are multiples of 4 elements), 7 XU_VEC4
  * (USE_UBO_X: vec4 in the uniform x window). */

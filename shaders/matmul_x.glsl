@@ -44,7 +44,7 @@ layout(push_constant) uniform Push {
 layout(constant_id = 7) const uint XU_VEC4 = 1;
 #endif
 #if XQ8
-/* The product's x is the 8-bit form matmul_pro writes (XQ8 there): per column,
+/* The product's x is the 8-bit form matmul_pro writes (OUT_Q8 there): per column,
  * per 32-element block, five uvec4: four of packed pairs, then d and s. */
 #if USE_UBO_X
 layout(std140, binding = 2) uniform XU { uvec4 xq4[XU_VEC4]; };
