@@ -140,9 +140,13 @@ static hs_status attn_plan_for(const hs_ops *ops, uint32_t head_dim, uint32_t gr
  * live_word (HS_ATTN_INFO_N_USED: the tree's nodes are the queries). */
 static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
                            uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask, uint32_t n,
-                           uint32_t n_cols, uint32_t live_word, float scale, const hs_vk_binding *out) {
+                           uint32_t n_cols, uint32_t live_word, float scale, const hs_vk_binding *out,
+                           bool q8) {
     hs_status st = HS_OK;
     const hs_vk_caps *c = hs_ops_caps(ops);
+    if (q8 && kv && kv->head_dim % 32)
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "attention: an 8-bit output needs head_dim %u to be a multiple of 32", kv->head_dim);
     if (!kv) return HS_FAIL(HS_ERR_INVALID_ARG, "attention: no KV cache");
     const uint32_t hd = kv->head_dim, nkv = kv->n_kv_head;
     if (kv->type != HS_TYPE_F32 && kv->type != HS_TYPE_F16)
@@ -159,9 +163,10 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
         return HS_FAIL(HS_ERR_INVALID_ARG, "attention: head_dim %u must be a multiple of 4 in [4, %u]", hd,
                        HS_ATTN_MAX_HEAD_DIM);
     if (!isfinite(scale)) return HS_FAIL(HS_ERR_INVALID_ARG, "attention: scale is not finite");
+    const uint64_t q_row = (uint64_t)n_head * hd * 4;                    /* one query's heads */
+    const uint64_t o_row = q8 ? (uint64_t)n_head * hd / 32 * 80 : q_row; /* its output */
     if (q && out && q->buf == out->buf) {
-        uint64_t qe = q->offset + (uint64_t)n * n_head * hd * 4,
-                 oe = out->offset + (uint64_t)n * n_head * hd * 4;
+        uint64_t qe = q->offset + (uint64_t)n * q_row, oe = out->offset + (uint64_t)n * o_row;
         if (q->offset < oe && out->offset < qe)
             return HS_FAIL(HS_ERR_INVALID_ARG, "attention: out overlaps q");
     }
@@ -175,7 +180,6 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     const uint32_t words = hs_attn_mask_words(n_cols);
     const uint64_t esize = kv->type == HS_TYPE_F16 ? 2 : 4;
     const uint64_t row_bytes = (uint64_t)nkv * hd * esize, kv_bytes = kv->n_ctx * row_bytes;
-    const uint64_t q_row = (uint64_t)n_head * hd * 4; /* one query's heads */
     if ((uint64_t)n * words > UINT32_MAX)
         return HS_FAIL(HS_ERR_INVALID_ARG, "attention: shapes exceed 32-bit indexing");
 
@@ -192,23 +196,30 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     /* The cache's load unit: vec4 (f32), eight halves as a uvec4 when head_dim
      * and both offsets allow, else four halves as a uvec2. Each in one binding
      * per cache, or (_kv4) in HS_KV_MAX_CHUNKS windows. */
-    static const attn_variant variants[2][3] = {
-        {{hs_spv_attention_f32, &hs_spv_attention_f32_size, "attention_f32", 16},
-         {hs_spv_attention_f16x8, &hs_spv_attention_f16x8_size, "attention_f16x8", 16},
-         {hs_spv_attention_f16x4, &hs_spv_attention_f16x4_size, "attention_f16x4", 8}},
-        {{hs_spv_attention_f32_kv4, &hs_spv_attention_f32_kv4_size, "attention_f32_kv4", 16},
-         {hs_spv_attention_f16x8_kv4, &hs_spv_attention_f16x8_kv4_size, "attention_f16x8_kv4", 16},
-         {hs_spv_attention_f16x4_kv4, &hs_spv_attention_f16x4_kv4_size, "attention_f16x4_kv4", 8}},
+    static const attn_variant variants[2][2][3] = {
+        {{{hs_spv_attention_f32, &hs_spv_attention_f32_size, "attention_f32", 16},
+          {hs_spv_attention_f16x8, &hs_spv_attention_f16x8_size, "attention_f16x8", 16},
+          {hs_spv_attention_f16x4, &hs_spv_attention_f16x4_size, "attention_f16x4", 8}},
+         {{hs_spv_attention_f32_kv4, &hs_spv_attention_f32_kv4_size, "attention_f32_kv4", 16},
+          {hs_spv_attention_f16x8_kv4, &hs_spv_attention_f16x8_kv4_size, "attention_f16x8_kv4", 16},
+          {hs_spv_attention_f16x4_kv4, &hs_spv_attention_f16x4_kv4_size, "attention_f16x4_kv4", 8}}},
+        /* the output in the 8-bit form of q4_1 products (hs_op_attention_q8) */
+        {{{hs_spv_attention_f32_q8, &hs_spv_attention_f32_q8_size, "attention_f32_q8", 16},
+          {hs_spv_attention_f16x8_q8, &hs_spv_attention_f16x8_q8_size, "attention_f16x8_q8", 16},
+          {hs_spv_attention_f16x4_q8, &hs_spv_attention_f16x4_q8_size, "attention_f16x4_q8", 8}},
+         {{hs_spv_attention_f32_kv4_q8, &hs_spv_attention_f32_kv4_q8_size, "attention_f32_kv4_q8", 16},
+          {hs_spv_attention_f16x8_kv4_q8, &hs_spv_attention_f16x8_kv4_q8_size, "attention_f16x8_kv4_q8", 16},
+          {hs_spv_attention_f16x4_kv4_q8, &hs_spv_attention_f16x4_kv4_q8_size, "attention_f16x4_kv4_q8", 8}}},
     };
     const bool x8 = hd % 8 == 0 && kv->k.offset % 16 == 0 && kv->v.offset % 16 == 0;
     const uint32_t type_index = kv->type == HS_TYPE_F16 ? (x8 ? 1 : 2) : 0;
     /* Both caches hold the layer and start on a load unit; a layer past
      * maxStorageBufferRange is bound in windows. */
-    HS_TRY(hs_op_check("attention", "k cache", &kv->k, 0, kv_bytes, variants[0][type_index].unit));
-    HS_TRY(hs_op_check("attention", "v cache", &kv->v, 0, kv_bytes, variants[0][type_index].unit));
+    HS_TRY(hs_op_check("attention", "k cache", &kv->k, 0, kv_bytes, variants[0][0][type_index].unit));
+    HS_TRY(hs_op_check("attention", "v cache", &kv->v, 0, kv_bytes, variants[0][0][type_index].unit));
     hs_kv_split sp;
     HS_TRY(hs_kv_plan_rows(ops, "attention", &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp));
-    const attn_variant *variant = &variants[sp.chunks > 1][type_index];
+    const attn_variant *variant = &variants[q8][sp.chunks > 1][type_index];
     const uint32_t n_bind = hs_kv_bindings(6, &sp);
     /* lavapipe: an unsplit f32 cache read through texel buffers (one gather
      * per vec4 instead of a loop over the lanes), bound from an offset aligned
@@ -216,11 +227,12 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
      * values, the same results. */
     const bool kv_tx =
         hs_ops_tuning(ops)->texel_weights && c->max_texel_elements && sp.chunks == 1 && type_index == 0;
-    static const attn_variant tx_variant = {hs_spv_attention_f32_tx, &hs_spv_attention_f32_tx_size,
-                                            "attention_f32_tx", 16};
+    static const attn_variant tx_variants[2] = {
+        {hs_spv_attention_f32_tx, &hs_spv_attention_f32_tx_size, "attention_f32_tx", 16},
+        {hs_spv_attention_f32_tx_q8, &hs_spv_attention_f32_tx_q8_size, "attention_f32_tx_q8", 16}};
     if (kv_tx) {
         const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
-        variant = &tx_variant;
+        variant = &tx_variants[q8];
         b[1] = (hs_vk_binding){kv->k.buf, kv->k.offset - kv->k.offset % ta, 0};
         b[2] = (hs_vk_binding){kv->v.buf, kv->v.offset - kv->v.offset % ta, 0};
         pc.k_off = (uint32_t)((kv->k.offset % ta) / 16);
@@ -235,7 +247,7 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     HS_TRY(hs_op_bind(c, "attention", "mask", mask, 0, (uint64_t)n * words * 4, 4, &b[4], &pc.mask_off));
     /* Whole q and out must exist even if they are bound chunk by chunk. */
     HS_TRY(hs_op_check("attention", "q", q, 0, (uint64_t)n * q_row, 16));
-    HS_TRY(hs_op_check("attention", "out", out, 0, (uint64_t)n * q_row, 16));
+    HS_TRY(hs_op_check("attention", "out", out, 0, (uint64_t)n * o_row, 16));
 
     hs_vk_pipeline_desc d = {.name = variant->name,
                              .code = variant->code,
@@ -253,16 +265,16 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     /* Queries per dispatch: the grid's y limit and the q/out binding range. */
     uint64_t per = c->max_wg_count[1];
     const uint64_t q_slack = hs_ops_max_slack(c, q->offset, q_row);
-    const uint64_t o_slack = hs_ops_max_slack(c, out->offset, q_row);
+    const uint64_t o_slack = hs_ops_max_slack(c, out->offset, o_row);
     const uint64_t slack = q_slack > o_slack ? q_slack : o_slack, range = c->max_storage_buffer_range;
-    uint64_t by_range = range > slack ? (range - slack) / q_row : 0;
+    uint64_t by_range = range > slack ? (range - slack) / q_row : 0; /* o_row <= q_row */
     if (by_range < per) per = by_range;
     if (per == 0)
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "attention: one query row exceeds maxStorageBufferRange");
     for (uint32_t q0 = 0; q0 < n; q0 += (uint32_t)per) {
         uint32_t cnt = n - q0 < per ? n - q0 : (uint32_t)per;
         HS_TRY(hs_op_bind(c, "attention", "q", q, q0 * q_row, cnt * q_row, 16, &b[0], &pc.q_off));
-        HS_TRY(hs_op_bind(c, "attention", "out", out, q0 * q_row, cnt * q_row, 16, &b[5], &pc.o_off));
+        HS_TRY(hs_op_bind(c, "attention", "out", out, q0 * o_row, cnt * o_row, 16, &b[5], &pc.o_off));
         pc.q_base = q0;
         HS_TRY(hs_vk_seq_dispatch(seq, p, b, n_bind, &pc, gx, cnt, 1));
     }
@@ -273,13 +285,19 @@ fail:
 hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
                           uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask, uint32_t n,
                           float scale, const hs_vk_binding *out) {
-    return attention(ops, seq, q, kv, n_head, info, mask, n, n, HS_ATTN_INFO_N_USED, scale, out);
+    return attention(ops, seq, q, kv, n_head, info, mask, n, n, HS_ATTN_INFO_N_USED, scale, out, false);
+}
+
+hs_status hs_op_attention_q8(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
+                             uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask,
+                             uint32_t n, float scale, const hs_vk_binding *out) {
+    return attention(ops, seq, q, kv, n_head, info, mask, n, n, HS_ATTN_INFO_N_USED, scale, out, true);
 }
 
 hs_status hs_op_attention_cols(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
                                uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask,
                                uint32_t n, uint32_t n_cols, float scale, const hs_vk_binding *out) {
-    return attention(ops, seq, q, kv, n_head, info, mask, n, n_cols, HS_ATTN_INFO_N_LIVE, scale, out);
+    return attention(ops, seq, q, kv, n_head, info, mask, n, n_cols, HS_ATTN_INFO_N_LIVE, scale, out, false);
 }
 
 /* ---- KV compaction ---- */

@@ -102,6 +102,14 @@ hs_status hs_op_attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, c
                           uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask, uint32_t n,
                           float scale, const hs_vk_binding *out);
 
+/* hs_op_attention with the output in the 8-bit form of q4_1 products on 8-bit
+ * activations (op_matmul.h, act_q8 and x_q8): [n][n_head head_dim / 32 blocks]
+ * of 80 bytes, bitwise what the product's own pass makes of the f32 output,
+ * without that pass. head_dim must be a multiple of 32. */
+hs_status hs_op_attention_q8(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
+                             uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask,
+                             uint32_t n, float scale, const hs_vk_binding *out);
+
 /* Attention whose queries are not the tree's nodes: a draft head's tree level
  * (models/eagle3) has w new queries that must also see nodes of earlier
  * levels. The tree has n_cols node columns, the call n query rows:

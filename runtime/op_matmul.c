@@ -393,7 +393,11 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
         return HS_FAIL(HS_ERR_INVALID_ARG, "%s: the weight was made for another device", op);
 
     const hs_vk_caps *c = hs_ops_caps(ops);
-    const uint32_t x_stride = opt->prologue == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
+    if (opt->x_q8 && (!hs_matmul_act_q8(w, opt) || opt->prologue != HS_MATMUL_PLAIN))
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: x_q8 needs act_q8, a q4_1 weight and no prologue", op);
+    const uint32_t x_stride = opt->x_q8                           ? x8_words(w)
+                              : opt->prologue == HS_MATMUL_SWIGLU ? 2 * w->cols
+                                                                  : w->cols;
     const uint32_t y_stride = opt->y_stride ? opt->y_stride : w->rows;
     if (y_stride < w->rows)
         return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y_stride %u is less than the %u rows", op, y_stride, w->rows);
@@ -421,6 +425,7 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
         }
         return HS_OK;
     }
+    if (opt->x_q8) return product(ops, seq, w, x, n, y, opt, true);
     if (hs_matmul_act_q8(w, opt)) {
         if (!opt->scratch.buf || opt->scratch.offset % 16)
             return HS_FAIL(HS_ERR_INVALID_ARG,

@@ -88,6 +88,9 @@ typedef struct hs_matmul_opts {
                             * bound the products (lavapipe), at 8-bit activation precision as
                             * llama.cpp's q8_1 dot products. Results differ from act_q8 = false but
                             * stay the same for every batch, shape, tuning and variant */
+    bool x_q8;             /* with act_q8 and no prologue: x already holds that 8-bit form of x
+                            * ([n][cols / 32] blocks of 80 bytes, as hs_op_attention_q8 writes it),
+                            * so the product reads it without a pass of its own */
 } hs_matmul_opts;
 
 /* y[j][r] = (res[j][r] +) sum_k W[r][k] * x'[j][k] for j < n, r < rows.

@@ -118,7 +118,20 @@ layout(binding = 2) readonly buffer V { KV_UNIT vc[]; };
 #endif
 layout(binding = 3) readonly buffer Info { uint info[]; };  /* {n_prefix, n_used[, n_live]} */
 layout(binding = 4) readonly buffer Mask { uint mask[]; };  /* [n][mask_words] */
+#ifndef OUT_Q8
+#define OUT_Q8 0
+#endif
+#if OUT_Q8
+/* OUT_Q8 (HEAD_DIM a multiple of 32): out is the 8-bit form of the q4_1
+ * products (q8x.glsl), [n][n_head HEAD_DIM / 32 blocks][5 uvec4], bitwise what
+ * matmul_pro's OUT_Q8 pass makes of the f32 output, without that pass. */
+#include "q8x.glsl"
+layout(binding = 5) writeonly buffer O { uvec4 oq4[]; };
+#define OUT_UNITS (HEAD_DIM / 32u * 5u) /* out units per head */
+#else
 layout(binding = 5) writeonly buffer O { vec4 o4[]; };      /* [n][n_head][HEAD_DIM] */
+#define OUT_UNITS D4
+#endif
 #if KV_CHUNKS > 1
 /* Windows 1 .. 3 of the caches: rows [c chunk_rows, (c + 1) chunk_rows). */
 layout(binding = 6) readonly buffer K1 { KV_UNIT kc1[]; };
@@ -133,6 +146,9 @@ layout(binding = 11) readonly buffer V3 { KV_UNIT vc3[]; };
 shared vec4 s_acc[LANES * HPW * D4]; /* [lane][head][column] */
 shared float s_m[LANES * HPW];       /* [lane][head] running maximum (log2 units) */
 shared float s_l[LANES * HPW];       /* [lane][head] running sum */
+#if OUT_Q8
+shared vec4 s_o[HPW * D4]; /* the merged output, quantized per block after */
+#endif
 
 /* Per-lane state of the workgroup's HPW heads. */
 vec4 g_q[HPW * D4];   /* scaled queries */
@@ -253,7 +269,7 @@ void main() {
     const uint ql = gl_WorkGroupID.y; /* q and out are bound from query q_base on */
     g_qi = p.q_base + ql;
     if (g_qi >= p.n) return; /* uniform per workgroup */
-    const uint ob = p.o_off + (ql * p.n_head + h0) * D4;
+    const uint ob = p.o_off + (ql * p.n_head + h0) * OUT_UNITS;
 
     const uint n_prefix = min(info[p.info_off], p.n_ctx);
     g_n_used = min(min(info[p.info_off + 1u], p.n_cols), p.n_ctx - n_prefix);
@@ -261,7 +277,11 @@ void main() {
     if (p.live_word != 1u) n_live = min(info[p.info_off + 2u], p.n); /* word 2 is bound only then */
     if (g_qi >= n_live) {
         /* A slot beyond the live tree: defined zeros for the ops downstream. */
+#if OUT_Q8
+        for (uint c = lane; c < HPW * OUT_UNITS; c += LANES) oq4[ob + c] = uvec4(0u); /* x8 of zeros */
+#else
         for (uint c = lane; c < HPW * D4; c += LANES) o4[ob + c] = vec4(0.0);
+#endif
         return; /* uniform per workgroup */
     }
 
@@ -315,6 +335,20 @@ void main() {
             r = fma(vec4(e), s_acc[(w * HPW + hh) * D4 + c], r);
         }
         /* No visible key at all (empty prefix and mask row): zeros. */
+#if OUT_Q8
+        s_o[o] = sum > 0.0 ? r / sum : vec4(0.0);
+#else
         o4[ob + o] = sum > 0.0 ? r / sum : vec4(0.0);
+#endif
     }
+#if OUT_Q8
+    barrier(); /* the whole output is in s_o */
+    for (uint bb = lane; bb < HPW * D4 / 8u; bb += LANES) {
+        vec4 v[8];
+        for (uint i = 0u; i < 8u; i++) v[i] = s_o[8u * bb + i];
+        uvec4 w[5];
+        hs_q8_block(v, w);
+        for (uint i = 0u; i < 5u; i++) oq4[ob + 5u * bb + i] = w[i];
+    }
+#endif
 }

@@ -31,6 +31,7 @@ layout(constant_id = 4) const uint PROLOGUE = 1;
 layout(constant_id = 6) const uint XVEC4 = 1;
 
 #include "matmul_x.glsl"
+#include "q8x.glsl"
 
 layout(std430, binding = 3) writeonly buffer Y1 { float y1[]; };
 layout(std430, binding = 3) writeonly buffer Y4 { vec4 y4[]; };
@@ -56,27 +57,11 @@ void main() {
      * pairs, and s = d * sum(xq); y_off and y_stride are in uvec4 here. */
     for (uint b = gl_LocalInvocationID.x; b < p.cols / 32u; b += LANES) {
         vec4 v[8];
-        float amax = 0.0;
-        for (uint i = 0; i < 8u; i++) {
-            v[i] = x_in(j, 32u * b + 4u * i, scale);
-            const vec4 a = abs(v[i]);
-            amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
-        }
-        const float d = amax / 127.0;
-        const float id = amax > 0.0 ? 127.0 / amax : 0.0;
-        int q[32];
-        int sum = 0;
-        for (uint i = 0; i < 32u; i++) {
-            q[i] = int(roundEven(v[i >> 2][i & 3u] * id));
-            sum += q[i];
-        }
+        for (uint i = 0; i < 8u; i++) v[i] = x_in(j, 32u * b + 4u * i, scale);
+        uvec4 w[5];
+        hs_q8_block(v, w);
         const uint o = p.y_off + j * p.y_stride + 5u * b;
-        for (uint m = 0; m < 4u; m++) {
-            uvec4 w;
-            for (uint t = 0; t < 4u; t++) w[t] = uint(q[8u * m + t + 4u]) + (uint(q[8u * m + t]) << 16);
-            yq4[o + m] = w;
-        }
-        yq4[o + 4u] = uvec4(floatBitsToUint(d), floatBitsToUint(d * float(sum)), 0u, 0u);
+        for (uint i = 0; i < 5u; i++) yq4[o + i] = w[i];
     }
 #else
     for (uint k = 4u * gl_LocalInvocationID.x; k < p.cols; k += 4u * LANES) {

@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "op_attn.h"
+#include "op_matmul.h"
 #include "ref_attn.h"
+#include "ref_matmul.h"
 #include "testutil.h"
 
 static int setup(void **state) { return hs_test_setup(state); }
@@ -611,6 +613,91 @@ static void test_attention_cols(void **state) {
     }
 }
 
+/* hs_op_attention_q8 writes bitwise the 8-bit activations the q4_1 product's
+ * own pass makes of hs_op_attention's f32 output (dead slots included), so
+ * the output projection reading them (x_q8) gives bitwise its result. */
+static void attn_q8_case(hs_test_env *env, hs_rng *r, const shape *s, uint32_t n, uint32_t n_used) {
+    const size_t qn = (size_t)n * s->n_head * s->hd;
+    const uint32_t cols = s->n_head * s->hd, rows = 37;
+    const size_t x8_bytes = (size_t)n * cols / 32 * 80;
+    float *q = hs_test_rand_array(r, qn, -1.5f, 1.5f);
+    void *k = rand_cache(r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
+    void *v = rand_cache(r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
+    int32_t parents[16];
+    rand_tree(r, parents, n);
+    uint32_t *mask = host_mask(parents, n, NULL);
+    const uint32_t info[2] = {s->n_ctx - n, n_used};
+    attn_dev a;
+    attn_dev_init(env, &a, s, n, q, k, v, info, mask, true);
+    hs_vk_buffer *o8 = hs_test_buffer(env, NULL, x8_bytes + 16), *xs = hs_test_buffer(env, NULL, qn * 4);
+    hs_vk_buffer *ya = hs_test_buffer(env, NULL, (size_t)n * rows * 4),
+                 *yb = hs_test_buffer(env, NULL, (size_t)n * rows * 4);
+    void *wd = ref_random_weight(r, HS_TYPE_Q4_1, rows, cols);
+    hs_weight *w = NULL;
+    HS_CHECK(hs_weight_create(env->ops, HS_TYPE_Q4_1, rows, cols, wd, &w));
+    const float scale = 1.0f / sqrtf((float)s->hd);
+    hs_vk_seq *seq = hs_test_seq_begin(env);
+    HS_CHECK(hs_op_attention(env->ops, seq, &a.bq, &a.kv, s->n_head, &a.binfo, &a.bmask, n, scale, &a.bout));
+    const hs_vk_binding b8 = hs_test_bind(o8, 16); /* an offset the op must honour */
+    HS_CHECK(hs_op_attention_q8(env->ops, seq, &a.bq, &a.kv, s->n_head, &a.binfo, &a.bmask, n, scale, &b8));
+    hs_matmul_opts oa = {.scratch = hs_test_bind(xs, 0), .act_q8 = true};
+    HS_CHECK(hs_op_matmul(env->ops, seq, w, a.bout, n, hs_test_bind(ya, 0), &oa));
+    hs_matmul_opts ob = {.act_q8 = true, .x_q8 = true};
+    HS_CHECK(hs_op_matmul(env->ops, seq, w, b8, n, hs_test_bind(yb, 0), &ob));
+    hs_test_seq_run(seq);
+    uint8_t *got8 = malloc(x8_bytes), *want8 = malloc(x8_bytes);
+    HS_CHECK(hs_vk_buffer_download(o8, 16, got8, x8_bytes));
+    HS_CHECK(hs_vk_buffer_download(xs, 0, want8, x8_bytes));
+    char what[128];
+    snprintf(what, sizeof what, "attention_q8 %s heads %u/%u hd %u n %u used %u", hs_type_name(s->type),
+             s->n_head, s->n_kv, s->hd, n, n_used);
+    if (memcmp(got8, want8, x8_bytes)) fail_msg("%s: 8-bit output differs from the product's own pass", what);
+    float *fa = hs_test_download(ya, (size_t)n * rows * 4), *fb = hs_test_download(yb, (size_t)n * rows * 4);
+    if (memcmp(fa, fb, (size_t)n * rows * 4)) fail_msg("%s: the product on it differs", what);
+    free(fa);
+    free(fb);
+    free(got8);
+    free(want8);
+    free(wd);
+    hs_weight_destroy(w);
+    hs_vk_buffer_destroy(o8);
+    hs_vk_buffer_destroy(xs);
+    hs_vk_buffer_destroy(ya);
+    hs_vk_buffer_destroy(yb);
+    attn_dev_free(&a);
+    free(mask);
+    free(q);
+    free(k);
+    free(v);
+}
+
+static void test_attention_q8(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 44);
+    const shape shapes[] = {
+        {9, 3, 64, 40, HS_TYPE_F32}, {4, 2, 32, 24, HS_TYPE_F16}, {2, 2, 96, 33, HS_TYPE_F16}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        attn_q8_case(env, &r, &shapes[i], 7, 7);
+        attn_q8_case(env, &r, &shapes[i], 9, 5); /* slots past the live tree: x8 of zeros */
+    }
+    /* head_dim 48 is no whole number of 32-element blocks */
+    const shape bad = {2, 1, 48, 8, HS_TYPE_F32};
+    attn_dev a;
+    const uint32_t info[2] = {4, 2};
+    uint32_t mask[2] = {1, 3};
+    float q[2 * 2 * 48] = {0};
+    void *k = rand_cache(&r, HS_TYPE_F32, 8 * 48), *v = rand_cache(&r, HS_TYPE_F32, 8 * 48);
+    attn_dev_init(env, &a, &bad, 2, q, k, v, info, mask, false);
+    hs_vk_seq *seq = hs_test_seq_begin(env);
+    assert_int_equal(hs_op_attention_q8(env->ops, seq, &a.bq, &a.kv, 2, &a.binfo, &a.bmask, 2, 0.1f, &a.bout),
+                     HS_ERR_INVALID_ARG);
+    hs_test_seq_run(seq);
+    attn_dev_free(&a);
+    free(k);
+    free(v);
+}
+
 static void test_attention_bad_args(void **state) {
     hs_test_env *env = *state;
     const shape s = {4, 2, 16, 32, HS_TYPE_F32};
@@ -1056,17 +1143,12 @@ static void test_split_binding_limit(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tree_mask),
-        cmocka_unit_test(test_check_parents),
-        cmocka_unit_test(test_attention_ref),
-        cmocka_unit_test(test_attention_causal),
-        cmocka_unit_test(test_attention_exact),
-        cmocka_unit_test(test_attention_long),
-        cmocka_unit_test(test_attention_replay),
-        cmocka_unit_test(test_attention_bad_args),
-        cmocka_unit_test(test_attention_cols),
-        cmocka_unit_test(test_kv_gather),
-        cmocka_unit_test(test_round),
+        cmocka_unit_test(test_tree_mask),           cmocka_unit_test(test_check_parents),
+        cmocka_unit_test(test_attention_ref),       cmocka_unit_test(test_attention_causal),
+        cmocka_unit_test(test_attention_exact),     cmocka_unit_test(test_attention_long),
+        cmocka_unit_test(test_attention_replay),    cmocka_unit_test(test_attention_bad_args),
+        cmocka_unit_test(test_attention_q8),        cmocka_unit_test(test_attention_cols),
+        cmocka_unit_test(test_kv_gather),           cmocka_unit_test(test_round),
         cmocka_unit_test(test_attention_split_ref),
     };
     /* test_round again: tree, compaction and decoding over caches in windows. */

@@ -539,6 +539,18 @@ static void test_matmul_args(void **state) {
     assert_false(hs_matmul_splits(
         env->ops, t1.dev, 64,
         &(hs_matmul_opts){.prologue = HS_MATMUL_RMSNORM, .scratch = hs_test_bind(xs, 0), .act_q8 = true}));
+    /* x_q8 (x already 8-bit): only with act_q8 on a q4_1 weight and no prologue */
+    hs_matmul_opts xq = {
+        .act_q8 = true, .x_q8 = true, .prologue = HS_MATMUL_RMSNORM, .norm = hs_test_bind(x, 0)};
+    assert_int_equal(hs_op_matmul(env->ops, s, t1.dev, hs_test_bind(xs, 0), 1, hs_test_bind(y, 0), &xq),
+                     HS_ERR_INVALID_ARG);
+    xq = (hs_matmul_opts){.x_q8 = true};
+    assert_int_equal(hs_op_matmul(env->ops, s, t1.dev, hs_test_bind(xs, 0), 1, hs_test_bind(y, 0), &xq),
+                     HS_ERR_INVALID_ARG);
+    xq.act_q8 = true;
+    assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(xs, 0), 1, hs_test_bind(y, 0), &xq),
+                     HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_vk_seq_dispatch_count(s), 0);
     HS_CHECK(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &o));
     hs_test_seq_run(s);
     hs_vk_buffer_destroy(x);
