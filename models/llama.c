@@ -464,17 +464,13 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
         HS_TRY(proj_matmul(ops, s, &L->qkv, h, n, qkv, &norm_attn));
         HS_TRY(hs_op_rope_kv(ops, s, &qkv, &pos, &rows, &q, &kv, n, c->n_head, &rp));
         hs_matmul_opts resid = {.residual = true, .res = h, .scratch = xs, .act_q8 = q8};
-        if (hs_matmul_act_q8(L->wo, &resid) && c->head_dim % 32 == 0) {
-            /* attention writes the output projection's 8-bit x itself (no pass of the product's own) */
-            HS_TRY(hs_op_attention_q8(ops, s, &q, &kv, c->n_head, &info, &mask, n,
-                                      1.0f / sqrtf((float)c->head_dim), &xs));
-            resid.x_q8 = true;
-            HS_TRY(hs_op_matmul(ops, s, L->wo, xs, n, h, &resid));
-        } else {
-            HS_TRY(hs_op_attention(ops, s, &q, &kv, c->n_head, &info, &mask, n,
-                                   1.0f / sqrtf((float)c->head_dim), &att));
-            HS_TRY(hs_op_matmul(ops, s, L->wo, att, n, h, &resid));
-        }
+        /* On 8-bit activations attention writes the output projection's x in that form itself (into the
+         * scratch), so the product needs no pass of its own. */
+        resid.x_q8 = hs_matmul_act_q8(L->wo, &resid) && c->head_dim % 32 == 0;
+        const hs_vk_binding wo_x = resid.x_q8 ? xs : att;
+        HS_TRY((resid.x_q8 ? hs_op_attention_q8 : hs_op_attention)(
+            ops, s, &q, &kv, c->n_head, &info, &mask, n, 1.0f / sqrtf((float)c->head_dim), &wo_x));
+        HS_TRY(hs_op_matmul(ops, s, L->wo, wo_x, n, h, &resid));
         hs_matmul_opts norm_ffn = {.prologue = HS_MATMUL_RMSNORM,
                                    .norm = vec_binding(m, 2 * l + 1, c->dim),
                                    .eps = c->eps,

@@ -144,9 +144,6 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
                            bool q8) {
     hs_status st = HS_OK;
     const hs_vk_caps *c = hs_ops_caps(ops);
-    if (q8 && kv && kv->head_dim % 32)
-        return HS_FAIL(HS_ERR_INVALID_ARG,
-                       "attention: an 8-bit output needs head_dim %u to be a multiple of 32", kv->head_dim);
     if (!kv) return HS_FAIL(HS_ERR_INVALID_ARG, "attention: no KV cache");
     const uint32_t hd = kv->head_dim, nkv = kv->n_kv_head;
     if (kv->type != HS_TYPE_F32 && kv->type != HS_TYPE_F16)
@@ -162,6 +159,9 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     if (hd == 0 || hd % 4 || hd > HS_ATTN_MAX_HEAD_DIM)
         return HS_FAIL(HS_ERR_INVALID_ARG, "attention: head_dim %u must be a multiple of 4 in [4, %u]", hd,
                        HS_ATTN_MAX_HEAD_DIM);
+    if (q8 && hd % 32)
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "attention: an 8-bit output needs head_dim %u to be a multiple of 32", hd);
     if (!isfinite(scale)) return HS_FAIL(HS_ERR_INVALID_ARG, "attention: scale is not finite");
     const uint64_t q_row = (uint64_t)n_head * hd * 4;                    /* one query's heads */
     const uint64_t o_row = q8 ? (uint64_t)n_head * hd / 32 * 80 : q_row; /* its output */

@@ -298,6 +298,12 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
 /* Words per column of x8 (matmul_pro.comp, OUT_Q8): 20 per 32-element block. */
 static uint32_t x8_words(const hs_weight *w) { return w->cols / 32 * 20; }
 
+/* 4-byte words between columns of a product's x: the 8-bit form (x8), or f32
+ * [gate | up] with SwiGLU, else f32 x. */
+static uint32_t x_words(const hs_weight *w, const hs_matmul_opts *opt, bool x8) {
+    return x8 ? x8_words(w) : opt->prologue == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
+}
+
 bool hs_matmul_act_q8(const hs_weight *w, const hs_matmul_opts *opt) {
     return w && opt && opt->act_q8 && w->type == HS_TYPE_Q4_1;
 }
@@ -309,7 +315,7 @@ static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w,
                                 hs_vk_binding y, const hs_matmul_opts *opt, bool x8) {
     static const char *op = "hs_op_matmul";
     const hs_vk_caps *c = hs_ops_caps(ops);
-    const uint32_t x_stride = opt->prologue == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
+    const uint32_t x_stride = x_words(w, opt, false);
     const uint64_t x_bytes = (uint64_t)n * x_stride * 4,
                    s_bytes = (uint64_t)n * (x8 ? x8_words(w) : w->cols) * 4;
     const uint64_t y_bytes = ((uint64_t)(n - 1) * (opt->y_stride ? opt->y_stride : w->rows) + w->rows) * 4;
@@ -327,21 +333,20 @@ static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w,
     const uint32_t ux_cols = ux_window_cols(ops, &wx, xvec4, x_stride, 1);
     const bool ux = ux_cols > 0;
     /* the SPIR-V of each variant, indexed by sg | ux << 1 | x8 << 2 */
-    static const char *const names[8] = {"matmul_pro",       "matmul_pro_sg",      "matmul_pro_ux",
-                                         "matmul_pro_sg_ux", "matmul_pro_q8",      "matmul_pro_q8_sg",
-                                         "matmul_pro_q8_ux", "matmul_pro_q8_sg_ux"};
-    const uint32_t *const codes[8] = {
-        hs_spv_matmul_pro,    hs_spv_matmul_pro_sg,    hs_spv_matmul_pro_ux,    hs_spv_matmul_pro_sg_ux,
-        hs_spv_matmul_pro_q8, hs_spv_matmul_pro_q8_sg, hs_spv_matmul_pro_q8_ux, hs_spv_matmul_pro_q8_sg_ux};
-    const size_t sizes[8] = {hs_spv_matmul_pro_size,       hs_spv_matmul_pro_sg_size,
-                             hs_spv_matmul_pro_ux_size,    hs_spv_matmul_pro_sg_ux_size,
-                             hs_spv_matmul_pro_q8_size,    hs_spv_matmul_pro_q8_sg_size,
-                             hs_spv_matmul_pro_q8_ux_size, hs_spv_matmul_pro_q8_sg_ux_size};
+#define HS_PRO(V)                                                                                            \
+    { "matmul_pro" #V, hs_spv_matmul_pro##V, &hs_spv_matmul_pro##V##_size }
+    static const struct {
+        const char *name;
+        const uint32_t *code;
+        const size_t *size;
+    } pros[8] = {HS_PRO(),    HS_PRO(_sg),    HS_PRO(_ux),    HS_PRO(_sg_ux),
+                 HS_PRO(_q8), HS_PRO(_q8_sg), HS_PRO(_q8_ux), HS_PRO(_q8_sg_ux)};
+#undef HS_PRO
     const unsigned variant = (sg ? 1u : 0u) | (ux ? 2u : 0u) | (x8 ? 4u : 0u);
     hs_vk_pipeline_desc d = {
-        .name = names[variant],
-        .code = codes[variant],
-        .code_size = sizes[variant],
+        .name = pros[variant].name,
+        .code = pros[variant].code,
+        .code_size = *pros[variant].size,
         .n_bindings = 5,
         .write_mask = 1u << 3,
         .uniform_mask = ux ? 1u << 2 : 0u,
@@ -395,9 +400,7 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     const hs_vk_caps *c = hs_ops_caps(ops);
     if (opt->x_q8 && (!hs_matmul_act_q8(w, opt) || opt->prologue != HS_MATMUL_PLAIN))
         return HS_FAIL(HS_ERR_INVALID_ARG, "%s: x_q8 needs act_q8, a q4_1 weight and no prologue", op);
-    const uint32_t x_stride = opt->x_q8                           ? x8_words(w)
-                              : opt->prologue == HS_MATMUL_SWIGLU ? 2 * w->cols
-                                                                  : w->cols;
+    const uint32_t x_stride = x_words(w, opt, opt->x_q8);
     const uint32_t y_stride = opt->y_stride ? opt->y_stride : w->rows;
     if (y_stride < w->rows)
         return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y_stride %u is less than the %u rows", op, y_stride, w->rows);
@@ -441,7 +444,7 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
                          hs_vk_binding y, const hs_matmul_opts *opt, bool x8) {
     static const char *op = "hs_op_matmul";
     const hs_vk_caps *c = hs_ops_caps(ops);
-    const uint32_t x_stride = x8 ? x8_words(w) : opt->prologue == HS_MATMUL_SWIGLU ? 2 * w->cols : w->cols;
+    const uint32_t x_stride = x_words(w, opt, x8);
     const uint32_t y_stride = opt->y_stride ? opt->y_stride : w->rows;
     const uint64_t x_bytes = (uint64_t)n * x_stride * 4;
     const uint64_t y_bytes = ((uint64_t)(n - 1) * y_stride + w->rows) * 4;
@@ -490,8 +493,8 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
                                       opt->residual ? 1u : 0u, xvec4 ? 1u : 0u, ux ? ux_vec4(ops) : 1u},
                              .wg_size = {w->lanes, 1, 1}};
     /* the SPIR-V of each variant, indexed by sg | tx << 1 | ux << 2 */
-#define HS_MM_CODE(E, T)                                                                                     \
-    case HS_TYPE_##E: {                                                                                      \
+#define HS_MM_SET(T)                                                                                         \
+    {                                                                                                        \
         const uint32_t *const code[8] = {hs_spv_matmul_##T,         hs_spv_matmul_##T##_sg,                  \
                                          hs_spv_matmul_##T##_tx,    hs_spv_matmul_##T##_sg_tx,               \
                                          hs_spv_matmul_##T##_ux,    hs_spv_matmul_##T##_sg_ux,               \
@@ -502,14 +505,12 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
                                 hs_spv_matmul_##T##_tx_ux_size, hs_spv_matmul_##T##_sg_tx_ux_size};          \
         d.code = code[variant];                                                                              \
         d.code_size = size[variant];                                                                         \
-        break;                                                                                               \
     }
+#define HS_MM_CODE(E, T)                                                                                     \
+    case HS_TYPE_##E: HS_MM_SET(T) break;
     const unsigned variant = (sg ? 1u : 0u) | (tx ? 2u : 0u) | (ux ? 4u : 0u);
-    if (x8) /* q4_1 only (hs_matmul_act_q8) */
-        switch (w->type) {
-            HS_MM_CODE(Q4_1, q4_1_x8)
-        default: return HS_FAIL(HS_ERR_INVALID_ARG, "%s: no x8 product for %s", op, hs_type_name(w->type));
-        }
+    if (x8) /* q4_1 only: hs_matmul_act_q8 */
+        HS_MM_SET(q4_1_x8)
     else
         switch (w->type) {
             HS_MM_CODE(F32, f32)
@@ -521,6 +522,7 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
             HS_MM_CODE(Q6_K, q6_K)
         }
 #undef HS_MM_CODE
+#undef HS_MM_SET
     hs_vk_pipeline *pipe = NULL;
     if ((st = hs_ops_pipeline(ops, &d, &pipe)) != HS_OK) return st;
 

@@ -109,6 +109,42 @@ const uint G = LANES * RL;
         HS_GROUP(3u)                                                                               \
     }
 
+/* What both mains share: the workgroup's tile (row group gl, its rows ring[]
+ * per invocation, columns from colb), the accumulators, and the store. */
+#if USE_SUBGROUP
+/* Subgroups narrower than 8 lanes (or a driver that splits the workgroup that
+ * way) cannot hold a sub-block's x: every lane loads its own. */
+#define HS_TILE_SG                                                                                 \
+    const bool sg = gl_SubgroupSize >= 8u;                                                         \
+    const uint sid = gl_SubgroupInvocationID;
+#else
+#define HS_TILE_SG
+#endif
+#define HS_TILE_BEGIN                                                                              \
+    const uint lane = gl_LocalInvocationID.x;                                                      \
+    const uint gl = gl_WorkGroupID.x / (RL / RW); /* row group within the chunk */                 \
+    const uint rsub = gl_WorkGroupID.x % (RL / RW);                                                \
+    const uint colb = p.col0 + gl_WorkGroupID.y * C;                                               \
+    const uint nblk = p.nblk;                                                                      \
+    HS_TILE_SG                                                                                     \
+    precise float acc[RW * C];                                                                     \
+    for (uint i = 0; i < RW * C; i++) acc[i] = 0.0;                                                \
+    /* Row in group of (invocation, r): lanes are adjacent for each r. */                          \
+    uint ring[RW];                                                                                 \
+    for (uint r = 0; r < RW; r++) ring[r] = (rsub * RW + r) * LANES + lane;
+#define HS_TILE_STORE                                                                              \
+    for (uint r = 0; r < RW; r++) {                                                                \
+        const uint row = (p.group0 + gl) * G + ring[r];                                            \
+        if (row >= p.rows) continue;                                                               \
+        for (uint c = 0; c < C; c++) {                                                             \
+            const uint j = colb + c;                                                               \
+            if (j >= p.n) continue;                                                                \
+            precise float v = acc[r * C + c];                                                      \
+            if (EPILOGUE == 1) v = res[p.r_off + j * p.y_stride + row] + v;                        \
+            y[p.y_off + j * p.y_stride + row] = v;                                                 \
+        }                                                                                          \
+    }
+
 #if XQ8
 #if TYPE != HS_T_Q4_1
 #error "XQ8 products are written for q4_1 weights"
@@ -128,23 +164,9 @@ const uint G = LANES * RL;
  * Integer sums are exact, so each block's sum is the same in every variant and
  * batch; the float part is one fixed chain per output, as in the float path. */
 void main() {
-    const uint lane = gl_LocalInvocationID.x;
-    const uint gl = gl_WorkGroupID.x / (RL / RW);
-    const uint rsub = gl_WorkGroupID.x % (RL / RW);
-    const uint colb = p.col0 + gl_WorkGroupID.y * C;
-    const uint nblk = p.nblk;
-#if USE_SUBGROUP
-    const bool sg = gl_SubgroupSize >= 8u;
-    const uint sid = gl_SubgroupInvocationID;
-#endif
-
+    HS_TILE_BEGIN
     uint cb[C]; /* uvec4 index of each column's block 0 (surplus columns redo n-1) */
     for (uint c = 0; c < C; c++) cb[c] = (p.x_off + (min(colb + c, p.n - 1u) - p.xcol0) * p.x_stride) >> 2;
-
-    precise float acc[RW * C];
-    for (uint i = 0; i < RW * C; i++) acc[i] = 0.0;
-    uint ring[RW];
-    for (uint r = 0; r < RW; r++) ring[r] = (rsub * RW + r) * LANES + lane;
 
     for (uint b = 0; b < nblk; b++) {
         const uint qb = (gl * nblk + b) * QP * G;
@@ -194,33 +216,11 @@ void main() {
         }
     }
 
-    for (uint r = 0; r < RW; r++) {
-        const uint row = (p.group0 + gl) * G + ring[r];
-        if (row >= p.rows) continue;
-        for (uint c = 0; c < C; c++) {
-            const uint j = colb + c;
-            if (j >= p.n) continue;
-            precise float v = acc[r * C + c];
-            if (EPILOGUE == 1) v = res[p.r_off + j * p.y_stride + row] + v;
-            y[p.y_off + j * p.y_stride + row] = v;
-        }
-    }
+    HS_TILE_STORE
 }
 #else
 void main() {
-    const uint lane = gl_LocalInvocationID.x;
-    const uint gl = gl_WorkGroupID.x / (RL / RW); /* row group within the chunk */
-    const uint rsub = gl_WorkGroupID.x % (RL / RW);
-    const uint colb = p.col0 + gl_WorkGroupID.y * C;
-    const uint nblk = p.nblk;
-
-#if USE_SUBGROUP
-    /* Subgroups narrower than 8 lanes (or a driver that splits the workgroup
-     * that way) cannot hold a sub-block's 8 vec4: every lane loads its own. */
-    const bool sg = gl_SubgroupSize >= 8u;
-    const uint sid = gl_SubgroupInvocationID;
-#endif
-
+    HS_TILE_BEGIN
     uint cj[C]; /* columns, clamped: surplus columns of the last tile redo n-1 */
     for (uint c = 0; c < C; c++) cj[c] = min(colb + c, p.n - 1u);
 
@@ -236,13 +236,6 @@ void main() {
         }
     }
 
-    precise float acc[RW * C];
-    for (uint i = 0; i < RW * C; i++) acc[i] = 0.0;
-
-    /* Row in group of (invocation, r): lanes are adjacent for each r. */
-    uint ring[RW];
-    for (uint r = 0; r < RW; r++) ring[r] = (rsub * RW + r) * LANES + lane;
-
     for (uint b = 0; b < nblk; b++) {
         const uint qb = (gl * nblk + b) * QP * G; /* Q index of plane 0, row 0 of this block */
         const uint sbk = (gl * nblk + b) * G;     /* S index of row 0 of this block */
@@ -257,16 +250,6 @@ void main() {
 #endif
     }
 
-    for (uint r = 0; r < RW; r++) {
-        const uint row = (p.group0 + gl) * G + ring[r];
-        if (row >= p.rows) continue;
-        for (uint c = 0; c < C; c++) {
-            const uint j = colb + c;
-            if (j >= p.n) continue;
-            precise float v = acc[r * C + c];
-            if (EPILOGUE == 1) v = res[p.r_off + j * p.y_stride + row] + v;
-            y[p.y_off + j * p.y_stride + row] = v;
-        }
-    }
+    HS_TILE_STORE
 }
 #endif
