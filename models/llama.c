@@ -66,6 +66,8 @@ struct hs_llama {
     hs_vk_buffer *att;    /* (max_batch, q_dim) */
     hs_vk_buffer *gu;     /* (max_batch, 2 ff) */
     hs_vk_buffer *xs;     /* (max_batch, max(dim, ff)): the products' split prologue (x') */
+    hs_vk_buffer *xn;     /* (max_batch, dim / 32 blocks of 80 bytes): x8n of h, the input of the
+                           * RMSNorm products on 8-bit activations (NULL when dim % 32 != 0) */
     hs_vk_buffer *logits; /* (max_batch, n_vocab), host visible */
     hs_vk_buffer *mask;   /* (max_batch, mask words) */
     hs_vk_buffer *depth;  /* (max_batch) */
@@ -308,6 +310,7 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
     uint32_t xs_cols = c->ff > c->dim ? c->ff : c->dim; /* x' of any product (wo's: q_dim) */
     if (c->n_head * c->head_dim > xs_cols) xs_cols = c->n_head * c->head_dim;
     HS_TRY(alloc(m, B * xs_cols * 4, HS_MEM_DEVICE, &m->xs));
+    if (c->dim % 32 == 0) HS_TRY(alloc(m, B * (c->dim / 32) * 80, HS_MEM_DEVICE, &m->xn));
     HS_TRY(alloc(m, B * c->n_vocab * 4, HS_MEM_HOST, &m->logits));
     HS_TRY(alloc(m, B * hs_attn_mask_words((uint32_t)B) * 4, HS_MEM_DEVICE, &m->mask));
     HS_TRY(alloc(m, B * 4, HS_MEM_DEVICE, &m->depth));
@@ -363,8 +366,8 @@ void hs_llama_destroy(hs_llama *m) {
     }
     hs_weight_destroy(m->tok_embd);
     hs_weight_destroy(m->output);
-    hs_vk_buffer *bufs[] = {m->vecs, m->k_cache, m->v_cache, m->h,    m->qkv,   m->q,    m->att,
-                            m->gu,   m->xs,      m->logits,  m->mask, m->depth, m->step, m->taps};
+    hs_vk_buffer *bufs[] = {m->vecs, m->k_cache, m->v_cache, m->h,    m->qkv,   m->q,    m->att, m->gu,
+                            m->xs,   m->xn,      m->logits,  m->mask, m->depth, m->step, m->taps};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hs_vk_buffer_destroy(bufs[i]);
     free(m);
 }
@@ -442,6 +445,20 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
     hs_rope_params rp = {.n_rot = c->n_rot, .mode = c->rope_mode, .freq_base = c->rope_base,
                          .freq_scale = c->rope_scale, .freqs = &freqs};
 
+    /* Which RMSNorm projections read x8n (every part on 8-bit activations). */
+    const hs_vk_binding xn = B(m->xn, 0, (uint64_t)n * (c->dim / 32) * 80);
+    bool *xn_attn = calloc(2 * (size_t)c->n_layer, sizeof *xn_attn), *xn_ffn = xn_attn + c->n_layer;
+    bool xn_ready = false;
+    if (!xn_attn) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "llama: out of memory");
+    for (uint32_t l = 0; l < c->n_layer && q8 && m->xn; l++) {
+        const hs_matmul_opts o = {.act_q8 = true};
+        xn_attn[l] = xn_ffn[l] = true;
+        for (uint32_t i = 0; i < m->layers[l].qkv.n_parts; i++)
+            xn_attn[l] = xn_attn[l] && hs_matmul_act_q8(m->layers[l].qkv.w[i], &o);
+        for (uint32_t i = 0; i < m->layers[l].gu.n_parts; i++)
+            xn_ffn[l] = xn_ffn[l] && hs_matmul_act_q8(m->layers[l].gu.w[i], &o);
+    }
+
     HS_TRY(hs_vk_seq_begin(s));
     HS_TRY(hs_op_get_rows(ops, s, m->tok_embd, tokens, n, h));
     HS_TRY(hs_op_tree_mask(ops, s, &parents, n, &mask, &depth));
@@ -456,29 +473,52 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
                           .v = B(m->v_cache, m->layer_bytes * l, m->layer_bytes),
                           .type = HS_TYPE_F32, .n_ctx = m->n_ctx, .n_kv_head = c->n_kv_head,
                           .head_dim = c->head_dim};
+        /* The RMSNorm products on 8-bit activations read x8n of h (the norm deferred into the product),
+         * written by the residual product before them (q8_out; a pass of its own for the first layer). */
         hs_matmul_opts norm_attn = {.prologue = HS_MATMUL_RMSNORM,
                                     .norm = vec_binding(m, 2 * l, c->dim),
                                     .eps = c->eps,
                                     .scratch = xs,
                                     .act_q8 = q8};
-        HS_TRY(proj_matmul(ops, s, &L->qkv, h, n, qkv, &norm_attn));
+        hs_vk_binding qkv_x = h;
+        if (xn_attn[l]) {
+            if (!xn_ready) HS_TRY(hs_op_q8_norm(ops, s, h, n, c->dim, norm_attn.norm, xn));
+            norm_attn.x_q8 = true;
+            qkv_x = xn;
+        }
+        HS_TRY(proj_matmul(ops, s, &L->qkv, qkv_x, n, qkv, &norm_attn));
         HS_TRY(hs_op_rope_kv(ops, s, &qkv, &pos, &rows, &q, &kv, n, c->n_head, &rp));
-        hs_matmul_opts resid = {.residual = true, .res = h, .scratch = xs, .act_q8 = q8};
-        /* On 8-bit activations attention writes the output projection's x in that form itself (into the
-         * scratch), so the product needs no pass of its own. */
-        resid.x_q8 = hs_matmul_act_q8(L->wo, &resid) && c->head_dim % 32 == 0;
-        const hs_vk_binding wo_x = resid.x_q8 ? xs : att;
-        HS_TRY((resid.x_q8 ? hs_op_attention_q8 : hs_op_attention)(
-            ops, s, &q, &kv, c->n_head, &info, &mask, n, 1.0f / sqrtf((float)c->head_dim), &wo_x));
-        HS_TRY(hs_op_matmul(ops, s, L->wo, wo_x, n, h, &resid));
         hs_matmul_opts norm_ffn = {.prologue = HS_MATMUL_RMSNORM,
                                    .norm = vec_binding(m, 2 * l + 1, c->dim),
                                    .eps = c->eps,
                                    .scratch = xs,
                                    .act_q8 = q8};
-        HS_TRY(proj_matmul(ops, s, &L->gu, h, n, gu, &norm_ffn));
+        hs_matmul_opts resid = {.residual = true, .res = h, .scratch = xs, .act_q8 = q8};
+        /* On 8-bit activations attention writes the output projection's x in that form itself (into the
+         * scratch), so the product needs no pass of its own. */
+        resid.x_q8 = hs_matmul_act_q8(L->wo, &resid) && c->head_dim % 32 == 0;
+        if (xn_ffn[l]) {
+            resid.q8_out = xn;
+            resid.q8_norm = norm_ffn.norm;
+        }
+        const hs_vk_binding wo_x = resid.x_q8 ? xs : att;
+        HS_TRY((resid.x_q8 ? hs_op_attention_q8 : hs_op_attention)(
+            ops, s, &q, &kv, c->n_head, &info, &mask, n, 1.0f / sqrtf((float)c->head_dim), &wo_x));
+        HS_TRY(hs_op_matmul(ops, s, L->wo, wo_x, n, h, &resid));
+        hs_vk_binding gu_x = h;
+        if (xn_ffn[l]) {
+            norm_ffn.x_q8 = true;
+            gu_x = xn;
+        }
+        HS_TRY(proj_matmul(ops, s, &L->gu, gu_x, n, gu, &norm_ffn));
         hs_matmul_opts down = {
             .prologue = HS_MATMUL_SWIGLU, .residual = true, .res = h, .scratch = xs, .act_q8 = q8};
+        xn_ready = false;
+        if (l + 1 < c->n_layer && xn_attn[l + 1]) {
+            down.q8_out = xn;
+            down.q8_norm = vec_binding(m, 2 * (l + 1), c->dim);
+            xn_ready = true;
+        }
         HS_TRY(hs_op_matmul(ops, s, L->wdown, gu, n, h, &down));
     }
     /* Output head: all rows, or only the last token's. */
@@ -495,6 +535,7 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
     HS_TRY(hs_op_argmax(ops, s, &logits, n_out, c->n_vocab, &amax));
     HS_TRY(hs_vk_seq_end(s));
 fail:
+    free(xn_attn);
     return st;
 }
 

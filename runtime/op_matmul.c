@@ -24,9 +24,9 @@ typedef struct hs_matmul_push {
     uint32_t group0, col0, x_stride, x_off;
     uint32_t y_off, g_off, r_off;
     float eps;
-    uint32_t y_stride, xcol0;
+    uint32_t y_stride, xcol0, q_off, pad0;
 } hs_matmul_push;
-static_assert(sizeof(hs_matmul_push) == 56, "hs_matmul_push must match matmul.comp");
+static_assert(sizeof(hs_matmul_push) == 64, "hs_matmul_push must match matmul.comp");
 static_assert(sizeof(hs_matmul_push) <= 128, "push constants are limited to 128 bytes");
 
 typedef struct hs_get_rows_push {
@@ -275,20 +275,17 @@ bool hs_matmul_splits(const hs_ops *ops, const hs_weight *w, uint32_t n, const h
 }
 
 /* The windows a product's activations are read through: x (x_bytes) and the
- * RMSNorm gain (the x window again without RMSNorm), and whether both, with
- * x_stride, allow vec4 loads. */
-static hs_status x_windows(const hs_vk_caps *c, const hs_weight *w, hs_vk_binding x, uint64_t x_bytes,
-                           uint32_t x_stride, const hs_matmul_opts *opt, hs_window *wx, hs_window *wg,
+ * RMSNorm gain of cols floats (norm; the x window again without one), and
+ * whether both, with x_stride, allow vec4 loads. */
+static hs_status x_windows(const hs_vk_caps *c, uint32_t cols, hs_vk_binding x, uint64_t x_bytes,
+                           uint32_t x_stride, const hs_vk_binding *norm, hs_window *wx, hs_window *wg,
                            bool *vec4) {
     static const char *op = "hs_op_matmul";
     hs_status st = make_window(c, op, "x", x, x_bytes, wx);
     if (st != HS_OK) return st;
     *wg = *wx;
-    if (opt->prologue == HS_MATMUL_RMSNORM &&
-        (st = make_window(c, op, "norm", opt->norm, (uint64_t)w->cols * 4, wg)))
-        return st;
-    *vec4 = w->cols % 4 == 0 && wx->elem % 4 == 0 && x_stride % 4 == 0 &&
-            (opt->prologue != HS_MATMUL_RMSNORM || wg->elem % 4 == 0);
+    if (norm && (st = make_window(c, op, "norm", *norm, (uint64_t)cols * 4, wg))) return st;
+    *vec4 = cols % 4 == 0 && wx->elem % 4 == 0 && x_stride % 4 == 0 && (!norm || wg->elem % 4 == 0);
     return HS_OK;
 }
 
@@ -308,26 +305,26 @@ bool hs_matmul_act_q8(const hs_weight *w, const hs_matmul_opts *opt) {
     return w && opt && opt->act_q8 && w->type == HS_TYPE_Q4_1;
 }
 
-/* The split prologue: matmul_pro writes x' = prologue(x) into opt->scratch
- * (one workgroup per column), as f32 or (x8) in the 8-bit form, then the
- * product reads it. */
-static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
-                                hs_vk_binding y, const hs_matmul_opts *opt, bool x8) {
-    static const char *op = "hs_op_matmul";
+/* One matmul_pro pass: out = the prologue of x per column (one workgroup
+ * each), as f32 or (x8) in the 8-bit form; prologue 3 (x8 only) is x8n, the
+ * 8-bit form of x * norm with each block's sum of squares (q8x.glsl). */
+enum { PRO_X8N = 3 };
+static hs_status pro_pass(hs_ops *ops, hs_vk_seq *seq, const char *op, uint32_t lanes, uint32_t cols,
+                          uint32_t prologue, hs_vk_binding x, uint32_t x_stride, uint32_t n,
+                          const hs_vk_binding *norm, float eps, hs_vk_binding out, bool x8) {
     const hs_vk_caps *c = hs_ops_caps(ops);
-    const uint32_t x_stride = x_words(w, opt, false);
     const uint64_t x_bytes = (uint64_t)n * x_stride * 4,
-                   s_bytes = (uint64_t)n * (x8 ? x8_words(w) : w->cols) * 4;
-    const uint64_t y_bytes = ((uint64_t)(n - 1) * (opt->y_stride ? opt->y_stride : w->rows) + w->rows) * 4;
-    hs_window wx, ws, wg;
+                   o_bytes = (uint64_t)n * (x8 ? cols / 32 * 20 : cols) * 4;
+    hs_window wx, wo, wg;
     bool xvec4;
     hs_status st;
-    if ((st = x_windows(c, w, x, x_bytes, x_stride, opt, &wx, &wg, &xvec4)) != HS_OK) return st;
-    if ((st = make_window(c, op, "scratch", opt->scratch, s_bytes, &ws)) != HS_OK) return st;
-    if (overlap(opt->scratch, s_bytes, x, x_bytes) || overlap(opt->scratch, s_bytes, y, y_bytes) ||
-        (opt->residual && overlap(opt->scratch, s_bytes, opt->res, y_bytes)))
-        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: scratch overlaps x, y or res", op);
-    xvec4 = xvec4 && ws.elem % 4 == 0;
+    if ((st = x_windows(c, cols, x, x_bytes, x_stride, norm, &wx, &wg, &xvec4)) != HS_OK) return st;
+    if ((st = make_window(c, op, x8 ? "x8" : "scratch", out, o_bytes, &wo)) != HS_OK) return st;
+    if (overlap(out, o_bytes, x, x_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: scratch overlaps x", op);
+    if (x8 && wo.elem % 4) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: x8 output is not 16-byte aligned", op);
+    if (prologue == PRO_X8N && !xvec4)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: x and norm must be 16-byte aligned for x8n", op);
+    xvec4 = xvec4 && wo.elem % 4 == 0;
     const bool sg = hs_ops_subgroup(ops) > 1;
     /* activations through uniform buffers: windows of whole columns */
     const uint32_t ux_cols = ux_window_cols(ops, &wx, xvec4, x_stride, 1);
@@ -343,22 +340,21 @@ static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w,
                  HS_PRO(_q8), HS_PRO(_q8_sg), HS_PRO(_q8_ux), HS_PRO(_q8_sg_ux)};
 #undef HS_PRO
     const unsigned variant = (sg ? 1u : 0u) | (ux ? 2u : 0u) | (x8 ? 4u : 0u);
-    hs_vk_pipeline_desc d = {
-        .name = pros[variant].name,
-        .code = pros[variant].code,
-        .code_size = *pros[variant].size,
-        .n_bindings = 5,
-        .write_mask = 1u << 3,
-        .uniform_mask = ux ? 1u << 2 : 0u,
-        .push_size = sizeof(hs_matmul_push),
-        .n_spec = 8,
-        .spec = {w->lanes, 1, 1, 1, (uint32_t)opt->prologue, 0, xvec4 ? 1u : 0u, ux ? ux_vec4(ops) : 1u},
-        .wg_size = {w->lanes, 1, 1}};
+    hs_vk_pipeline_desc d = {.name = pros[variant].name,
+                             .code = pros[variant].code,
+                             .code_size = *pros[variant].size,
+                             .n_bindings = 5,
+                             .write_mask = 1u << 3,
+                             .uniform_mask = ux ? 1u << 2 : 0u,
+                             .push_size = sizeof(hs_matmul_push),
+                             .n_spec = 8,
+                             .spec = {lanes, 1, 1, 1, prologue, 0, xvec4 ? 1u : 0u, ux ? ux_vec4(ops) : 1u},
+                             .wg_size = {lanes, 1, 1}};
     hs_vk_pipeline *pipe = NULL;
     if ((st = hs_ops_pipeline(ops, &d, &pipe)) != HS_OK) return st;
     const uint32_t max_gy = c->max_wg_count[1] ? c->max_wg_count[1] : 65535;
     const uint32_t step = ux && ux_cols < max_gy ? ux_cols : max_gy;
-    hs_vk_binding binds[5] = {wx.bind, wx.bind, wx.bind, ws.bind, wg.bind};
+    hs_vk_binding binds[5] = {wx.bind, wx.bind, wx.bind, wo.bind, wg.bind};
     for (uint32_t j0 = 0; j0 < n; j0 += step) {
         const uint32_t gy = n - j0 < step ? n - j0 : step;
         uint32_t x_off = wx.elem, xcol0 = 0;
@@ -366,23 +362,50 @@ static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w,
             xcol0 = j0;
             binds[2] = ux_window(ops, &wx, x_stride, j0, j0 + gy, &x_off);
         }
-        hs_matmul_push pc = {.cols = w->cols,
+        hs_matmul_push pc = {.cols = cols,
                              .n = n,
                              .col0 = j0,
                              .x_stride = x_stride,
                              .x_off = x_off,
-                             .y_off = x8 ? ws.elem / 4 : ws.elem,
+                             .y_off = x8 ? wo.elem / 4 : wo.elem,
                              .g_off = wg.elem,
-                             .eps = opt->eps,
-                             .y_stride = x8 ? x8_words(w) / 4 : w->cols,
+                             .eps = eps,
+                             .y_stride = x8 ? cols / 32 * 5 : cols,
                              .xcol0 = xcol0};
         if ((st = hs_vk_seq_dispatch(seq, pipe, binds, 5, &pc, 1, gy, 1)) != HS_OK) return st;
     }
+    return HS_OK;
+}
+
+/* The split prologue: matmul_pro writes x' = prologue(x) into opt->scratch,
+ * as f32 or (x8) in the 8-bit form, then the product reads it. */
+static hs_status split_prologue(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
+                                hs_vk_binding y, const hs_matmul_opts *opt, bool x8) {
+    static const char *op = "hs_op_matmul";
+    const uint64_t s_bytes = (uint64_t)n * (x8 ? x8_words(w) : w->cols) * 4;
+    const uint64_t y_bytes = ((uint64_t)(n - 1) * (opt->y_stride ? opt->y_stride : w->rows) + w->rows) * 4;
+    if (overlap(opt->scratch, s_bytes, y, y_bytes) ||
+        (opt->residual && overlap(opt->scratch, s_bytes, opt->res, y_bytes)) ||
+        (opt->q8_out.buf && overlap(opt->scratch, s_bytes, opt->q8_out, (uint64_t)n * (w->rows / 32) * 80)))
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: scratch overlaps x, y, res or q8_out", op);
+    hs_status st =
+        pro_pass(ops, seq, op, w->lanes, w->cols, (uint32_t)opt->prologue, x, x_words(w, opt, false), n,
+                 opt->prologue == HS_MATMUL_RMSNORM ? &opt->norm : NULL, opt->eps, opt->scratch, x8);
+    if (st != HS_OK) return st;
     hs_matmul_opts o = *opt;
     o.prologue = HS_MATMUL_PLAIN;
     o.scratch = (hs_vk_binding){0};
     return x8 ? product(ops, seq, w, opt->scratch, n, y, &o, true)
               : hs_op_matmul(ops, seq, w, opt->scratch, n, y, &o);
+}
+
+hs_status hs_op_q8_norm(hs_ops *ops, hs_vk_seq *seq, hs_vk_binding x, uint32_t n, uint32_t cols,
+                        hs_vk_binding norm, hs_vk_binding out) {
+    static const char *op = "hs_op_q8_norm";
+    if (!ops || !seq) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: missing ops or seq", op);
+    if (n == 0 || cols == 0 || cols % 32)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: n = %u, cols = %u (a positive multiple of 32)", op, n, cols);
+    return pro_pass(ops, seq, op, matmul_lanes(ops), cols, PRO_X8N, x, cols, n, &norm, 0.0f, out, true);
 }
 
 hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
@@ -398,8 +421,17 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
         return HS_FAIL(HS_ERR_INVALID_ARG, "%s: the weight was made for another device", op);
 
     const hs_vk_caps *c = hs_ops_caps(ops);
-    if (opt->x_q8 && (!hs_matmul_act_q8(w, opt) || opt->prologue != HS_MATMUL_PLAIN))
-        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: x_q8 needs act_q8, a q4_1 weight and no prologue", op);
+    if (opt->x_q8 && (!hs_matmul_act_q8(w, opt) || opt->prologue == HS_MATMUL_SWIGLU))
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: x_q8 needs act_q8, a q4_1 weight and no SwiGLU prologue", op);
+    if (opt->q8_out.buf) {
+        if (!opt->q8_norm.buf) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: q8_out needs q8_norm", op);
+        if (opt->q8_out.offset % 16 || opt->q8_norm.offset % 16)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "%s: q8_out and q8_norm must be 16-byte aligned", op);
+        if (w->rows % 32 || (opt->y_stride && opt->y_stride != w->rows))
+            return HS_FAIL(HS_ERR_INVALID_ARG,
+                           "%s: q8_out needs rows (%u) in whole 32-row blocks and y_stride = rows", op,
+                           w->rows);
+    }
     const uint32_t x_stride = x_words(w, opt, opt->x_q8);
     const uint32_t y_stride = opt->y_stride ? opt->y_stride : w->rows;
     if (y_stride < w->rows)
@@ -407,6 +439,22 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     const uint64_t x_bytes = (uint64_t)n * x_stride * 4;
     const uint64_t y_bytes = ((uint64_t)(n - 1) * y_stride + w->rows) * 4;
     hs_status st;
+    if (opt->q8_out.buf) {
+        const uint64_t q_bytes = (uint64_t)n * (w->rows / 32) * 80;
+        if (overlap(opt->q8_out, q_bytes, x, x_bytes) || overlap(opt->q8_out, q_bytes, y, y_bytes) ||
+            (opt->residual && overlap(opt->q8_out, q_bytes, opt->res, y_bytes)) ||
+            (opt->scratch.buf && overlap(opt->q8_out, q_bytes, opt->scratch, (uint64_t)n * w->cols * 4)))
+            return HS_FAIL(HS_ERR_INVALID_ARG, "%s: q8_out overlaps x, y, res or scratch", op);
+        /* Fused into the epilogue of products on 8-bit activations whose workgroups own whole 32-row
+         * blocks; otherwise the product, then the pass: the same bits. */
+        if (!hs_matmul_act_q8(w, opt) || w->g % 32) {
+            hs_matmul_opts o = *opt;
+            o.q8_out = o.q8_norm = (hs_vk_binding){0};
+            if ((st = hs_op_matmul(ops, seq, w, x, n, y, &o)) != HS_OK) return st;
+            return hs_op_q8_norm(ops, seq, (hs_vk_binding){y.buf, y.offset, y_bytes}, n, w->rows,
+                                 opt->q8_norm, opt->q8_out);
+        }
+    }
     /* A batch whose activations pass maxStorageBufferRange (every row's
      * logits of a tree, say) runs as consecutive batches that fit: columns
      * are independent and batch-invariant, so the results are bitwise the
@@ -423,6 +471,7 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
             hs_matmul_opts o = *opt;
             if (o.residual) o.res = shifted(o.res, ys);
             if (o.scratch.buf) o.scratch = shifted(o.scratch, (uint64_t)j * w->cols * 4);
+            if (o.q8_out.buf) o.q8_out = shifted(o.q8_out, (uint64_t)j * (w->rows / 32) * 80);
             const hs_vk_binding xj = shifted(x, xs), yj = shifted(y, ys);
             if ((st = hs_op_matmul(ops, seq, w, xj, nb, yj, &o)) != HS_OK) return st;
         }
@@ -439,7 +488,8 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     return product(ops, seq, w, x, n, y, opt, false);
 }
 
-/* The product itself, on x (x8: the 8-bit form of split_prologue, no prologue). */
+/* The product itself, on x (x8: the 8-bit form of split_prologue, or x8n
+ * with the RMSNorm prologue; with q8_out, x8 products also write x8n of y). */
 static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
                          hs_vk_binding y, const hs_matmul_opts *opt, bool x8) {
     static const char *op = "hs_op_matmul";
@@ -448,13 +498,26 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
     const uint32_t y_stride = opt->y_stride ? opt->y_stride : w->rows;
     const uint64_t x_bytes = (uint64_t)n * x_stride * 4;
     const uint64_t y_bytes = ((uint64_t)(n - 1) * y_stride + w->rows) * 4;
-    hs_window wx, wy, wg, wr;
+    hs_window wx, wy, wg, wr, wq;
     hs_status st;
     bool xvec4;
-    if ((st = x_windows(c, w, x, x_bytes, x_stride, opt, &wx, &wg, &xvec4)) != HS_OK) return st;
+    const bool norm_in = !x8 && opt->prologue == HS_MATMUL_RMSNORM; /* x8n carries the norm's gain in x */
+    if ((st = x_windows(c, w->cols, x, x_bytes, x_stride, norm_in ? &opt->norm : NULL, &wx, &wg, &xvec4)) !=
+        HS_OK)
+        return st;
     if (x8 && !xvec4) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: x8 is not 16-byte aligned", op);
     if ((st = make_window(c, op, "y", y, y_bytes, &wy)) != HS_OK) return st;
     if (overlap(x, x_bytes, y, y_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y overlaps x", op);
+    const bool q8o = x8 && opt->q8_out.buf;
+    wq = wy;
+    if (q8o) {
+        const uint64_t q_bytes = (uint64_t)n * (w->rows / 32) * 80;
+        if ((st = make_window(c, op, "q8_norm", opt->q8_norm, (uint64_t)w->rows * 4, &wg)) != HS_OK ||
+            (st = make_window(c, op, "q8_out", opt->q8_out, q_bytes, &wq)) != HS_OK)
+            return st;
+        if (wg.elem % 4 || wq.elem % 4)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "%s: q8_norm and q8_out must be 16-byte aligned", op);
+    }
     wr = wx;
     if (opt->residual) {
         if ((st = make_window(c, op, "res", opt->res, y_bytes, &wr)) != HS_OK) return st;
@@ -483,14 +546,15 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
     snprintf(name, sizeof name, "matmul_%s%s%s%s%s", type_suffix(w->type), x8 ? "_x8" : "", sg ? "_sg" : "",
              tx ? "_tx" : "", ux ? "_ux" : "");
     hs_vk_pipeline_desc d = {.name = name,
-                             .n_bindings = 6,
-                             .write_mask = 1u << 3,
+                             .n_bindings = x8 ? 7 : 6, /* 6: x8n out */
+                             .write_mask = 1u << 3 | (x8 ? 1u << 6 : 0u),
                              .texel_mask = tx ? 3u : 0u,
                              .uniform_mask = ux ? 1u << 2 : 0u,
                              .push_size = sizeof(hs_matmul_push),
                              .n_spec = 8,
                              .spec = {w->lanes, w->rl, rw, cw, (uint32_t)opt->prologue,
-                                      opt->residual ? 1u : 0u, xvec4 ? 1u : 0u, ux ? ux_vec4(ops) : 1u},
+                                      (opt->residual ? 1u : 0u) | (q8o ? 2u : 0u), xvec4 ? 1u : 0u,
+                                      ux ? ux_vec4(ops) : 1u},
                              .wg_size = {w->lanes, 1, 1}};
     /* the SPIR-V of each variant, indexed by sg | tx << 1 | ux << 2 */
 #define HS_MM_SET(T)                                                                                         \
@@ -528,13 +592,8 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
 
     for (uint32_t ci = 0; ci < w->n_chunks; ci++) {
         const hs_weight_chunk *ch = &w->chunks[ci];
-        hs_vk_binding binds[6] = {
-            chunk_quants(ch),
-            chunk_scales(ch),
-            wx.bind,
-            wy.bind,
-            wg.bind,
-            wr.bind,
+        hs_vk_binding binds[7] = {
+            chunk_quants(ch), chunk_scales(ch), wx.bind, wy.bind, wg.bind, wr.bind, wq.bind,
         };
         for (uint32_t t0 = 0; t0 < tiles; t0 += step) {
             const uint32_t gy = tiles - t0 < step ? tiles - t0 : step;
@@ -557,8 +616,10 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
                                  .r_off = wr.elem,
                                  .eps = opt->eps,
                                  .y_stride = y_stride,
-                                 .xcol0 = xcol0};
-            if ((st = hs_vk_seq_dispatch(seq, pipe, binds, 6, &pc, ch->ngroups * (w->rl / rw), gy, 1)) != HS_OK)
+                                 .xcol0 = xcol0,
+                                 .q_off = wq.elem / 4};
+            if ((st = hs_vk_seq_dispatch(seq, pipe, binds, d.n_bindings, &pc, ch->ngroups * (w->rl / rw), gy,
+                                         1)) != HS_OK)
                 return st;
         }
     }

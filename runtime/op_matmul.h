@@ -90,7 +90,18 @@ typedef struct hs_matmul_opts {
                             * stay the same for every batch, shape, tuning and variant */
     bool x_q8;             /* with act_q8 and no prologue: x already holds that 8-bit form of x
                             * ([n][cols / 32] blocks of 80 bytes, as hs_op_attention_q8 writes it),
-                            * so the product reads it without a pass of its own */
+                            * so the product reads it without a pass of its own. With
+                            * HS_MATMUL_RMSNORM: x holds x8n of the input h (hs_op_q8_norm or
+                            * q8_out below: the 8-bit form of h * norm with each block's sum of
+                            * squares of h), and the product scales its result by RMSNorm's
+                            * 1 / sqrt(mean(h^2) + eps) itself (eps used, norm not) */
+    hs_vk_binding q8_out;  /* optional (rows % 32 == 0, y_stride = rows): also write x8n of y (after
+                            * the residual) with gain q8_norm, [n][rows / 32] blocks of 80 bytes,
+                            * 16-byte aligned, not overlapping x, y, res or scratch: the input of
+                            * the next RMSNorm product. Products on 8-bit activations whose
+                            * workgroups own whole 32-row blocks write it in their epilogue (no
+                            * pass); others run hs_op_q8_norm after the product: the same bits */
+    hs_vk_binding q8_norm; /* f32 [rows], 16-byte aligned: the gain of q8_out */
 } hs_matmul_opts;
 
 /* y[j][r] = (res[j][r] +) sum_k W[r][k] * x'[j][k] for j < n, r < rows.
@@ -109,6 +120,12 @@ bool hs_matmul_splits(const hs_ops *ops, const hs_weight *w, uint32_t n, const h
 /* Whether a product of w with opt runs on 8-bit activations (act_q8 and a
  * q4_1 weight). */
 bool hs_matmul_act_q8(const hs_weight *w, const hs_matmul_opts *opt);
+
+/* out = x8n of x with gain norm (see hs_matmul_opts.x_q8): x f32 [n][cols],
+ * norm f32 [cols], both 16-byte aligned; out [n][cols / 32] blocks of 80
+ * bytes, 16-byte aligned, not overlapping x; cols a multiple of 32. */
+hs_status hs_op_q8_norm(hs_ops *ops, hs_vk_seq *seq, hs_vk_binding x, uint32_t n, uint32_t cols,
+                        hs_vk_binding norm, hs_vk_binding out);
 
 /* out[j][:] = row ids[j] of table, dequantized (f32 [n][cols]); zeros for ids
  * >= rows. ids: uint32 [n], read on the device when the sequence runs. */

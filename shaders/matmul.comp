@@ -28,7 +28,8 @@
  * Spec constants: 0 LANES (workgroup size), 1 RL (rows per invocation in the
  * weight layout, G = LANES * RL), 2 RW (rows per invocation here, divides RL),
  * 3 C (columns per workgroup), 4 PROLOGUE (0 none, 1 rmsnorm, 2 swiglu),
- * 5 EPILOGUE (0 none, 1 residual add), 6 XVEC4 (1: x, g offsets and strides
+ * 5 EPILOGUE (bit 0: residual add; bit 1, XQ8 only: also write x8n of the
+ * output, below), 6 XVEC4 (1: x, g offsets and strides
  * are multiples of 4 elements, load vec4), 7 XU_VEC4 (USE_UBO_X: vec4 in the
  * uniform x window).
  */
@@ -51,6 +52,9 @@ layout(constant_id = 6) const uint XVEC4 = 1;
 #include "quant.glsl"
 
 #include "matmul_x.glsl"
+#if XQ8
+#include "q8x.glsl"
+#endif
 
 layout(std430, binding = 3) writeonly buffer Y { float y[]; };
 layout(std430, binding = 5) readonly buffer RES { float res[]; };
@@ -132,6 +136,8 @@ const uint G = LANES * RL;
     /* Row in group of (invocation, r): lanes are adjacent for each r. */                          \
     uint ring[RW];                                                                                 \
     for (uint r = 0; r < RW; r++) ring[r] = (rsub * RW + r) * LANES + lane;
+/* HS_COL_SCALE(v, c) and HS_KEEP(r, c, v) are each main's: the deferred
+ * RMSNorm factor of an x8n input, and the output kept for the x8n epilogue. */
 #define HS_TILE_STORE                                                                              \
     for (uint r = 0; r < RW; r++) {                                                                \
         const uint row = (p.group0 + gl) * G + ring[r];                                            \
@@ -140,8 +146,10 @@ const uint G = LANES * RL;
             const uint j = colb + c;                                                               \
             if (j >= p.n) continue;                                                                \
             precise float v = acc[r * C + c];                                                      \
-            if (EPILOGUE == 1) v = res[p.r_off + j * p.y_stride + row] + v;                        \
+            HS_COL_SCALE(v, c)                                                                     \
+            if ((EPILOGUE & 1u) != 0u) v = res[p.r_off + j * p.y_stride + row] + v;                \
             y[p.y_off + j * p.y_stride + row] = v;                                                 \
+            HS_KEEP(r, c, v)                                                                       \
         }                                                                                          \
     }
 
@@ -162,9 +170,28 @@ const uint G = LANES * RL;
  * eight such words the low part stays within +-8 * 15 * 127 < 2^15 and the
  * high within +-2^15, so (T + 2^15) >> 16 (arithmetic) is exactly their sum.
  * Integer sums are exact, so each block's sum is the same in every variant and
- * batch; the float part is one fixed chain per output, as in the float path. */
+ * batch; the float part is one fixed chain per output, as in the float path.
+ *
+ * PROLOGUE 1 here: x is x8n (q8x.glsl), h * g with each block's sum of squares
+ * of h; the block sums are added in block order per column and the output is
+ * multiplied by norm_scale of the total: RMSNorm without a pass of its own.
+ *
+ * EPILOGUE bit 1 (residual products feeding the next RMSNorm): the workgroup
+ * owns whole 32-row blocks (G % 32 == 0, RW == RL), so after the store it
+ * keeps its outputs in shared memory and writes x8n of them, with the gain g
+ * at binding 4 (g_off) and the result at binding 6 (q_off, rows / 32 * 5
+ * uvec4 per column): bitwise what matmul_pro's PROLOGUE 3 pass makes of y. */
+layout(std430, binding = 6) writeonly buffer Q8O { uvec4 q8o[]; };
+shared float s_y[G * C]; /* [column][row in group] */
+#define HS_COL_SCALE(v, c)                                                                         \
+    if (PROLOGUE == 1u) v = v * cscale[c];
+#define HS_KEEP(r, c, v)                                                                           \
+    if ((EPILOGUE & 2u) != 0u) s_y[(c) * G + ring[r]] = v;
+
 void main() {
     HS_TILE_BEGIN
+    precise float ssq[C]; /* PROLOGUE 1: the columns' sums of squares, in block order */
+    for (uint c = 0; c < C; c++) ssq[c] = 0.0;
     uint cb[C]; /* uvec4 index of each column's block 0 (surplus columns redo n-1) */
     for (uint c = 0; c < C; c++) cb[c] = (p.x_off + (min(colb + c, p.n - 1u) - p.xcol0) * p.x_stride) >> 2;
 
@@ -172,7 +199,7 @@ void main() {
         const uint qb = (gl * nblk + b) * QP * G;
         const uint sbk = (gl * nblk + b) * G;
         uvec4 xv[C * 4];
-        vec2 xs[C];
+        vec4 xs[C]; /* d, d sum(xq), sum of squares (x8n), 0 */
         for (uint c = 0; c < C; c++) {
             const uint o = cb[c] + 5u * b;
 #if USE_SUBGROUP
@@ -182,7 +209,7 @@ void main() {
                 xv[4u * c + 1u] = subgroupShuffle(xl, 1u);
                 xv[4u * c + 2u] = subgroupShuffle(xl, 2u);
                 xv[4u * c + 3u] = subgroupShuffle(xl, 3u);
-                xs[c] = uintBitsToFloat(subgroupShuffle(xl, 4u).xy);
+                xs[c] = uintBitsToFloat(subgroupShuffle(xl, 4u));
                 continue;
             }
 #endif
@@ -190,8 +217,10 @@ void main() {
             xv[4u * c + 1u] = xq4[o + 1u];
             xv[4u * c + 2u] = xq4[o + 2u];
             xv[4u * c + 3u] = xq4[o + 3u];
-            xs[c] = uintBitsToFloat(xq4[o + 4u].xy);
+            xs[c] = uintBitsToFloat(xq4[o + 4u]);
         }
+        if (PROLOGUE == 1u)
+            for (uint c = 0; c < C; c++) ssq[c] = ssq[c] + xs[c].z;
         for (uint r = 0; r < RW; r++) {
             const uvec4 qd = QV(qb + ring[r]);
             const vec2 dm = unpackHalf2x16(SV(sbk + ring[r]));
@@ -216,9 +245,32 @@ void main() {
         }
     }
 
+    float cscale[C];
+    for (uint c = 0; c < C; c++) cscale[c] = PROLOGUE == 1u ? norm_scale(ssq[c]) : 1.0;
     HS_TILE_STORE
+    if ((EPILOGUE & 2u) != 0u) {
+        barrier(); /* every output of the tile is in s_y */
+        const uint nb = G / 32u;
+        for (uint i = lane; i < C * nb; i += LANES) {
+            const uint c = i / nb, bb = i % nb;
+            const uint j = colb + c, row0 = (p.group0 + gl) * G + 32u * bb;
+            if (j >= p.n || row0 >= p.rows) continue;
+            vec4 hv[8], gv[8];
+            for (uint e = 0; e < 8u; e++) {
+                const uint k = c * G + 32u * bb + 4u * e;
+                hv[e] = vec4(s_y[k], s_y[k + 1u], s_y[k + 2u], s_y[k + 3u]);
+                gv[e] = g4[(p.g_off + row0) / 4u + e];
+            }
+            uvec4 w[5];
+            hs_q8n_block(hv, gv, w);
+            const uint o = p.q_off + j * (p.rows / 32u * 5u) + 5u * (row0 / 32u);
+            for (uint e = 0; e < 5u; e++) q8o[o + e] = w[e];
+        }
+    }
 }
 #else
+#define HS_COL_SCALE(v, c)
+#define HS_KEEP(r, c, v)
 void main() {
     HS_TILE_BEGIN
     uint cj[C]; /* columns, clamped: surplus columns of the last tile redo n-1 */

@@ -15,7 +15,8 @@
  * USE_UBO_X (0/1: x from a storage or a uniform buffer, matmul_x.glsl),
  * OUT_Q8 (0/1: x' as f32, or rounded to the 8-bit form of matmul.comp's XQ8
  * products, one 32-element block per invocation).
- * Spec constants: 0 LANES, 4 PROLOGUE (1 rmsnorm, 2 swiglu), 6 XVEC4 (1: x, g
+ * Spec constants: 0 LANES, 4 PROLOGUE (1 rmsnorm, 2 swiglu, 3 (OUT_Q8 only): x8n
+ * of x * g for a product that applies the norm itself, q8x.glsl), 6 XVEC4 (1: x, g
  * and y offsets and strides are multiples of 4 elements), 7 XU_VEC4
  * (USE_UBO_X: vec4 in the uniform x window). */
 #version 450
@@ -57,9 +58,18 @@ void main() {
      * pairs, and s = d * sum(xq); y_off and y_stride are in uvec4 here. */
     for (uint b = gl_LocalInvocationID.x; b < p.cols / 32u; b += LANES) {
         vec4 v[8];
-        for (uint i = 0; i < 8u; i++) v[i] = x_in(j, 32u * b + 4u * i, scale);
         uvec4 w[5];
-        hs_q8_block(v, w);
+        if (PROLOGUE == 3) { /* x8n: h * g and the block's sum of squares, the norm deferred */
+            vec4 g[8];
+            for (uint i = 0; i < 8u; i++) {
+                v[i] = x_raw(j, 32u * b + 4u * i, 0u);
+                g[i] = g_raw(32u * b + 4u * i);
+            }
+            hs_q8n_block(v, g, w);
+        } else {
+            for (uint i = 0; i < 8u; i++) v[i] = x_in(j, 32u * b + 4u * i, scale);
+            hs_q8_block(v, w);
+        }
         const uint o = p.y_off + j * p.y_stride + 5u * b;
         for (uint i = 0; i < 5u; i++) yq4[o + i] = w[i];
     }

@@ -32,6 +32,8 @@ layout(push_constant) uniform Push {
     float eps;
     uint y_stride; /* floats between columns of y and res (>= rows) */
     uint xcol0;    /* the column at x_off (the first of the bound window; 0 but with USE_UBO_X) */
+    uint q_off;    /* uvec4 offset of the x8n output (matmul.comp, EPILOGUE bit 1) */
+    uint pad0;
 } p;
 
 #ifndef USE_UBO_X
@@ -59,6 +61,12 @@ layout(std430, binding = 2) readonly buffer X4 { vec4 x4[]; };
 #endif
 layout(std430, binding = 4) readonly buffer G1 { float g1[]; };
 layout(std430, binding = 4) readonly buffer G4 { vec4 g4[]; };
+
+/* The RMSNorm factor of a column whose sum of squares is ss. */
+float norm_scale(float ss) {
+    precise float r = 1.0 / sqrt(ss / float(p.cols) + p.eps);
+    return r;
+}
 
 #if !XQ8
 float hs_silu(float v) {
@@ -110,11 +118,6 @@ float sumsq_slot(uint j, uint slot) {
         s = fma(v.w, v.w, s);
     }
     return s;
-}
-
-float norm_scale(float ss) {
-    precise float r = 1.0 / sqrt(ss / float(p.cols) + p.eps);
-    return r;
 }
 
 /* The RMSNorm factor of column j: the 8 slot sums combined in a fixed tree. */

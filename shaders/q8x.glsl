@@ -3,7 +3,16 @@
  * roundEven(v * 127 / amax), d = amax / 127, four uvec4 of pairs (word 4m + t:
  * xq[8m + t + 4] + 65536 xq[8m + t]) and a fifth (d, d * sum(xq), 0, 0) as
  * bits. Every writer of x8 (matmul_pro's OUT_Q8, attention's OUT_Q8) uses
- * this one function, so the same block gives the same bits. */
+ * this one function, so the same block gives the same bits.
+ *
+ * x8n (hs_q8n_block) is the input of a product whose RMSNorm is deferred: the
+ * block of h * g in that form, with the block's sum of squares of h in the
+ * fifth uvec4's z. The product sums the blocks' z in block order, takes
+ * 1 / sqrt(sum / cols + eps) and multiplies its result by it (matmul.comp,
+ * XQ8 with PROLOGUE 1): the 8-bit integers of h * g and of RMSNorm(h) * g are
+ * the same up to the rounding of the division by amax, so the norm needs no
+ * pass of its own, and a residual product can write x8n of its output in its
+ * epilogue. */
 #ifndef HS_Q8X_GLSL
 #define HS_Q8X_GLSL
 
@@ -24,6 +33,23 @@ void hs_q8_block(vec4 v[8], out uvec4 w[5]) {
     for (uint m = 0; m < 4u; m++)
         for (uint t = 0; t < 4u; t++) w[m][t] = uint(q[8u * m + t + 4u]) + (uint(q[8u * m + t]) << 16);
     w[4] = uvec4(floatBitsToUint(d), floatBitsToUint(d * float(sum)), 0u, 0u);
+}
+
+/* x8n of one block: v = h * g rounded as hs_q8_block, z = sum of h^2 in
+ * element order (one fma chain from +0). */
+void hs_q8n_block(vec4 h[8], vec4 g[8], out uvec4 w[5]) {
+    vec4 v[8];
+    precise float ss = 0.0;
+    for (uint i = 0; i < 8u; i++) {
+        precise vec4 t = h[i] * g[i];
+        v[i] = t;
+        ss = fma(h[i].x, h[i].x, ss);
+        ss = fma(h[i].y, h[i].y, ss);
+        ss = fma(h[i].z, h[i].z, ss);
+        ss = fma(h[i].w, h[i].w, ss);
+    }
+    hs_q8_block(v, w);
+    w[4].z = floatBitsToUint(ss);
 }
 
 #endif

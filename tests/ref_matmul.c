@@ -69,6 +69,29 @@ void ref_matmul_q8(const float *w, uint32_t rows, uint32_t cols, const float *x,
     ref_product(w, rows, cols, x, n, prologue, g, eps, res, y, true);
 }
 
+void ref_matmul_q8n(const float *w, uint32_t rows, uint32_t cols, const float *h, uint32_t n, const float *g,
+                    float eps, double *y) {
+    double *xp = malloc(cols * sizeof *xp);
+    for (uint32_t j = 0; j < n; j++) {
+        const float *hj = h + (uint64_t)j * cols;
+        double ss = 0;
+        for (uint32_t k = 0; k < cols; k++) {
+            ss += (double)hj[k] * hj[k];
+            xp[k] = (double)hj[k] * g[k];
+        }
+        ref_round_q8(xp, cols);
+        const double scale = 1.0 / sqrt(ss / cols + eps);
+        for (uint32_t r = 0; r < rows; r++) {
+            double acc = 0;
+            const float *wr = w + (uint64_t)r * cols;
+            for (uint32_t k = 0; k < cols; k++)
+                acc += (double)wr[k] * xp[k];
+            y[(uint64_t)j * rows + r] = scale * acc;
+        }
+    }
+    free(xp);
+}
+
 void *ref_random_weight(hs_rng *r, hs_type t, uint32_t rows, uint32_t cols) {
     const uint64_t bytes = hs_type_row_bytes(t, cols) * rows;
     uint8_t *data = malloc(bytes);

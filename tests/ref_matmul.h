@@ -22,6 +22,12 @@ void ref_matmul(const float *w, uint32_t rows, uint32_t cols, const float *x, ui
 void ref_matmul_q8(const float *w, uint32_t rows, uint32_t cols, const float *x, uint32_t n,
                    hs_matmul_prologue prologue, const float *g, float eps, const float *res, double *y);
 
+/* The RMSNorm product on x8n (hs_matmul_opts.x_q8 with HS_MATMUL_RMSNORM):
+ * h * g rounded per block as ref_matmul_q8 rounds x', the product, then
+ * scaled by 1 / sqrt(mean(h^2) + eps). h: [n][cols]. */
+void ref_matmul_q8n(const float *w, uint32_t rows, uint32_t cols, const float *h, uint32_t n, const float *g,
+                    float eps, double *y);
+
 /* Random GGUF data for a [rows][cols] weight of type t (malloc'ed; free()).
  * f32/f16: uniform [-1, 1); q8_0/q4_0/q4_1: uniform [-1, 1) quantized with
  * hs_quantize_row; q4_K/q6_K: random quants and sub-block scales with small

@@ -539,9 +539,8 @@ static void test_matmul_args(void **state) {
     assert_false(hs_matmul_splits(
         env->ops, t1.dev, 64,
         &(hs_matmul_opts){.prologue = HS_MATMUL_RMSNORM, .scratch = hs_test_bind(xs, 0), .act_q8 = true}));
-    /* x_q8 (x already 8-bit): only with act_q8 on a q4_1 weight and no prologue */
-    hs_matmul_opts xq = {
-        .act_q8 = true, .x_q8 = true, .prologue = HS_MATMUL_RMSNORM, .norm = hs_test_bind(x, 0)};
+    /* x_q8 (x already 8-bit): only with act_q8 on a q4_1 weight, no SwiGLU prologue */
+    hs_matmul_opts xq = {.act_q8 = true, .x_q8 = true, .prologue = HS_MATMUL_SWIGLU};
     assert_int_equal(hs_op_matmul(env->ops, s, t1.dev, hs_test_bind(xs, 0), 1, hs_test_bind(y, 0), &xq),
                      HS_ERR_INVALID_ARG);
     xq = (hs_matmul_opts){.x_q8 = true};
@@ -550,14 +549,51 @@ static void test_matmul_args(void **state) {
     xq.act_q8 = true;
     assert_int_equal(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(xs, 0), 1, hs_test_bind(y, 0), &xq),
                      HS_ERR_INVALID_ARG);
+    /* q8_out: needs q8_norm, rows in whole 32-row blocks, y_stride = rows, 16-byte alignment, no overlap */
+    tw t32 = tw_make(env, &r, HS_TYPE_Q4_1, 32, 64);
+    hs_vk_buffer *y32 = hs_test_buffer(env, NULL, 2 * 32 * 4), *xo = hs_test_buffer(env, NULL, 2 * 80 + 16);
+    hs_matmul_opts qo = {.act_q8 = true, .scratch = hs_test_bind(xs, 0), .q8_out = hs_test_bind(xo, 0)};
+    assert_int_equal(hs_op_matmul(env->ops, s, t32.dev, hs_test_bind(x, 0), 1, hs_test_bind(y32, 0), &qo),
+                     HS_ERR_INVALID_ARG); /* no q8_norm */
+    qo.q8_norm = hs_test_bind(x, 0);
+    assert_int_equal(hs_op_matmul(env->ops, s, t1.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &qo),
+                     HS_ERR_INVALID_ARG); /* 4 rows */
+    qo.y_stride = 40;
+    assert_int_equal(hs_op_matmul(env->ops, s, t32.dev, hs_test_bind(x, 0), 1, hs_test_bind(y32, 0), &qo),
+                     HS_ERR_INVALID_ARG);
+    qo.y_stride = 0;
+    qo.q8_out = hs_test_bind(y32, 64);
+    assert_int_equal(hs_op_matmul(env->ops, s, t32.dev, hs_test_bind(x, 0), 1, hs_test_bind(y32, 0), &qo),
+                     HS_ERR_INVALID_ARG); /* overlaps y */
+    qo.q8_out = hs_test_bind(xs, 128);
+    assert_int_equal(hs_op_matmul(env->ops, s, t32.dev, hs_test_bind(x, 0), 1, hs_test_bind(y32, 0), &qo),
+                     HS_ERR_INVALID_ARG); /* overlaps the scratch */
+    qo.q8_out = hs_test_bind(xo, 4);
+    assert_int_equal(hs_op_matmul(env->ops, s, t32.dev, hs_test_bind(x, 0), 1, hs_test_bind(y32, 0), &qo),
+                     HS_ERR_INVALID_ARG); /* misaligned */
+    assert_int_equal(
+        hs_op_q8_norm(env->ops, s, hs_test_bind(x, 0), 1, 48, hs_test_bind(x, 0), hs_test_bind(xo, 0)),
+        HS_ERR_INVALID_ARG); /* cols % 32 */
+    assert_int_equal(
+        hs_op_q8_norm(env->ops, s, hs_test_bind(x, 0), 0, 64, hs_test_bind(x, 0), hs_test_bind(xo, 0)),
+        HS_ERR_INVALID_ARG);
+    assert_int_equal(
+        hs_op_q8_norm(env->ops, s, hs_test_bind(x, 0), 1, 64, hs_test_bind(x, 4), hs_test_bind(xo, 0)),
+        HS_ERR_INVALID_ARG); /* misaligned gain */
+    assert_int_equal(
+        hs_op_q8_norm(env->ops, s, hs_test_bind(x, 0), 1, 64, hs_test_bind(x, 0), hs_test_bind(x, 128)),
+        HS_ERR_INVALID_ARG); /* overlaps x */
     assert_int_equal(hs_vk_seq_dispatch_count(s), 0);
     HS_CHECK(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &o));
     hs_test_seq_run(s);
     hs_vk_buffer_destroy(x);
     hs_vk_buffer_destroy(y);
     hs_vk_buffer_destroy(xs);
+    hs_vk_buffer_destroy(y32);
+    hs_vk_buffer_destroy(xo);
     tw_free(&t);
     tw_free(&t1);
+    tw_free(&t32);
 }
 
 /* ---- 8-bit activations (act_q8, q4_1) ---- */
@@ -624,6 +660,135 @@ static void test_matmul_q8(void **state) {
     }
 }
 
+/* ---- RMSNorm deferred into the product (x8n) ---- */
+
+/* A residual product P (q4_1, pr x pc, 8-bit activations) writing x8n of its
+ * output h with gain g (q8_out), and an RMSNorm product Q (q4_1, qr x pr)
+ * reading it (x_q8 with HS_MATMUL_RMSNORM): a layer's wo -> gate/up step. */
+typedef struct q8n_case {
+    uint32_t pr, pc, qr, n;
+    void *pgguf, *qgguf;
+    float *pw, *qw; /* dequantized */
+    float *x, *h0, *g;
+} q8n_case;
+
+typedef struct q8n_out {
+    float *h, *y;
+    uint8_t *xo, *xp; /* x8n of h from P's epilogue, and from hs_op_q8_norm(h) */
+    uint32_t chunks;  /* row chunks of P and Q, the larger */
+} q8n_out;
+
+static q8n_case q8n_make(uint64_t seed, uint32_t pr, uint32_t pc, uint32_t qr, uint32_t n) {
+    hs_rng r;
+    hs_rng_seed(&r, seed);
+    q8n_case c = {.pr = pr, .pc = pc, .qr = qr, .n = n};
+    c.pgguf = ref_random_weight(&r, HS_TYPE_Q4_1, pr, pc);
+    c.qgguf = ref_random_weight(&r, HS_TYPE_Q4_1, qr, pr);
+    assert_true(c.pgguf && c.qgguf);
+    c.pw = ref_dequantize(HS_TYPE_Q4_1, c.pgguf, pr, pc);
+    c.qw = ref_dequantize(HS_TYPE_Q4_1, c.qgguf, qr, pr);
+    c.x = hs_test_rand_array(&r, (size_t)n * pc, -1.0f, 1.0f);
+    c.h0 = hs_test_rand_array(&r, (size_t)n * pr, -2.0f, 2.0f);
+    c.g = hs_test_rand_array(&r, pr, 0.5f, 1.5f);
+    return c;
+}
+
+static void q8n_free_case(q8n_case *c) {
+    void *p[] = {c->pgguf, c->qgguf, c->pw, c->qw, c->x, c->h0, c->g};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        free(p[i]);
+}
+
+static void q8n_free_out(q8n_out *o) {
+    free(o->h);
+    free(o->y);
+    free(o->xo);
+    free(o->xp);
+}
+
+/* The chain on ops for columns j0 .. j0 + n - 1 of the case, as one batch. */
+static q8n_out q8n_run(hs_test_env *env, hs_ops *ops, const q8n_case *c, uint32_t j0, uint32_t n) {
+    hs_weight *P = NULL, *Q = NULL;
+    HS_CHECK(hs_weight_create(ops, HS_TYPE_Q4_1, c->pr, c->pc, c->pgguf, &P));
+    HS_CHECK(hs_weight_create(ops, HS_TYPE_Q4_1, c->qr, c->pr, c->qgguf, &Q));
+    const size_t xn_bytes = (size_t)n * (c->pr / 32) * 80;
+    hs_vk_buffer *bx = hs_test_buffer(env, c->x + (size_t)j0 * c->pc, (size_t)n * c->pc * 4);
+    hs_vk_buffer *bh = hs_test_buffer(env, c->h0 + (size_t)j0 * c->pr, (size_t)n * c->pr * 4);
+    hs_vk_buffer *bg = hs_test_buffer(env, c->g, c->pr * 4),
+                 *xs = hs_test_buffer(env, NULL, (size_t)n * c->pc * 4);
+    hs_vk_buffer *xo = hs_test_buffer(env, NULL, xn_bytes), *xp = hs_test_buffer(env, NULL, xn_bytes);
+    hs_vk_buffer *by = hs_test_buffer(env, NULL, (size_t)n * c->qr * 4);
+    hs_vk_seq *s = hs_test_seq_begin(env);
+    /* NaN first: x8n must be written whole */
+    HS_CHECK(hs_vk_seq_fill(s, xo, 0, xn_bytes, 0x7fc00000u));
+    const hs_matmul_opts po = {.residual = true,
+                               .res = hs_test_bind(bh, 0),
+                               .scratch = hs_test_bind(xs, 0),
+                               .act_q8 = true,
+                               .q8_out = hs_test_bind(xo, 0),
+                               .q8_norm = hs_test_bind(bg, 0)};
+    HS_CHECK(hs_op_matmul(ops, s, P, hs_test_bind(bx, 0), n, hs_test_bind(bh, 0), &po));
+    HS_CHECK(hs_op_q8_norm(ops, s, hs_test_bind(bh, 0), n, c->pr, hs_test_bind(bg, 0), hs_test_bind(xp, 0)));
+    const hs_matmul_opts qo = {.prologue = HS_MATMUL_RMSNORM, .eps = 1e-5f, .act_q8 = true, .x_q8 = true};
+    HS_CHECK(hs_op_matmul(ops, s, Q, hs_test_bind(xo, 0), n, hs_test_bind(by, 0), &qo));
+    hs_test_seq_run(s);
+    q8n_out o = {.h = hs_test_download(bh, (size_t)n * c->pr * 4),
+                 .y = hs_test_download(by, (size_t)n * c->qr * 4),
+                 .xo = hs_test_download(xo, xn_bytes),
+                 .xp = hs_test_download(xp, xn_bytes),
+                 .chunks =
+                     hs_weight_chunks(P) > hs_weight_chunks(Q) ? hs_weight_chunks(P) : hs_weight_chunks(Q)};
+    hs_vk_buffer *bufs[] = {bx, bh, bg, xs, xo, xp, by};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        hs_vk_buffer_destroy(bufs[i]);
+    hs_weight_destroy(P);
+    hs_weight_destroy(Q);
+    return o;
+}
+
+/* The epilogue's x8n equals hs_op_q8_norm's byte for byte; Q on it follows
+ * the double reference of the same rounding (NMSE < 1e-6) and not the
+ * unrounded RMSNorm product (> 1e-6: the integers and the deferred scale were
+ * used); every column alone and in smaller batches gives bitwise the batch's
+ * h, x8n and y. */
+static void test_matmul_q8n(void **state) {
+    hs_test_env *env = *state;
+    static const uint32_t shapes[][3] = {{32, 64, 37}, {96, 160, 70}, {576, 64, 96}};
+    for (int i = 0; i < 3; i++) {
+        q8n_case c = q8n_make(40 + i, shapes[i][0], shapes[i][1], shapes[i][2], 8);
+        q8n_out all = q8n_run(env, env->ops, &c, 0, c.n);
+        const size_t blk = (size_t)(c.pr / 32) * 80;
+        assert_memory_equal(all.xo, all.xp, c.n * blk);
+        double *ref = malloc((size_t)c.n * c.qr * sizeof *ref),
+               *exact = malloc((size_t)c.n * c.qr * sizeof *exact);
+        double *href = malloc((size_t)c.n * c.pr * sizeof *href);
+        ref_matmul_q8(c.pw, c.pr, c.pc, c.x, c.n, HS_MATMUL_PLAIN, NULL, 0, c.h0, href);
+        assert_true(ref_nmse(all.h, href, (size_t)c.n * c.pr) < 1e-6);
+        ref_matmul_q8n(c.qw, c.qr, c.pr, all.h, c.n, c.g, 1e-5f, ref);
+        ref_matmul(c.qw, c.qr, c.pr, all.h, c.n, HS_MATMUL_RMSNORM, c.g, 1e-5f, NULL, exact);
+        const double e = ref_nmse(all.y, ref, (size_t)c.n * c.qr),
+                     e0 = ref_nmse(all.y, exact, (size_t)c.n * c.qr);
+        if (!(e < 1e-6) || !(e0 > 1e-6))
+            fail_msg("x8n %u x %u -> %u: nmse %g (8-bit reference), %g (f32)", c.pr, c.pc, c.qr, e, e0);
+        static const uint32_t parts[][2] = {{0, 1}, {1, 1}, {2, 3}, {5, 1}, {7, 1}, {4, 4}};
+        for (size_t k = 0; k < sizeof parts / sizeof parts[0]; k++) {
+            const uint32_t j0 = parts[k][0], n = parts[k][1];
+            q8n_out some = q8n_run(env, env->ops, &c, j0, n);
+            if (memcmp(some.h, all.h + (size_t)j0 * c.pr, (size_t)n * c.pr * 4) ||
+                memcmp(some.xo, all.xo + j0 * blk, n * blk) ||
+                memcmp(some.y, all.y + (size_t)j0 * c.qr, (size_t)n * c.qr * 4))
+                fail_msg("x8n %u x %u -> %u: columns %u..%u alone differ from the batch of %u", c.pr, c.pc,
+                         c.qr, j0, j0 + n - 1, c.n);
+            q8n_free_out(&some);
+        }
+        free(ref);
+        free(exact);
+        free(href);
+        q8n_free_out(&all);
+        q8n_free_case(&c);
+    }
+}
+
 /* ---- split weights (second group: maxStorageBufferRange = 64 KiB) ---- */
 
 /* Results of the split group's shapes computed in the first group, with the
@@ -642,6 +807,20 @@ static const struct {
                       {HS_TYPE_Q4_1, 1000, 256, true}};
 static float *g_split_ref[N_SPLIT];
 #define SPLIT_N 5
+/* The x8n chain at sizes whose weights split under 64 KiB (80 KiB and 96 KiB). */
+static q8n_out g_q8n_ref;
+static q8n_out q8n_split_run(hs_test_env *env) {
+    q8n_case c = q8n_make(60, 512, 256, 300, SPLIT_N);
+    q8n_out o = q8n_run(env, env->ops, &c, 0, c.n);
+    assert_memory_equal(o.xo, o.xp, (size_t)c.n * (c.pr / 32) * 80);
+    q8n_free_case(&c);
+    return o;
+}
+static void q8n_match_ref(const q8n_out *o) {
+    if (!g_q8n_ref.y) fail_msg("the x8n reference did not run");
+    assert_memory_equal(o->y, g_q8n_ref.y, (size_t)SPLIT_N * 300 * 4);
+    assert_memory_equal(o->xo, g_q8n_ref.xo, (size_t)SPLIT_N * (512 / 32) * 80);
+}
 
 static float *split_products(hs_test_env *env, int i, uint32_t *chunks) {
     hs_rng r;
@@ -695,6 +874,9 @@ static void test_split_reference(void **state) {
         g_split_ref[i] = split_products(env, i, &chunks);
         assert_int_equal(chunks, 1);
     }
+    q8n_free_out(&g_q8n_ref);
+    g_q8n_ref = q8n_split_run(env);
+    assert_int_equal(g_q8n_ref.chunks, 1);
 }
 
 static void test_split_weights(void **state) {
@@ -708,6 +890,10 @@ static void test_split_weights(void **state) {
         assert_memory_equal(y, g_split_ref[i], (size_t)SPLIT_N * k_split[i].rows * 4);
         free(y);
     }
+    q8n_out o = q8n_split_run(env);
+    assert_true(o.chunks > 1);
+    q8n_match_ref(&o);
+    q8n_free_out(&o);
 }
 
 /* Third group, subgroup operations off: the portable kernels give bitwise the
@@ -726,6 +912,11 @@ static void test_portable_matches(void **state) {
         free(g_split_ref[i]);
         g_split_ref[i] = NULL;
     }
+    q8n_out o = q8n_split_run(env);
+    q8n_match_ref(&o);
+    q8n_free_out(&o);
+    q8n_free_out(&g_q8n_ref);
+    memset(&g_q8n_ref, 0, sizeof g_q8n_ref);
 }
 
 /* A strided output (y_stride > rows, in place with the residual) gets bitwise
@@ -839,6 +1030,25 @@ static void test_tuning_independent(void **state) {
         hs_vk_buffer_destroy(xs);
         tw_free(&w);
     }
+    /* The x8n chain: rows=1 makes row groups of fewer than 32 rows, so x8n comes from the pass after the
+     * product instead of the epilogue, with the same bits. */
+    q8n_case c = q8n_make(19, 96, 96, 75, nmax);
+    q8n_out want = q8n_run(env, env->ops, &c, 0, c.n);
+    for (size_t u = 0; u < sizeof tunings / sizeof tunings[0]; u++) {
+        hs_ops *ops = NULL;
+        setenv("HS_TUNING", tunings[u], 1);
+        hs_status st = hs_ops_create(env->vk, &ops);
+        unsetenv("HS_TUNING");
+        HS_CHECK(st);
+        q8n_out got = q8n_run(env, ops, &c, 0, c.n);
+        if (memcmp(got.xo, want.xo, (size_t)c.n * (c.pr / 32) * 80) ||
+            memcmp(got.y, want.y, (size_t)c.n * c.qr * 4))
+            fail_msg("x8n chain: HS_TUNING=%s changed the result", tunings[u]);
+        q8n_free_out(&got);
+        hs_ops_destroy(ops);
+    }
+    q8n_free_out(&want);
+    q8n_free_case(&c);
 }
 
 /* Activations through uniform buffers (tuning ubo=1): windows of whole
@@ -936,12 +1146,13 @@ int main(void) {
         cmocka_unit_test(test_dequant_q6_K), cmocka_unit_test(test_dequant_args),    cmocka_unit_test(test_quantize),
     };
     const struct CMUnitTest device[] = {
-        cmocka_unit_test(test_matmul_args),        cmocka_unit_test(test_matmul_shapes),
-        cmocka_unit_test(test_matmul_q8),          cmocka_unit_test(test_matmul_odd_cols),
-        cmocka_unit_test(test_matmul_prologues),   cmocka_unit_test(test_matmul_offsets),
-        cmocka_unit_test(test_matmul_stacked),     cmocka_unit_test(test_matmul_strided),
-        cmocka_unit_test(test_tuning_independent), cmocka_unit_test(test_batch_invariance),
-        cmocka_unit_test(test_split_reference),    cmocka_unit_test(test_uniform_windows),
+        cmocka_unit_test(test_matmul_args),      cmocka_unit_test(test_matmul_shapes),
+        cmocka_unit_test(test_matmul_q8),        cmocka_unit_test(test_matmul_q8n),
+        cmocka_unit_test(test_matmul_odd_cols),  cmocka_unit_test(test_matmul_prologues),
+        cmocka_unit_test(test_matmul_offsets),   cmocka_unit_test(test_matmul_stacked),
+        cmocka_unit_test(test_matmul_strided),   cmocka_unit_test(test_tuning_independent),
+        cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_split_reference),
+        cmocka_unit_test(test_uniform_windows),
     };
     const struct CMUnitTest split[] = {
         cmocka_unit_test(test_split_weights),
