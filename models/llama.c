@@ -506,20 +506,29 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
             ops, s, &q, &kv, c->n_head, &info, &mask, n, 1.0f / sqrtf((float)c->head_dim), &wo_x));
         HS_TRY(hs_op_matmul(ops, s, L->wo, wo_x, n, h, &resid));
         hs_vk_binding gu_x = h;
-        if (xn_ffn[l]) {
-            norm_ffn.x_q8 = true;
-            gu_x = xn;
-        }
-        HS_TRY(proj_matmul(ops, s, &L->gu, gu_x, n, gu, &norm_ffn));
         hs_matmul_opts down = {
             .prologue = HS_MATMUL_SWIGLU, .residual = true, .res = h, .scratch = xs, .act_q8 = q8};
+        hs_vk_binding down_x = gu;
+        if (xn_ffn[l]) {
+            norm_ffn.x_q8 = true;
+            norm_ffn.scratch = (hs_vk_binding){0};
+            gu_x = xn;
+            /* One [gate | up] weight: it writes down's 8-bit input itself (silu(gate) * up), no pass. */
+            if (L->gu.n_parts == 1 && c->ff % 32 == 0 && hs_matmul_act_q8(L->wdown, &down)) {
+                norm_ffn.swiglu_q8 = xs;
+                down.prologue = HS_MATMUL_PLAIN;
+                down.x_q8 = true;
+                down_x = xs;
+            }
+        }
+        HS_TRY(proj_matmul(ops, s, &L->gu, gu_x, n, gu, &norm_ffn));
         xn_ready = false;
         if (l + 1 < c->n_layer && xn_attn[l + 1]) {
             down.q8_out = xn;
             down.q8_norm = vec_binding(m, 2 * (l + 1), c->dim);
             xn_ready = true;
         }
-        HS_TRY(hs_op_matmul(ops, s, L->wdown, gu, n, h, &down));
+        HS_TRY(hs_op_matmul(ops, s, L->wdown, down_x, n, h, &down));
     }
     /* Output head: all rows, or only the last token's. */
     uint32_t n_out = gr->last_only ? 1 : n;

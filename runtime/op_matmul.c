@@ -24,7 +24,7 @@ typedef struct hs_matmul_push {
     uint32_t group0, col0, x_stride, x_off;
     uint32_t y_off, g_off, r_off;
     float eps;
-    uint32_t y_stride, xcol0, q_off, pad0;
+    uint32_t y_stride, xcol0, q_off, pair;
 } hs_matmul_push;
 static_assert(sizeof(hs_matmul_push) == 64, "hs_matmul_push must match matmul.comp");
 static_assert(sizeof(hs_matmul_push) <= 128, "push constants are limited to 128 bytes");
@@ -423,6 +423,15 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     const hs_vk_caps *c = hs_ops_caps(ops);
     if (opt->x_q8 && (!hs_matmul_act_q8(w, opt) || opt->prologue == HS_MATMUL_SWIGLU))
         return HS_FAIL(HS_ERR_INVALID_ARG, "%s: x_q8 needs act_q8, a q4_1 weight and no SwiGLU prologue", op);
+    if (opt->swiglu_q8.buf) {
+        if (w->rows % 64 || opt->residual || opt->q8_out.buf || opt->prologue == HS_MATMUL_SWIGLU ||
+            (opt->y_stride && opt->y_stride != w->rows) || opt->swiglu_q8.offset % 16)
+            return HS_FAIL(
+                HS_ERR_INVALID_ARG,
+                "%s: swiglu_q8 needs rows (%u) = 2 x a multiple of 32, no residual, q8_out or SwiGLU "
+                "prologue, y_stride = rows and a 16-byte aligned output",
+                op, w->rows);
+    }
     if (opt->q8_out.buf) {
         if (!opt->q8_norm.buf) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: q8_out needs q8_norm", op);
         if (opt->q8_out.offset % 16 || opt->q8_norm.offset % 16)
@@ -454,6 +463,26 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
             return hs_op_q8_norm(ops, seq, (hs_vk_binding){y.buf, y.offset, y_bytes}, n, w->rows,
                                  opt->q8_norm, opt->q8_out);
         }
+    }
+    if (opt->swiglu_q8.buf) {
+        const uint32_t ff = w->rows / 2;
+        const uint64_t q_bytes = (uint64_t)n * (ff / 32) * 80;
+        if (overlap(opt->swiglu_q8, q_bytes, x, x_bytes) || overlap(opt->swiglu_q8, q_bytes, y, y_bytes) ||
+            (opt->scratch.buf && overlap(opt->swiglu_q8, q_bytes, opt->scratch, (uint64_t)n * w->cols * 4)))
+            return HS_FAIL(HS_ERR_INVALID_ARG, "%s: swiglu_q8 overlaps x, y or scratch", op);
+        /* Fused where one workgroup can own a gate group and its up group (8-bit activations, whole
+         * 32-row blocks, one chunk, one batch); otherwise the product into y, then the pass. */
+        const bool fits = (uint64_t)n * w->rows * 4 + 4096 <= c->max_storage_buffer_range &&
+                          x_bytes + 4096 <= c->max_storage_buffer_range;
+        if (!hs_matmul_act_q8(w, opt) || w->g % 32 || ff % w->g || w->n_chunks != 1 || !fits) {
+            hs_matmul_opts o = *opt;
+            o.swiglu_q8 = (hs_vk_binding){0};
+            if ((st = hs_op_matmul(ops, seq, w, x, n, y, &o)) != HS_OK) return st;
+            return pro_pass(ops, seq, op, w->lanes, ff, HS_MATMUL_SWIGLU,
+                            (hs_vk_binding){y.buf, y.offset, y_bytes}, w->rows, n, NULL, 0.0f, opt->swiglu_q8,
+                            true);
+        }
+        /* fused: on, as any product on 8-bit activations (product() computes gate and up rows together) */
     }
     /* A batch whose activations pass maxStorageBufferRange (every row's
      * logits of a tree, say) runs as consecutive batches that fit: columns
@@ -508,8 +537,14 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
     if (x8 && !xvec4) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: x8 is not 16-byte aligned", op);
     if ((st = make_window(c, op, "y", y, y_bytes, &wy)) != HS_OK) return st;
     if (overlap(x, x_bytes, y, y_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y overlaps x", op);
-    const bool q8o = x8 && opt->q8_out.buf;
+    const bool q8o = x8 && opt->q8_out.buf, pair = x8 && opt->swiglu_q8.buf;
     wq = wy;
+    if (pair) {
+        if ((st = make_window(c, op, "swiglu_q8", opt->swiglu_q8, (uint64_t)n * (w->rows / 64) * 80, &wq)) !=
+            HS_OK)
+            return st;
+        if (wq.elem % 4) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: swiglu_q8 must be 16-byte aligned", op);
+    }
     if (q8o) {
         const uint64_t q_bytes = (uint64_t)n * (w->rows / 32) * 80;
         if ((st = make_window(c, op, "q8_norm", opt->q8_norm, (uint64_t)w->rows * 4, &wg)) != HS_OK ||
@@ -553,8 +588,8 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
                              .push_size = sizeof(hs_matmul_push),
                              .n_spec = 8,
                              .spec = {w->lanes, w->rl, rw, cw, (uint32_t)opt->prologue,
-                                      (opt->residual ? 1u : 0u) | (q8o ? 2u : 0u), xvec4 ? 1u : 0u,
-                                      ux ? ux_vec4(ops) : 1u},
+                                      (opt->residual ? 1u : 0u) | (q8o ? 2u : 0u) | (pair ? 4u : 0u),
+                                      xvec4 ? 1u : 0u, ux ? ux_vec4(ops) : 1u},
                              .wg_size = {w->lanes, 1, 1}};
     /* the SPIR-V of each variant, indexed by sg | tx << 1 | ux << 2 */
 #define HS_MM_SET(T)                                                                                         \
@@ -603,7 +638,7 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
                 binds[2] =
                     ux_window(ops, &wx, x_stride, xcol0, (t0 + gy) * cw < n ? (t0 + gy) * cw : n, &x_off);
             }
-            hs_matmul_push pc = {.rows = w->rows,
+            hs_matmul_push pc = {.rows = pair ? w->rows / 2 : w->rows,
                                  .cols = w->cols,
                                  .n = n,
                                  .nblk = w->nblk,
@@ -617,10 +652,10 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
                                  .eps = opt->eps,
                                  .y_stride = y_stride,
                                  .xcol0 = xcol0,
-                                 .q_off = wq.elem / 4};
-            if ((st = hs_vk_seq_dispatch(seq, pipe, binds, d.n_bindings, &pc, ch->ngroups * (w->rl / rw), gy,
-                                         1)) != HS_OK)
-                return st;
+                                 .q_off = wq.elem / 4,
+                                 .pair = pair ? ch->ngroups / 2 : 0};
+            const uint32_t gx = (pair ? ch->ngroups / 2 : ch->ngroups) * (w->rl / rw);
+            if ((st = hs_vk_seq_dispatch(seq, pipe, binds, d.n_bindings, &pc, gx, gy, 1)) != HS_OK) return st;
         }
     }
     return HS_OK;

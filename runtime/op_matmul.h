@@ -102,6 +102,13 @@ typedef struct hs_matmul_opts {
                             * workgroups own whole 32-row blocks write it in their epilogue (no
                             * pass); others run hs_op_q8_norm after the product: the same bits */
     hs_vk_binding q8_norm; /* f32 [rows], 16-byte aligned: the gain of q8_out */
+    hs_vk_binding swiglu_q8; /* optional, for a stacked [gate | up] weight (rows = 2 ff, ff % 32 == 0,
+                              * no residual or q8_out): write the 8-bit form of silu(gate) * up,
+                              * [n][ff / 32] blocks of 80 bytes, 16-byte aligned, not overlapping x, y
+                              * or scratch: the x of the next product with x_q8. y is scratch then
+                              * (left unspecified). Products on 8-bit activations whose workgroups own
+                              * whole 32-row blocks compute gate and up rows together and write no y;
+                              * others write y and run the SwiGLU pass: the same bits */
 } hs_matmul_opts;
 
 /* y[j][r] = (res[j][r] +) sum_k W[r][k] * x'[j][k] for j < n, r < rows.

@@ -28,8 +28,8 @@
  * Spec constants: 0 LANES (workgroup size), 1 RL (rows per invocation in the
  * weight layout, G = LANES * RL), 2 RW (rows per invocation here, divides RL),
  * 3 C (columns per workgroup), 4 PROLOGUE (0 none, 1 rmsnorm, 2 swiglu),
- * 5 EPILOGUE (bit 0: residual add; bit 1, XQ8 only: also write x8n of the
- * output, below), 6 XVEC4 (1: x, g offsets and strides
+ * 5 EPILOGUE (bit 0: residual add; bits 1 and 2, XQ8 only: also write x8n of
+ * the output, or write x8 of SwiGLU of it instead, below), 6 XVEC4 (1: x, g offsets and strides
  * are multiples of 4 elements, load vec4), 7 XU_VEC4 (USE_UBO_X: vec4 in the
  * uniform x window).
  */
@@ -131,8 +131,8 @@ const uint G = LANES * RL;
     const uint colb = p.col0 + gl_WorkGroupID.y * C;                                               \
     const uint nblk = p.nblk;                                                                      \
     HS_TILE_SG                                                                                     \
-    precise float acc[RW * C];                                                                     \
-    for (uint i = 0; i < RW * C; i++) acc[i] = 0.0;                                                \
+    precise float acc[NH * RW * C];                                                                \
+    for (uint i = 0; i < NH * RW * C; i++) acc[i] = 0.0;                                           \
     /* Row in group of (invocation, r): lanes are adjacent for each r. */                          \
     uint ring[RW];                                                                                 \
     for (uint r = 0; r < RW; r++) ring[r] = (rsub * RW + r) * LANES + lane;
@@ -180,9 +180,18 @@ const uint G = LANES * RL;
  * owns whole 32-row blocks (G % 32 == 0, RW == RL), so after the store it
  * keeps its outputs in shared memory and writes x8n of them, with the gain g
  * at binding 4 (g_off) and the result at binding 6 (q_off, rows / 32 * 5
- * uvec4 per column): bitwise what matmul_pro's PROLOGUE 3 pass makes of y. */
+ * uvec4 per column): bitwise what matmul_pro's PROLOGUE 3 pass makes of y.
+ *
+ * EPILOGUE bit 2 (the gate/up product before SwiGLU): rows [0, rows) are gate
+ * and rows [rows, 2 rows) up (p.rows is the half here), and the workgroup of
+ * gate group gl also computes up group gl + p.pair (NH = 2 row sets per
+ * invocation, one load of x for both). It writes no y: it keeps
+ * silu(gate) * up in shared memory and writes its x8 for the next product
+ * (q_off, rows / 32 * 5 uvec4 per column): bitwise what matmul_pro's SwiGLU
+ * OUT_Q8 pass makes of the [gate | up] this product would have written. */
 layout(std430, binding = 6) writeonly buffer Q8O { uvec4 q8o[]; };
 shared float s_y[G * C]; /* [column][row in group] */
+const uint NH = (EPILOGUE & 4u) != 0u ? 2u : 1u; /* row sets per invocation: gate and up */
 #define HS_COL_SCALE(v, c)                                                                         \
     if (PROLOGUE == 1u) v = v * cscale[c];
 #define HS_KEEP(r, c, v)                                                                           \
@@ -196,8 +205,6 @@ void main() {
     for (uint c = 0; c < C; c++) cb[c] = (p.x_off + (min(colb + c, p.n - 1u) - p.xcol0) * p.x_stride) >> 2;
 
     for (uint b = 0; b < nblk; b++) {
-        const uint qb = (gl * nblk + b) * QP * G;
-        const uint sbk = (gl * nblk + b) * G;
         uvec4 xv[C * 4];
         vec4 xs[C]; /* d, d sum(xq), sum of squares (x8n), 0 */
         for (uint c = 0; c < C; c++) {
@@ -221,9 +228,11 @@ void main() {
         }
         if (PROLOGUE == 1u)
             for (uint c = 0; c < C; c++) ssq[c] = ssq[c] + xs[c].z;
+        for (uint hp = 0; hp < NH; hp++)
         for (uint r = 0; r < RW; r++) {
-            const uvec4 qd = QV(qb + ring[r]);
-            const vec2 dm = unpackHalf2x16(SV(sbk + ring[r]));
+            const uint gq = gl + hp * p.pair; /* the up group with EPILOGUE bit 2 */
+            const uvec4 qd = QV((gq * nblk + b) * QP * G + ring[r]);
+            const vec2 dm = unpackHalf2x16(SV((gq * nblk + b) * G + ring[r]));
             uint pw[16];
             for (uint m = 0; m < 4u; m++)
                 for (uint t = 0; t < 4u; t++) pw[4u * m + t] = (qd[m] >> (4u * t)) & 0x000F000Fu;
@@ -236,7 +245,7 @@ void main() {
                     t1 += pw[12u + i] * xv[4u * c + 3u][i];
                 }
                 const int sum = ((int(t0) + 32768) >> 16) + ((int(t1) + 32768) >> 16);
-                const uint a = r * C + c;
+                const uint a = (hp * RW + r) * C + c;
                 precise float v = float(sum) * (dm.x * xs[c].x);
                 acc[a] = acc[a] + v;
                 precise float mv = dm.y * xs[c].y;
@@ -247,6 +256,33 @@ void main() {
 
     float cscale[C];
     for (uint c = 0; c < C; c++) cscale[c] = PROLOGUE == 1u ? norm_scale(ssq[c]) : 1.0;
+    if ((EPILOGUE & 4u) != 0u) {
+        for (uint r = 0; r < RW; r++)
+            for (uint c = 0; c < C; c++) {
+                precise float gv = acc[r * C + c], uv = acc[(RW + r) * C + c];
+                HS_COL_SCALE(gv, c)
+                HS_COL_SCALE(uv, c)
+                precise float sv = hs_silu(gv) * uv;
+                s_y[c * G + ring[r]] = sv;
+            }
+        barrier(); /* every silu(gate) * up of the tile is in s_y */
+        const uint nb = G / 32u;
+        for (uint i = lane; i < C * nb; i += LANES) {
+            const uint c = i / nb, bb = i % nb;
+            const uint j = colb + c, row0 = (p.group0 + gl) * G + 32u * bb;
+            if (j >= p.n || row0 >= p.rows) continue;
+            vec4 v[8];
+            for (uint e = 0; e < 8u; e++) {
+                const uint k = c * G + 32u * bb + 4u * e;
+                v[e] = vec4(s_y[k], s_y[k + 1u], s_y[k + 2u], s_y[k + 3u]);
+            }
+            uvec4 w[5];
+            hs_q8_block(v, w);
+            const uint o = p.q_off + j * (p.rows / 32u * 5u) + 5u * (row0 / 32u);
+            for (uint e = 0; e < 5u; e++) q8o[o + e] = w[e];
+        }
+        return;
+    }
     HS_TILE_STORE
     if ((EPILOGUE & 2u) != 0u) {
         barrier(); /* every output of the tile is in s_y */
@@ -269,6 +305,7 @@ void main() {
     }
 }
 #else
+const uint NH = 1u;
 #define HS_COL_SCALE(v, c)
 #define HS_KEEP(r, c, v)
 void main() {

@@ -32,8 +32,8 @@ layout(push_constant) uniform Push {
     float eps;
     uint y_stride; /* floats between columns of y and res (>= rows) */
     uint xcol0;    /* the column at x_off (the first of the bound window; 0 but with USE_UBO_X) */
-    uint q_off;    /* uvec4 offset of the x8n output (matmul.comp, EPILOGUE bit 1) */
-    uint pad0;
+    uint q_off;    /* uvec4 offset of the x8n / x8 output (matmul.comp, EPILOGUE bits 1, 2) */
+    uint pair;     /* EPILOGUE bit 2: row groups between a gate group and its up group */
 } p;
 
 #ifndef USE_UBO_X
@@ -68,11 +68,12 @@ float norm_scale(float ss) {
     return r;
 }
 
-#if !XQ8
 float hs_silu(float v) {
     precise float e = 1.0 + exp(-v);
     return v / e;
 }
+
+#if !XQ8
 
 /* Four raw x elements k..k+3 (k a multiple of 4) of column j, 0 past cols. */
 vec4 x_raw(uint j, uint k, uint extra) {

@@ -583,6 +583,23 @@ static void test_matmul_args(void **state) {
     assert_int_equal(
         hs_op_q8_norm(env->ops, s, hs_test_bind(x, 0), 1, 64, hs_test_bind(x, 0), hs_test_bind(x, 128)),
         HS_ERR_INVALID_ARG); /* overlaps x */
+    /* swiglu_q8: a [gate | up] weight of 2 x 32k rows, no residual, aligned, not overlapping */
+    hs_matmul_opts so = {.act_q8 = true, .scratch = hs_test_bind(xs, 0), .swiglu_q8 = hs_test_bind(xo, 0)};
+    assert_int_equal(hs_op_matmul(env->ops, s, t32.dev, hs_test_bind(x, 0), 1, hs_test_bind(y32, 0), &so),
+                     HS_ERR_INVALID_ARG); /* 32 rows: not 2 x 32 */
+    tw t64 = tw_make(env, &r, HS_TYPE_Q4_1, 64, 64);
+    hs_vk_buffer *y64 = hs_test_buffer(env, NULL, 2 * 64 * 4);
+    so.residual = true;
+    so.res = hs_test_bind(y64, 0);
+    assert_int_equal(hs_op_matmul(env->ops, s, t64.dev, hs_test_bind(x, 0), 1, hs_test_bind(y64, 0), &so),
+                     HS_ERR_INVALID_ARG); /* residual */
+    so.residual = false;
+    so.swiglu_q8 = hs_test_bind(xo, 4);
+    assert_int_equal(hs_op_matmul(env->ops, s, t64.dev, hs_test_bind(x, 0), 1, hs_test_bind(y64, 0), &so),
+                     HS_ERR_INVALID_ARG); /* misaligned */
+    so.swiglu_q8 = hs_test_bind(y64, 128);
+    assert_int_equal(hs_op_matmul(env->ops, s, t64.dev, hs_test_bind(x, 0), 1, hs_test_bind(y64, 0), &so),
+                     HS_ERR_INVALID_ARG); /* overlaps y */
     assert_int_equal(hs_vk_seq_dispatch_count(s), 0);
     HS_CHECK(hs_op_matmul(env->ops, s, t.dev, hs_test_bind(x, 0), 1, hs_test_bind(y, 0), &o));
     hs_test_seq_run(s);
@@ -590,7 +607,9 @@ static void test_matmul_args(void **state) {
     hs_vk_buffer_destroy(y);
     hs_vk_buffer_destroy(xs);
     hs_vk_buffer_destroy(y32);
+    hs_vk_buffer_destroy(y64);
     hs_vk_buffer_destroy(xo);
+    tw_free(&t64);
     tw_free(&t);
     tw_free(&t1);
     tw_free(&t32);
@@ -663,18 +682,21 @@ static void test_matmul_q8(void **state) {
 /* ---- RMSNorm deferred into the product (x8n) ---- */
 
 /* A residual product P (q4_1, pr x pc, 8-bit activations) writing x8n of its
- * output h with gain g (q8_out), and an RMSNorm product Q (q4_1, qr x pr)
- * reading it (x_q8 with HS_MATMUL_RMSNORM): a layer's wo -> gate/up step. */
+ * output h with gain g (q8_out), an RMSNorm product Q (q4_1, qr x pr, [gate |
+ * up] of qr / 2 rows each) reading it (x_q8 with HS_MATMUL_RMSNORM), and D
+ * (q4_1, 40 x qr / 2) on SwiGLU of Q's output: a layer's wo -> gate/up -> down. */
+#define Q8N_DR 40
 typedef struct q8n_case {
     uint32_t pr, pc, qr, n;
-    void *pgguf, *qgguf;
+    void *pgguf, *qgguf, *dgguf;
     float *pw, *qw; /* dequantized */
     float *x, *h0, *g;
 } q8n_case;
 
 typedef struct q8n_out {
-    float *h, *y;
+    float *h, *y, *da, *db;
     uint8_t *xo, *xp; /* x8n of h from P's epilogue, and from hs_op_q8_norm(h) */
+    uint8_t *xa, *xb; /* x8 of silu(gate) * up from Q (swiglu_q8), and from D's SwiGLU pass on y */
     uint32_t chunks;  /* row chunks of P and Q, the larger */
 } q8n_out;
 
@@ -684,7 +706,8 @@ static q8n_case q8n_make(uint64_t seed, uint32_t pr, uint32_t pc, uint32_t qr, u
     q8n_case c = {.pr = pr, .pc = pc, .qr = qr, .n = n};
     c.pgguf = ref_random_weight(&r, HS_TYPE_Q4_1, pr, pc);
     c.qgguf = ref_random_weight(&r, HS_TYPE_Q4_1, qr, pr);
-    assert_true(c.pgguf && c.qgguf);
+    c.dgguf = ref_random_weight(&r, HS_TYPE_Q4_1, Q8N_DR, qr / 2);
+    assert_true(c.pgguf && c.qgguf && c.dgguf);
     c.pw = ref_dequantize(HS_TYPE_Q4_1, c.pgguf, pr, pc);
     c.qw = ref_dequantize(HS_TYPE_Q4_1, c.qgguf, qr, pr);
     c.x = hs_test_rand_array(&r, (size_t)n * pc, -1.0f, 1.0f);
@@ -694,33 +717,40 @@ static q8n_case q8n_make(uint64_t seed, uint32_t pr, uint32_t pc, uint32_t qr, u
 }
 
 static void q8n_free_case(q8n_case *c) {
-    void *p[] = {c->pgguf, c->qgguf, c->pw, c->qw, c->x, c->h0, c->g};
+    void *p[] = {c->pgguf, c->qgguf, c->dgguf, c->pw, c->qw, c->x, c->h0, c->g};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
         free(p[i]);
 }
 
 static void q8n_free_out(q8n_out *o) {
-    free(o->h);
-    free(o->y);
-    free(o->xo);
-    free(o->xp);
+    void *p[] = {o->h, o->y, o->da, o->db, o->xo, o->xp, o->xa, o->xb};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        free(p[i]);
 }
 
 /* The chain on ops for columns j0 .. j0 + n - 1 of the case, as one batch. */
 static q8n_out q8n_run(hs_test_env *env, hs_ops *ops, const q8n_case *c, uint32_t j0, uint32_t n) {
-    hs_weight *P = NULL, *Q = NULL;
+    hs_weight *P = NULL, *Q = NULL, *D = NULL;
+    const uint32_t ff = c->qr / 2;
     HS_CHECK(hs_weight_create(ops, HS_TYPE_Q4_1, c->pr, c->pc, c->pgguf, &P));
     HS_CHECK(hs_weight_create(ops, HS_TYPE_Q4_1, c->qr, c->pr, c->qgguf, &Q));
-    const size_t xn_bytes = (size_t)n * (c->pr / 32) * 80;
+    HS_CHECK(hs_weight_create(ops, HS_TYPE_Q4_1, Q8N_DR, ff, c->dgguf, &D));
+    const size_t xn_bytes = (size_t)n * (c->pr / 32) * 80, xf_bytes = (size_t)n * (ff / 32) * 80;
     hs_vk_buffer *bx = hs_test_buffer(env, c->x + (size_t)j0 * c->pc, (size_t)n * c->pc * 4);
     hs_vk_buffer *bh = hs_test_buffer(env, c->h0 + (size_t)j0 * c->pr, (size_t)n * c->pr * 4);
     hs_vk_buffer *bg = hs_test_buffer(env, c->g, c->pr * 4),
                  *xs = hs_test_buffer(env, NULL, (size_t)n * c->pc * 4);
     hs_vk_buffer *xo = hs_test_buffer(env, NULL, xn_bytes), *xp = hs_test_buffer(env, NULL, xn_bytes);
-    hs_vk_buffer *by = hs_test_buffer(env, NULL, (size_t)n * c->qr * 4);
+    hs_vk_buffer *by = hs_test_buffer(env, NULL, (size_t)n * c->qr * 4),
+                 *by2 = hs_test_buffer(env, NULL, (size_t)n * c->qr * 4);
+    hs_vk_buffer *xa = hs_test_buffer(env, NULL, xf_bytes),
+                 *xb = hs_test_buffer(env, NULL, (size_t)n * ff * 4);
+    hs_vk_buffer *da = hs_test_buffer(env, NULL, (size_t)n * Q8N_DR * 4),
+                 *db = hs_test_buffer(env, NULL, (size_t)n * Q8N_DR * 4);
     hs_vk_seq *s = hs_test_seq_begin(env);
-    /* NaN first: x8n must be written whole */
+    /* NaN first: x8n and x8 must be written whole */
     HS_CHECK(hs_vk_seq_fill(s, xo, 0, xn_bytes, 0x7fc00000u));
+    HS_CHECK(hs_vk_seq_fill(s, xa, 0, xf_bytes, 0x7fc00000u));
     const hs_matmul_opts po = {.residual = true,
                                .res = hs_test_bind(bh, 0),
                                .scratch = hs_test_bind(xs, 0),
@@ -731,19 +761,40 @@ static q8n_out q8n_run(hs_test_env *env, hs_ops *ops, const q8n_case *c, uint32_
     HS_CHECK(hs_op_q8_norm(ops, s, hs_test_bind(bh, 0), n, c->pr, hs_test_bind(bg, 0), hs_test_bind(xp, 0)));
     const hs_matmul_opts qo = {.prologue = HS_MATMUL_RMSNORM, .eps = 1e-5f, .act_q8 = true, .x_q8 = true};
     HS_CHECK(hs_op_matmul(ops, s, Q, hs_test_bind(xo, 0), n, hs_test_bind(by, 0), &qo));
+    /* Q again, writing SwiGLU's 8-bit form instead of y; D on it, and D with its own SwiGLU pass on y */
+    hs_matmul_opts qs = qo;
+    qs.swiglu_q8 = hs_test_bind(xa, 0);
+    HS_CHECK(hs_op_matmul(ops, s, Q, hs_test_bind(xo, 0), n, hs_test_bind(by2, 0), &qs));
+    const hs_matmul_opts dox = {.act_q8 = true, .x_q8 = true};
+    HS_CHECK(hs_op_matmul(ops, s, D, hs_test_bind(xa, 0), n, hs_test_bind(da, 0), &dox));
+    const hs_matmul_opts dop = {.prologue = HS_MATMUL_SWIGLU, .act_q8 = true, .scratch = hs_test_bind(xb, 0)};
+    HS_CHECK(hs_op_matmul(ops, s, D, hs_test_bind(by, 0), n, hs_test_bind(db, 0), &dop));
     hs_test_seq_run(s);
     q8n_out o = {.h = hs_test_download(bh, (size_t)n * c->pr * 4),
                  .y = hs_test_download(by, (size_t)n * c->qr * 4),
                  .xo = hs_test_download(xo, xn_bytes),
                  .xp = hs_test_download(xp, xn_bytes),
+                 .xa = hs_test_download(xa, xf_bytes),
+                 .xb = hs_test_download(xb, xf_bytes),
+                 .da = hs_test_download(da, (size_t)n * Q8N_DR * 4),
+                 .db = hs_test_download(db, (size_t)n * Q8N_DR * 4),
                  .chunks =
                      hs_weight_chunks(P) > hs_weight_chunks(Q) ? hs_weight_chunks(P) : hs_weight_chunks(Q)};
-    hs_vk_buffer *bufs[] = {bx, bh, bg, xs, xo, xp, by};
+    hs_vk_buffer *bufs[] = {bx, bh, bg, xs, xo, xp, by, by2, xa, xb, da, db};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         hs_vk_buffer_destroy(bufs[i]);
     hs_weight_destroy(P);
     hs_weight_destroy(Q);
+    hs_weight_destroy(D);
     return o;
+}
+
+/* The two ways to each 8-bit input give the same bytes, and D the same result. */
+static void q8n_check_pairs(const q8n_case *c, const q8n_out *o, uint32_t n) {
+    if (memcmp(o->xo, o->xp, (size_t)n * (c->pr / 32) * 80))
+        fail_msg("x8n %u x %u: the epilogue's bytes differ from hs_op_q8_norm's", c->pr, c->pc);
+    if (memcmp(o->xa, o->xb, (size_t)n * (c->qr / 64) * 80) || memcmp(o->da, o->db, (size_t)n * Q8N_DR * 4))
+        fail_msg("swiglu_q8 %u x %u: differs from the SwiGLU pass on y", c->qr, c->pr);
 }
 
 /* The epilogue's x8n equals hs_op_q8_norm's byte for byte; Q on it follows
@@ -753,12 +804,12 @@ static q8n_out q8n_run(hs_test_env *env, hs_ops *ops, const q8n_case *c, uint32_
  * h, x8n and y. */
 static void test_matmul_q8n(void **state) {
     hs_test_env *env = *state;
-    static const uint32_t shapes[][3] = {{32, 64, 37}, {96, 160, 70}, {576, 64, 96}};
+    static const uint32_t shapes[][3] = {{32, 64, 64}, {96, 160, 128}, {576, 64, 192}};
     for (int i = 0; i < 3; i++) {
         q8n_case c = q8n_make(40 + i, shapes[i][0], shapes[i][1], shapes[i][2], 8);
         q8n_out all = q8n_run(env, env->ops, &c, 0, c.n);
-        const size_t blk = (size_t)(c.pr / 32) * 80;
-        assert_memory_equal(all.xo, all.xp, c.n * blk);
+        const size_t blk = (size_t)(c.pr / 32) * 80, fblk = (size_t)(c.qr / 64) * 80;
+        q8n_check_pairs(&c, &all, c.n);
         double *ref = malloc((size_t)c.n * c.qr * sizeof *ref),
                *exact = malloc((size_t)c.n * c.qr * sizeof *exact);
         double *href = malloc((size_t)c.n * c.pr * sizeof *href);
@@ -776,7 +827,9 @@ static void test_matmul_q8n(void **state) {
             q8n_out some = q8n_run(env, env->ops, &c, j0, n);
             if (memcmp(some.h, all.h + (size_t)j0 * c.pr, (size_t)n * c.pr * 4) ||
                 memcmp(some.xo, all.xo + j0 * blk, n * blk) ||
-                memcmp(some.y, all.y + (size_t)j0 * c.qr, (size_t)n * c.qr * 4))
+                memcmp(some.y, all.y + (size_t)j0 * c.qr, (size_t)n * c.qr * 4) ||
+                memcmp(some.xa, all.xa + j0 * fblk, n * fblk) ||
+                memcmp(some.da, all.da + (size_t)j0 * Q8N_DR, (size_t)n * Q8N_DR * 4))
                 fail_msg("x8n %u x %u -> %u: columns %u..%u alone differ from the batch of %u", c.pr, c.pc,
                          c.qr, j0, j0 + n - 1, c.n);
             q8n_free_out(&some);
@@ -810,16 +863,18 @@ static float *g_split_ref[N_SPLIT];
 /* The x8n chain at sizes whose weights split under 64 KiB (80 KiB and 96 KiB). */
 static q8n_out g_q8n_ref;
 static q8n_out q8n_split_run(hs_test_env *env) {
-    q8n_case c = q8n_make(60, 512, 256, 300, SPLIT_N);
+    q8n_case c = q8n_make(60, 512, 256, 320, SPLIT_N);
     q8n_out o = q8n_run(env, env->ops, &c, 0, c.n);
-    assert_memory_equal(o.xo, o.xp, (size_t)c.n * (c.pr / 32) * 80);
+    q8n_check_pairs(&c, &o, c.n);
     q8n_free_case(&c);
     return o;
 }
 static void q8n_match_ref(const q8n_out *o) {
     if (!g_q8n_ref.y) fail_msg("the x8n reference did not run");
-    assert_memory_equal(o->y, g_q8n_ref.y, (size_t)SPLIT_N * 300 * 4);
+    assert_memory_equal(o->y, g_q8n_ref.y, (size_t)SPLIT_N * 320 * 4);
     assert_memory_equal(o->xo, g_q8n_ref.xo, (size_t)SPLIT_N * (512 / 32) * 80);
+    assert_memory_equal(o->xa, g_q8n_ref.xa, (size_t)SPLIT_N * (160 / 32) * 80);
+    assert_memory_equal(o->da, g_q8n_ref.da, (size_t)SPLIT_N * Q8N_DR * 4);
 }
 
 static float *split_products(hs_test_env *env, int i, uint32_t *chunks) {
@@ -1030,9 +1085,9 @@ static void test_tuning_independent(void **state) {
         hs_vk_buffer_destroy(xs);
         tw_free(&w);
     }
-    /* The x8n chain: rows=1 makes row groups of fewer than 32 rows, so x8n comes from the pass after the
-     * product instead of the epilogue, with the same bits. */
-    q8n_case c = q8n_make(19, 96, 96, 75, nmax);
+    /* The x8n chain: rows=1 makes row groups of fewer than 32 rows, so x8n and SwiGLU's 8-bit form come from
+     * the passes after the products instead of their epilogues, with the same bits. */
+    q8n_case c = q8n_make(19, 96, 96, 128, nmax);
     q8n_out want = q8n_run(env, env->ops, &c, 0, c.n);
     for (size_t u = 0; u < sizeof tunings / sizeof tunings[0]; u++) {
         hs_ops *ops = NULL;
@@ -1041,8 +1096,11 @@ static void test_tuning_independent(void **state) {
         unsetenv("HS_TUNING");
         HS_CHECK(st);
         q8n_out got = q8n_run(env, ops, &c, 0, c.n);
+        q8n_check_pairs(&c, &got, c.n);
         if (memcmp(got.xo, want.xo, (size_t)c.n * (c.pr / 32) * 80) ||
-            memcmp(got.y, want.y, (size_t)c.n * c.qr * 4))
+            memcmp(got.y, want.y, (size_t)c.n * c.qr * 4) ||
+            memcmp(got.xa, want.xa, (size_t)c.n * (c.qr / 64) * 80) ||
+            memcmp(got.da, want.da, (size_t)c.n * Q8N_DR * 4))
             fail_msg("x8n chain: HS_TUNING=%s changed the result", tunings[u]);
         q8n_free_out(&got);
         hs_ops_destroy(ops);
