@@ -197,6 +197,32 @@ const uint NH = (EPILOGUE & 4u) != 0u ? 2u : 1u; /* row sets per invocation: gat
 #define HS_KEEP(r, c, v)                                                                           \
     if ((EPILOGUE & 2u) != 0u) s_y[(c) * G + ring[r]] = v;
 
+/* One block b of the rows ring[] of row group GQ into acc[A0 + r C + c]. */
+#define HS_X8_ROWS(GQ, A0)                                                                         \
+    for (uint r = 0; r < RW; r++) {                                                                \
+        const uint gq = (GQ);                                                                      \
+        const uvec4 qd = QV((gq * nblk + b) * QP * G + ring[r]);                                   \
+        const vec2 dm = unpackHalf2x16(SV((gq * nblk + b) * G + ring[r]));                         \
+        uint pw[16];                                                                               \
+        for (uint m = 0; m < 4u; m++)                                                              \
+            for (uint t = 0; t < 4u; t++) pw[4u * m + t] = (qd[m] >> (4u * t)) & 0x000F000Fu;      \
+        for (uint c = 0; c < C; c++) {                                                             \
+            uint t0 = 0u, t1 = 0u;                                                                 \
+            for (uint i = 0; i < 4u; i++) {                                                        \
+                t0 += pw[i] * xv[4u * c][i];                                                       \
+                t0 += pw[4u + i] * xv[4u * c + 1u][i];                                             \
+                t1 += pw[8u + i] * xv[4u * c + 2u][i];                                             \
+                t1 += pw[12u + i] * xv[4u * c + 3u][i];                                            \
+            }                                                                                      \
+            const int sum = ((int(t0) + 32768) >> 16) + ((int(t1) + 32768) >> 16);                 \
+            const uint a = (A0) + r * C + c;                                                       \
+            precise float v = float(sum) * (dm.x * xs[c].x);                                       \
+            acc[a] = acc[a] + v;                                                                   \
+            precise float mv = dm.y * xs[c].y;                                                     \
+            acc[a] = acc[a] + mv;                                                                  \
+        }                                                                                          \
+    }
+
 void main() {
     HS_TILE_BEGIN
     precise float ssq[C]; /* PROLOGUE 1: the columns' sums of squares, in block order */
@@ -228,30 +254,8 @@ void main() {
         }
         if (PROLOGUE == 1u)
             for (uint c = 0; c < C; c++) ssq[c] = ssq[c] + xs[c].z;
-        for (uint hp = 0; hp < NH; hp++)
-        for (uint r = 0; r < RW; r++) {
-            const uint gq = gl + hp * p.pair; /* the up group with EPILOGUE bit 2 */
-            const uvec4 qd = QV((gq * nblk + b) * QP * G + ring[r]);
-            const vec2 dm = unpackHalf2x16(SV((gq * nblk + b) * G + ring[r]));
-            uint pw[16];
-            for (uint m = 0; m < 4u; m++)
-                for (uint t = 0; t < 4u; t++) pw[4u * m + t] = (qd[m] >> (4u * t)) & 0x000F000Fu;
-            for (uint c = 0; c < C; c++) {
-                uint t0 = 0u, t1 = 0u;
-                for (uint i = 0; i < 4u; i++) {
-                    t0 += pw[i] * xv[4u * c][i];
-                    t0 += pw[4u + i] * xv[4u * c + 1u][i];
-                    t1 += pw[8u + i] * xv[4u * c + 2u][i];
-                    t1 += pw[12u + i] * xv[4u * c + 3u][i];
-                }
-                const int sum = ((int(t0) + 32768) >> 16) + ((int(t1) + 32768) >> 16);
-                const uint a = (hp * RW + r) * C + c;
-                precise float v = float(sum) * (dm.x * xs[c].x);
-                acc[a] = acc[a] + v;
-                precise float mv = dm.y * xs[c].y;
-                acc[a] = acc[a] + mv;
-            }
-        }
+        HS_X8_ROWS(gl, 0u)
+        if (NH == 2u) HS_X8_ROWS(gl + p.pair, RW * C) /* the up group (EPILOGUE bit 2) */
     }
 
     float cscale[C];
