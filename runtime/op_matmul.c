@@ -482,7 +482,7 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
                             (hs_vk_binding){y.buf, y.offset, y_bytes}, w->rows, n, NULL, 0.0f, opt->swiglu_q8,
                             true);
         }
-        /* fused: on, as any product on 8-bit activations (product() computes gate and up rows together) */
+        /* fused: on as any product on 8-bit activations; product() computes gate and up rows together */
     }
     /* A batch whose activations pass maxStorageBufferRange (every row's
      * logits of a tree, say) runs as consecutive batches that fit: columns

@@ -1018,6 +1018,16 @@ static void test_matmul_strided(void **state) {
     }
 }
 
+/* An hs_ops on the test's device under HS_TUNING = tuning. */
+static hs_ops *ops_tuned(hs_test_env *env, const char *tuning) {
+    hs_ops *ops = NULL;
+    setenv("HS_TUNING", tuning, 1);
+    hs_status st = hs_ops_create(env->vk, &ops);
+    unsetenv("HS_TUNING");
+    HS_CHECK(st);
+    return ops;
+}
+
 /* Tuning (HS_TUNING: rows per invocation, columns per workgroup, the split
  * prologue) changes the shape of the work, never a result: products under
  * other tunings are bitwise those under the device's own. */
@@ -1055,11 +1065,7 @@ static void test_tuning_independent(void **state) {
             hs_vk_buffer_destroy(y);
         }
         for (size_t u = 0; u < sizeof tunings / sizeof tunings[0]; u++) {
-            hs_ops *ops = NULL;
-            setenv("HS_TUNING", tunings[u], 1);
-            hs_status st = hs_ops_create(env->vk, &ops);
-            unsetenv("HS_TUNING");
-            HS_CHECK(st);
+            hs_ops *ops = ops_tuned(env, tunings[u]);
             hs_weight *w2 = NULL;
             HS_CHECK(hs_weight_create(ops, type, rows, cols, w.gguf, &w2));
             for (int i = 0; i < 3; i++) {
@@ -1090,11 +1096,7 @@ static void test_tuning_independent(void **state) {
     q8n_case c = q8n_make(19, 96, 96, 128, nmax);
     q8n_out want = q8n_run(env, env->ops, &c, 0, c.n);
     for (size_t u = 0; u < sizeof tunings / sizeof tunings[0]; u++) {
-        hs_ops *ops = NULL;
-        setenv("HS_TUNING", tunings[u], 1);
-        hs_status st = hs_ops_create(env->vk, &ops);
-        unsetenv("HS_TUNING");
-        HS_CHECK(st);
+        hs_ops *ops = ops_tuned(env, tunings[u]);
         q8n_out got = q8n_run(env, ops, &c, 0, c.n);
         q8n_check_pairs(&c, &got, c.n);
         if (memcmp(got.xo, want.xo, (size_t)c.n * (c.pr / 32) * 80) ||
