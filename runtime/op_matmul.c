@@ -313,11 +313,26 @@ static hs_status pro_pass(hs_ops *ops, hs_vk_seq *seq, const char *op, uint32_t 
                           uint32_t prologue, hs_vk_binding x, uint32_t x_stride, uint32_t n,
                           const hs_vk_binding *norm, float eps, hs_vk_binding out, bool x8) {
     const hs_vk_caps *c = hs_ops_caps(ops);
-    const uint64_t x_bytes = (uint64_t)n * x_stride * 4,
-                   o_bytes = (uint64_t)n * (x8 ? cols / 32 * 20 : cols) * 4;
+    const uint64_t o_col = (uint64_t)(x8 ? cols / 32 * 20 : cols) * 4;
+    const uint64_t x_bytes = (uint64_t)n * x_stride * 4, o_bytes = n * o_col;
     hs_window wx, wo, wg;
     bool xvec4;
     hs_status st;
+    /* Columns past maxStorageBufferRange: consecutive batches that fit (columns are independent). */
+    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+    const uint64_t room = c->max_storage_buffer_range > align ? c->max_storage_buffer_range - align : 0;
+    const uint64_t fit = room / ((uint64_t)x_stride * 4 > o_col ? (uint64_t)x_stride * 4 : o_col);
+    if (n > 1 && fit >= 1 && fit < n && (x_bytes > room || o_bytes > room)) {
+        if (overlap(out, o_bytes, x, x_bytes))
+            return HS_FAIL(HS_ERR_INVALID_ARG, "%s: scratch overlaps x", op);
+        for (uint32_t j = 0; j < n; j += (uint32_t)fit) {
+            const uint32_t nb = n - j < fit ? n - j : (uint32_t)fit;
+            if ((st = pro_pass(ops, seq, op, lanes, cols, prologue, shifted(x, (uint64_t)j * x_stride * 4),
+                               x_stride, nb, norm, eps, shifted(out, j * o_col), x8)) != HS_OK)
+                return st;
+        }
+        return HS_OK;
+    }
     if ((st = x_windows(c, cols, x, x_bytes, x_stride, norm, &wx, &wg, &xvec4)) != HS_OK) return st;
     if ((st = make_window(c, op, x8 ? "x8" : "scratch", out, o_bytes, &wo)) != HS_OK) return st;
     if (overlap(out, o_bytes, x, x_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: scratch overlaps x", op);
@@ -448,6 +463,32 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     const uint64_t x_bytes = (uint64_t)n * x_stride * 4;
     const uint64_t y_bytes = ((uint64_t)(n - 1) * y_stride + w->rows) * 4;
     hs_status st;
+    /* A batch whose activations pass maxStorageBufferRange (every row's
+     * logits of a tree, say) runs as consecutive batches that fit: columns
+     * are independent and batch-invariant, so the results are bitwise the
+     * same. One batch reserves the offset's alignment slack. */
+    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+    const uint64_t room = c->max_storage_buffer_range > align ? c->max_storage_buffer_range - align : 0;
+    const uint64_t col_bytes = (uint64_t)(x_stride > y_stride ? x_stride : y_stride) * 4;
+    const uint64_t fit = room / col_bytes;
+    if (n > 1 && fit >= 1 && fit < n && (x_bytes > room || y_bytes > room)) {
+        if (overlap(x, x_bytes, y, y_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y overlaps x", op);
+        for (uint32_t j = 0; j < n; j += (uint32_t)fit) {
+            const uint32_t nb = n - j < fit ? n - j : (uint32_t)fit;
+            const uint64_t xs = (uint64_t)j * x_stride * 4, ys = (uint64_t)j * y_stride * 4;
+            hs_matmul_opts o = *opt;
+            if (o.residual) o.res = shifted(o.res, ys);
+            /* the scratch keeps the unsplit layout: x8 columns packed, f32 x' columns of cols floats */
+            if (o.scratch.buf)
+                o.scratch =
+                    shifted(o.scratch, (uint64_t)j * (hs_matmul_act_q8(w, opt) ? x8_words(w) : w->cols) * 4);
+            if (o.q8_out.buf) o.q8_out = shifted(o.q8_out, (uint64_t)j * (w->rows / 32) * 80);
+            if (o.swiglu_q8.buf) o.swiglu_q8 = shifted(o.swiglu_q8, (uint64_t)j * (w->rows / 64) * 80);
+            const hs_vk_binding xj = shifted(x, xs), yj = shifted(y, ys);
+            if ((st = hs_op_matmul(ops, seq, w, xj, nb, yj, &o)) != HS_OK) return st;
+        }
+        return HS_OK;
+    }
     if (opt->q8_out.buf) {
         const uint64_t q_bytes = (uint64_t)n * (w->rows / 32) * 80;
         if (overlap(opt->q8_out, q_bytes, x, x_bytes) || overlap(opt->q8_out, q_bytes, y, y_bytes) ||
@@ -471,10 +512,8 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
             (opt->scratch.buf && overlap(opt->swiglu_q8, q_bytes, opt->scratch, (uint64_t)n * w->cols * 4)))
             return HS_FAIL(HS_ERR_INVALID_ARG, "%s: swiglu_q8 overlaps x, y or scratch", op);
         /* Fused where one workgroup can own a gate group and its up group (8-bit activations, whole
-         * 32-row blocks, one chunk, one batch); otherwise the product into y, then the pass. */
-        const bool fits = (uint64_t)n * w->rows * 4 + 4096 <= c->max_storage_buffer_range &&
-                          x_bytes + 4096 <= c->max_storage_buffer_range;
-        if (!hs_matmul_act_q8(w, opt) || w->g % 32 || ff % w->g || w->n_chunks != 1 || !fits) {
+         * 32-row blocks, one chunk); otherwise the product into y, then the pass. */
+        if (!hs_matmul_act_q8(w, opt) || w->g % 32 || ff % w->g || w->n_chunks != 1) {
             hs_matmul_opts o = *opt;
             o.swiglu_q8 = (hs_vk_binding){0};
             if ((st = hs_op_matmul(ops, seq, w, x, n, y, &o)) != HS_OK) return st;
@@ -483,28 +522,6 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
                             true);
         }
         /* fused: on as any product on 8-bit activations; product() computes gate and up rows together */
-    }
-    /* A batch whose activations pass maxStorageBufferRange (every row's
-     * logits of a tree, say) runs as consecutive batches that fit: columns
-     * are independent and batch-invariant, so the results are bitwise the
-     * same. One batch reserves the offset's alignment slack. */
-    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
-    const uint64_t room = c->max_storage_buffer_range > align ? c->max_storage_buffer_range - align : 0;
-    const uint64_t col_bytes = (uint64_t)(x_stride > y_stride ? x_stride : y_stride) * 4;
-    const uint64_t fit = room / col_bytes;
-    if (n > 1 && fit >= 1 && fit < n && (x_bytes > room || y_bytes > room)) {
-        if (overlap(x, x_bytes, y, y_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y overlaps x", op);
-        for (uint32_t j = 0; j < n; j += (uint32_t)fit) {
-            const uint32_t nb = n - j < fit ? n - j : (uint32_t)fit;
-            const uint64_t xs = (uint64_t)j * x_stride * 4, ys = (uint64_t)j * y_stride * 4;
-            hs_matmul_opts o = *opt;
-            if (o.residual) o.res = shifted(o.res, ys);
-            if (o.scratch.buf) o.scratch = shifted(o.scratch, (uint64_t)j * w->cols * 4);
-            if (o.q8_out.buf) o.q8_out = shifted(o.q8_out, (uint64_t)j * (w->rows / 32) * 80);
-            const hs_vk_binding xj = shifted(x, xs), yj = shifted(y, ys);
-            if ((st = hs_op_matmul(ops, seq, w, xj, nb, yj, &o)) != HS_OK) return st;
-        }
-        return HS_OK;
     }
     if (opt->x_q8) return product(ops, seq, w, x, n, y, opt, true);
     if (hs_matmul_act_q8(w, opt)) {
