@@ -419,6 +419,16 @@ hs_llama_split hs_llama_split_info(const hs_llama *m) {
 
 static hs_vk_binding B(hs_vk_buffer *b, uint64_t off, uint64_t bytes) { return (hs_vk_binding){b, off, bytes}; }
 
+/* Whether an RMSNorm projection reads x8n of h (hs_matmul_opts.x_q8): every
+ * part on 8-bit activations. */
+static bool reads_x8n(const hs_llama *m, const llama_proj *p, bool q8) {
+    const hs_matmul_opts o = {.act_q8 = q8};
+    bool all = m->xn != NULL;
+    for (uint32_t i = 0; i < p->n_parts; i++)
+        all = all && hs_matmul_act_q8(p->w[i], &o);
+    return all;
+}
+
 /* Records the forward pass of n tokens. */
 static hs_status record(hs_llama *m, llama_graph *gr) {
     hs_status st = HS_OK;
@@ -445,19 +455,8 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
     hs_rope_params rp = {.n_rot = c->n_rot, .mode = c->rope_mode, .freq_base = c->rope_base,
                          .freq_scale = c->rope_scale, .freqs = &freqs};
 
-    /* Which RMSNorm projections read x8n (every part on 8-bit activations). */
     const hs_vk_binding xn = B(m->xn, 0, (uint64_t)n * (c->dim / 32) * 80);
-    bool *xn_attn = calloc(2 * (size_t)c->n_layer, sizeof *xn_attn), *xn_ffn = xn_attn + c->n_layer;
-    bool xn_ready = false;
-    if (!xn_attn) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "llama: out of memory");
-    for (uint32_t l = 0; l < c->n_layer && q8 && m->xn; l++) {
-        const hs_matmul_opts o = {.act_q8 = true};
-        xn_attn[l] = xn_ffn[l] = true;
-        for (uint32_t i = 0; i < m->layers[l].qkv.n_parts; i++)
-            xn_attn[l] = xn_attn[l] && hs_matmul_act_q8(m->layers[l].qkv.w[i], &o);
-        for (uint32_t i = 0; i < m->layers[l].gu.n_parts; i++)
-            xn_ffn[l] = xn_ffn[l] && hs_matmul_act_q8(m->layers[l].gu.w[i], &o);
-    }
+    bool xn_ready = false; /* x8n of h for the next Q/K/V product is in xn */
 
     HS_TRY(hs_vk_seq_begin(s));
     HS_TRY(hs_op_get_rows(ops, s, m->tok_embd, tokens, n, h));
@@ -481,7 +480,7 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
                                     .scratch = xs,
                                     .act_q8 = q8};
         hs_vk_binding qkv_x = h;
-        if (xn_attn[l]) {
+        if (reads_x8n(m, &L->qkv, q8)) {
             if (!xn_ready) HS_TRY(hs_op_q8_norm(ops, s, h, n, c->dim, norm_attn.norm, xn));
             norm_attn.x_q8 = true;
             qkv_x = xn;
@@ -497,7 +496,8 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
         /* On 8-bit activations attention writes the output projection's x in that form itself (into the
          * scratch), so the product needs no pass of its own. */
         resid.x_q8 = hs_matmul_act_q8(L->wo, &resid) && c->head_dim % 32 == 0;
-        if (xn_ffn[l]) {
+        const bool ffn_x8n = reads_x8n(m, &L->gu, q8);
+        if (ffn_x8n) {
             resid.q8_out = xn;
             resid.q8_norm = norm_ffn.norm;
         }
@@ -509,7 +509,7 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
         hs_matmul_opts down = {
             .prologue = HS_MATMUL_SWIGLU, .residual = true, .res = h, .scratch = xs, .act_q8 = q8};
         hs_vk_binding down_x = gu;
-        if (xn_ffn[l]) {
+        if (ffn_x8n) {
             norm_ffn.x_q8 = true;
             norm_ffn.scratch = (hs_vk_binding){0};
             gu_x = xn;
@@ -523,7 +523,7 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
         }
         HS_TRY(proj_matmul(ops, s, &L->gu, gu_x, n, gu, &norm_ffn));
         xn_ready = false;
-        if (l + 1 < c->n_layer && xn_attn[l + 1]) {
+        if (l + 1 < c->n_layer && reads_x8n(m, &m->layers[l + 1].qkv, q8)) {
             down.q8_out = xn;
             down.q8_norm = vec_binding(m, 2 * (l + 1), c->dim);
             xn_ready = true;
@@ -544,7 +544,6 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
     HS_TRY(hs_op_argmax(ops, s, &logits, n_out, c->n_vocab, &amax));
     HS_TRY(hs_vk_seq_end(s));
 fail:
-    free(xn_attn);
     return st;
 }
 

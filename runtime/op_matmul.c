@@ -305,6 +305,13 @@ bool hs_matmul_act_q8(const hs_weight *w, const hs_matmul_opts *opt) {
     return w && opt && opt->act_q8 && w->type == HS_TYPE_Q4_1;
 }
 
+/* The bytes one binding of a column batch may span: maxStorageBufferRange
+ * less the slack of aligning its offset. */
+static uint64_t batch_room(const hs_vk_caps *c) {
+    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
+    return c->max_storage_buffer_range > align ? c->max_storage_buffer_range - align : 0;
+}
+
 /* One matmul_pro pass: out = the prologue of x per column (one workgroup
  * each), as f32 or (x8) in the 8-bit form; prologue 3 (x8 only) is x8n, the
  * 8-bit form of x * norm with each block's sum of squares (q8x.glsl). */
@@ -319,8 +326,7 @@ static hs_status pro_pass(hs_ops *ops, hs_vk_seq *seq, const char *op, uint32_t 
     bool xvec4;
     hs_status st;
     /* Columns past maxStorageBufferRange: consecutive batches that fit (columns are independent). */
-    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
-    const uint64_t room = c->max_storage_buffer_range > align ? c->max_storage_buffer_range - align : 0;
+    const uint64_t room = batch_room(c);
     const uint64_t fit = room / ((uint64_t)x_stride * 4 > o_col ? (uint64_t)x_stride * 4 : o_col);
     if (n > 1 && fit >= 1 && fit < n && (x_bytes > room || o_bytes > room)) {
         if (overlap(out, o_bytes, x, x_bytes))
@@ -466,9 +472,8 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     /* A batch whose activations pass maxStorageBufferRange (every row's
      * logits of a tree, say) runs as consecutive batches that fit: columns
      * are independent and batch-invariant, so the results are bitwise the
-     * same. One batch reserves the offset's alignment slack. */
-    const uint64_t align = c->min_storage_offset_align ? c->min_storage_offset_align : 1;
-    const uint64_t room = c->max_storage_buffer_range > align ? c->max_storage_buffer_range - align : 0;
+     * same. */
+    const uint64_t room = batch_room(c);
     const uint64_t col_bytes = (uint64_t)(x_stride > y_stride ? x_stride : y_stride) * 4;
     const uint64_t fit = room / col_bytes;
     if (n > 1 && fit >= 1 && fit < n && (x_bytes > room || y_bytes > room)) {
