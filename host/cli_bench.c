@@ -28,6 +28,7 @@ typedef struct bench_test {
     char name[32];
     int n_prompt, n_gen, n_verify;
     double samples[MAX_REPS]; /* tokens per second */
+    double head_s[MAX_REPS];  /* vN, N > 1: seconds of one more row's output head (hs_llama_head) */
     int n;
     double mean, std;
 } bench_test;
@@ -45,8 +46,12 @@ static void fill_tokens(int32_t *toks, int n, uint32_t V, uint32_t salt) {
  * most max_batch, not timed): n_prompt tokens in one batch, n_gen
  * single-token steps (as llama-bench's tg, whose context is one token when
  * depth is 0), or VERIFY_PASSES uncommitted verification passes of n_verify
- * chained tokens. */
-static hs_status run_once(hs_llama *m, const bench_test *t, int depth, uint32_t max_batch, double *tps) {
+ * chained tokens as speculation runs them (hs_llama_eval_tree: the root's
+ * output head only), each followed, when n_verify > 1, by the output head of
+ * its last row, timed apart into *head_s (the cost of every node acceptance
+ * reaches past the root). */
+static hs_status run_once(hs_llama *m, const bench_test *t, int depth, uint32_t max_batch, double *tps,
+                          double *head_s) {
     hs_status st = HS_OK;
     uint32_t V = hs_llama_cfg(m)->n_vocab;
     int n_tok = depth > t->n_prompt ? depth : t->n_prompt;
@@ -71,17 +76,25 @@ static hs_status run_once(hs_llama *m, const bench_test *t, int depth, uint32_t 
         *tps = t->n_prompt / (hs_now_s() - t0);
         goto fail;
     }
-    const uint32_t *amax;
     if (t->n_verify) {
         fill_tokens(toks, t->n_verify, V, 29);
         for (int i = 0; i < t->n_verify; i++)
             parents[i] = i - 1;
-        double t0 = hs_now_s();
-        for (int r = 0; r < VERIFY_PASSES; r++)
-            HS_TRY(hs_llama_eval(m, toks, (uint32_t)t->n_verify, parents, false, false, NULL, &amax));
-        *tps = VERIFY_PASSES * t->n_verify / (hs_now_s() - t0);
+        double spent = 0, head = 0;
+        uint32_t a;
+        for (int r = 0; r < VERIFY_PASSES; r++) {
+            double t0 = hs_now_s();
+            HS_TRY(hs_llama_eval_tree(m, toks, (uint32_t)t->n_verify, parents, NULL, &a));
+            double t1 = hs_now_s();
+            if (t->n_verify > 1) HS_TRY(hs_llama_head(m, (uint32_t)t->n_verify - 1, NULL, &a));
+            spent += t1 - t0;
+            head += hs_now_s() - t1;
+        }
+        *tps = VERIFY_PASSES * t->n_verify / spent;
+        *head_s = head / VERIFY_PASSES;
         goto fail;
     }
+    const uint32_t *amax;
     int32_t tok = 1;
     double t0 = hs_now_s();
     for (int i = 0; i < t->n_gen; i++) {
@@ -129,6 +142,16 @@ static uint64_t n_bytes(const hs_gguf *g) {
     return n;
 }
 
+/* Mean seconds of one more row's output head over the samples of the v
+ * tests with N > 1; 0 when there are none. */
+static double head_mean(const bench_test *t, int n) {
+    double s = 0;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        for (int r = 0; t[i].n_verify > 1 && r < t[i].n; r++, k++) s += t[i].head_s[r];
+    return k ? s / k : 0;
+}
+
 /* Tokens of a pp or v test. */
 static int test_tokens(const bench_test *t) { return t->n_prompt ? t->n_prompt : t->n_verify; }
 
@@ -167,10 +190,12 @@ int hs_cli_bench(int argc, char **argv) {
                    "tokens of context (default 0). With several -p values, the markdown output adds\n"
                    "the batch cost curve: ms per batch and its ratio to the first -p value\n"
                    "(-p 1,2,4,8,16,32,64 -n 0). -v adds vN tests: the pass that verifies a tree of N\n"
-                   "nodes (every row's logits and argmax, not committed; %d passes per repetition),\n"
-                   "the real cost of speculation, with its own curve when -v has several values\n"
-                   "(-p 0 -n 0 -v 1,2,4,8,16,32,64). --taps loads the model as speculation does (the\n"
-                   "hidden states of EAGLE-3's three tap layers kept per position).\n",
+                   "nodes as speculation runs it (the root's logits and argmax, not committed; %d\n"
+                   "passes per repetition), with its own curve when -v has several values\n"
+                   "(-p 0 -n 0 -v 1,2,4,8,16,32,64), and the cost of the output head of each further\n"
+                   "node acceptance reaches (timed after each pass). --taps loads the model as\n"
+                   "speculation does (the hidden states of EAGLE-3's three tap layers kept per\n"
+                   "position).\n",
                    VERIFY_PASSES);
             return 0;
         } else if (!strcmp(o, "-m") && v) model = argv[++i];
@@ -256,11 +281,12 @@ int hs_cli_bench(int argc, char **argv) {
     if (hs_llama_load(ops, g, &lo, &m) != HS_OK) goto fail;
     max_batch = hs_llama_max_batch(m);
     for (int i = 0; i < nt; i++) {
-        double tps;
-        if (run_once(m, &tests[i], depth, max_batch, &tps) != HS_OK)
+        double tps, hs;
+        if (run_once(m, &tests[i], depth, max_batch, &tps, &hs) != HS_OK)
             goto fail; /* warm-up: pipelines, caches */
         for (int r = 0; r < reps; r++) {
-            if (run_once(m, &tests[i], depth, max_batch, &tests[i].samples[r]) != HS_OK) goto fail;
+            if (run_once(m, &tests[i], depth, max_batch, &tests[i].samples[r], &tests[i].head_s[r]) != HS_OK)
+                goto fail;
             tests[i].n++;
         }
         stats(&tests[i]);
@@ -296,6 +322,7 @@ int hs_cli_bench(int argc, char **argv) {
             cJSON_AddNumberToObject(t, "n_verify", tests[i].n_verify);
             cJSON_AddNumberToObject(t, "avg_ts", tests[i].mean);
             cJSON_AddNumberToObject(t, "stddev_ts", tests[i].std);
+            if (tests[i].n_verify > 1) cJSON_AddNumberToObject(t, "head_ms", 1e3 * head_mean(&tests[i], 1));
             cJSON *s = cJSON_AddArrayToObject(t, "samples_ts");
             for (int k = 0; k < tests[i].n; k++) cJSON_AddItemToArray(s, cJSON_CreateNumber(tests[i].samples[k]));
             cJSON_AddItemToArray(arr, t);
@@ -313,6 +340,11 @@ int hs_cli_bench(int argc, char **argv) {
         /* The pp tests come first, in -p order; the v tests last, in -v order. */
         if (n_curve > 1) print_curve("batch cost curve", tests, n_curve, depth);
         if (n_vcurve > 1) print_curve("verification cost curve", tests + nt - n_vcurve, n_vcurve, depth);
+        const double hm = head_mean(tests, nt);
+        if (hm > 0)
+            printf("\nplus %.2f ms per node that acceptance reaches past the root (its output head, "
+                   "hs_llama_head)\n",
+                   1e3 * hm);
     }
     rc = 0;
 fail:

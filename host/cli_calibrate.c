@@ -163,14 +163,15 @@ static void fill(double *t, uint32_t lo, uint32_t hi, double v) {
 enum { NV = 8, ND = 7 }; /* N = 1 .. 128, w = 1 .. 64 */
 
 /* Round r (r < 0: warm-up, untimed) of the verification passes of
- * N = 1, 2, 4 .. 128 chained nodes (every row, nothing committed) into x. */
+ * N = 1, 2, 4 .. 128 chained nodes as speculation runs them (the root's
+ * output head, nothing committed) into x. */
 static hs_status time_verify(hs_llama *m, const int32_t *toks, const int32_t *parents, int r,
                              double x[NV][100]) {
     hs_status st = HS_OK;
-    const uint32_t *amax;
+    uint32_t amax;
     for (uint32_t i = 0; i < NV; i++) {
         const double t0 = hs_now_s();
-        HS_TRY(hs_llama_eval(m, toks, 1u << i, parents, false, false, NULL, &amax));
+        HS_TRY(hs_llama_eval_tree(m, toks, 1u << i, parents, NULL, &amax));
         if (r >= 0) x[i][r] = hs_now_s() - t0;
     }
 fail:
@@ -206,11 +207,12 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
     /* Interleaved rounds (the first a warm-up), so that drifts of the
      * machine hit every measurement alike; medians per measurement:
      *   a plain decoding step (one token, its logits' argmax),
-     *   verification of N chained nodes (every row, nothing committed),
+     *   verification of N chained nodes (nothing committed),
+     *   the output head of one more node of the last pass (hs_llama_head),
      *   the head's consume of two kept rows (the target keeps them first),
      *   the same cache-only (hs_eagle3_consume_cache),
      *   a draft level of w nodes (all children of the root). */
-    static double xv[NV][100], xd[ND][100], xc[100], xcc[100], xp[100];
+    static double xv[NV][100], xd[ND][100], xc[100], xcc[100], xp[100], xh[100];
     const uint32_t *amax;
     const hs_topk_result *topk;
     uint32_t zeros[HS_HX_MAX_WIDTH] = {0};
@@ -221,6 +223,10 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
         HS_TRY(hs_llama_eval(m, toks, 1, NULL, true, false, NULL, &amax));
         if (r >= 0) xp[r] = hs_now_s() - t0;
         HS_TRY(time_verify(m, toks, parents, r, xv));
+        uint32_t a;
+        t0 = hs_now_s();
+        HS_TRY(hs_llama_head(m, 1, NULL, &a));
+        if (r >= 0) xh[r] = hs_now_s() - t0;
         HS_TRY(hs_llama_eval(m, toks, 2, NULL, true, true, NULL, NULL));
         t0 = hs_now_s();
         HS_TRY(hs_eagle3_consume_cache(h, slots, toks + 1, 2));
@@ -255,6 +261,7 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
             fill(c->t_verify_long, i ? 1u << (i - 1) : 0, 1u << i, median(xl[i], reps));
     }
     c->t_plain = median(xp, reps);
+    c->t_head = median(xh, reps);
     for (uint32_t i = 0; i < NV; i++)
         fill(c->t_verify, i ? 1u << (i - 1) : 0, 1u << i, median(xv[i], reps));
     c->n_verify = HS_HX_MAX_N;
@@ -344,15 +351,18 @@ int hs_cli_calibrate(int argc, char **argv) {
     printf("calibrate: %s on %s (%s), head %s, %s\n", model_path, caps->device_name, caps->driver_info,
            sm.head_path, sampling ? "sampling" : "greedy");
 
-    const bool measured_before = exists && base.model.cost.n_verify > 0;
+    /* A cost without t_head timed every row's output head in each pass (before
+     * the head ran on demand): measured again. */
+    const bool measured_before = exists && base.model.cost.n_verify > 0 && base.model.cost.t_head > 0;
     if (a.device_only || !measured_before) {
         fprintf(stderr, "[calibrate] timing verification, draft and consume (-r %d)\n", a.reps);
         if (measure_cost(sm.target, sm.head, a.reps, &m.cost) != HS_OK) goto fail;
     }
     printf(
-        "\ndevice cost (ms): plain step %.2f, head consume %.2f (cache-only %.2f)\n\n| N or w | 1 | 2 | 4 | "
+        "\ndevice cost (ms): plain step %.2f, output head of an accepted node %.2f, head consume %.2f "
+        "(cache-only %.2f)\n\n| N or w | 1 | 2 | 4 | "
         "8 | 16 | 32 | 64 | 128 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-        1e3 * m.cost.t_plain, 1e3 * m.cost.t_consume, 1e3 * m.cost.t_consume_cache);
+        1e3 * m.cost.t_plain, 1e3 * m.cost.t_head, 1e3 * m.cost.t_consume, 1e3 * m.cost.t_consume_cache);
     /* One row per measured context (one row when the cost has no long table). */
     const bool two_ctx = m.cost.ctx1 > m.cost.ctx0;
     for (int row = 0; row < (two_ctx ? 2 : 1); row++) {

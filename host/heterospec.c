@@ -103,13 +103,14 @@ static double best_prefix(const hs_hx_model *m, const hs_tree *t, const cand *c,
     memset(in, 0, t->n);
     in[0] = 1;
     double e = 1.0, best = 1.0 / (spent + hs_hx_t_verify_at(k, 1, t->ctx));
+    /* e / T with the expected accepted nodes' heads (e - 1 of them) in T. */
     uint32_t n_in = 0, best_n = 0, best_i = 0;
     for (uint32_t i = 0; i < n && n_in < cap; i++) {
         if (!in[c[i].parent]) continue;
         if (c[i].node >= 0) in[c[i].node] = 1;
         n_in++;
         e += c[i].v;
-        const double r = e / (spent + hs_hx_t_verify_at(k, n_in + 1, t->ctx));
+        const double r = e / (spent + hs_hx_t_verify_at(k, n_in + 1, t->ctx) + (e - 1) * k->t_head);
         if (r > best) {
             best = r;
             best_n = n_in;
@@ -528,6 +529,7 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
     cJSON_AddNumberToObject(c, "t_consume_s", m->cost.t_consume);
     if (m->cost.t_consume_cache > 0) cJSON_AddNumberToObject(c, "t_consume_cache_s", m->cost.t_consume_cache);
     if (m->cost.t_plain > 0) cJSON_AddNumberToObject(c, "t_plain_s", m->cost.t_plain);
+    if (m->cost.t_head > 0) cJSON_AddNumberToObject(c, "t_head_s", m->cost.t_head);
     cJSON_AddItemToObject(c, "verify_s", pairs(m->cost.t_verify, m->cost.n_verify));
     if (m->cost.ctx1 > m->cost.ctx0) {
         cJSON_AddNumberToObject(c, "ctx", m->cost.ctx0);
@@ -659,6 +661,9 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
         r.cost.t_plain = 0;
         if (cJSON_GetObjectItemCaseSensitive(c, "t_plain_s"))
             HS_TRY(get_num(c, "t_plain_s", 0, 1e3, &r.cost.t_plain));
+        r.cost.t_head = 0;
+        if (cJSON_GetObjectItemCaseSensitive(c, "t_head_s"))
+            HS_TRY(get_num(c, "t_head_s", 0, 1e3, &r.cost.t_head));
         HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "verify_s"), "verify_s", HS_HX_MAX_N,
                          r.cost.t_verify, &r.cost.n_verify));
         r.cost.ctx0 = r.cost.ctx1 = 0;

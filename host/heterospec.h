@@ -13,10 +13,12 @@
  *   V(v)   = V(u) * f_{b(v)}(q(v)), V(root) = 1: the probability that v is
  *          accepted; E[tau] of a verified set S = 1 + sum over S of V.
  * Device cost of a round that drafts levels of widths w_1 .. w_L and verifies
- * N nodes besides the root, after c rows of context:
- *   T = t_consume + sum_l t_draft(w_l) + t_verify(N + 1, c)
+ * N nodes besides the root, after c rows of context, accepting A of them:
+ *   T = t_consume + sum_l t_draft(w_l) + t_verify(N + 1, c) + A t_head
  * (t_verify measured at two contexts and interpolated in c: attention makes
- * each verified node cost more after a long prompt).
+ * each verified node cost more after a long prompt; the pass computes the
+ * root's output head, and each accepted node's is computed when acceptance
+ * reaches it, hs_llama_head; before a round A is E[tau] - 1).
  * Rest: after a round that chose N = 0, the next `rest` rounds decode the
  * root alone at t_consume_cache + t_verify(1) each, without a draft
  * distribution (host/spec); calibration picks rest on replays, weighing the
@@ -103,6 +105,11 @@ typedef struct hs_hx_cost {
     double t_consume;
     double t_consume_cache; /* a cache-only consume (0: unknown, taken as t_consume) */
     double t_plain;         /* a plain decoding step, for comparisons (0: unknown) */
+    /* The output head of one node acceptance reaches past the root
+     * (hs_llama_head; t_verify times the pass with the root's head only).
+     * 0: t_verify includes every row's head (calibrations before the head
+     * ran on demand). */
+    double t_head;
 } hs_hx_cost;
 
 typedef struct hs_hx_model {

@@ -165,7 +165,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
                 }
         }
         free(in);
-        tally(out, cost, r->ctx, acc + 1, time, ns + 1);
+        tally(out, cost, r->ctx, acc + 1, time + acc * cost->t_head, ns + 1);
     }
 fail:
     hs_tree_free(&t);

@@ -230,23 +230,25 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     double t1 = hs_now_s();
     s->stats.draft_s += t1 - t0;
 
+    /* The target's pass over the list computes the output head of the root
+     * only; the walk asks for each further node's as it reaches it. */
     const float *logits = NULL;
-    const uint32_t *amax = NULL;
+    uint32_t amax = 0;
     const bool greedy = hs_sampler_is_greedy(smp);
-    HS_TRY(hs_llama_eval(s->target, s->tokens, n_list, s->parents, false, false, greedy ? NULL : &logits,
-                         &amax));
+    HS_TRY(hs_llama_eval_tree(s->target, s->tokens, n_list, s->parents, greedy ? NULL : &logits, &amax));
     /* Walk down from the root. */
     uint32_t len = 0, cur = 0;
     s->path[len++] = 0;
     int32_t bonus;
     for (;;) {
+        if (cur > 0) HS_TRY(hs_llama_head(s->target, cur, greedy ? NULL : &logits, &amax));
         int32_t child = -1;
         if (greedy) {
-            bonus = (int32_t)amax[cur];
+            bonus = (int32_t)amax;
             for (uint32_t c = cur + 1; c < n_list && child < 0; c++)
                 if (s->parents[c] == (int32_t)cur && s->tokens[c] == bonus) child = (int32_t)c;
         } else {
-            HS_TRY(hs_sampler_probs(smp, logits + (size_t)cur * n_vocab, (int32_t)n_vocab, s->probs));
+            HS_TRY(hs_sampler_probs(smp, logits, (int32_t)n_vocab, s->probs));
             HS_TRY(sample_step(s, smp, cur, n_list, &child, &bonus));
         }
         if (child < 0) break;

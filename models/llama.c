@@ -34,10 +34,13 @@ typedef struct llama_layer {
     hs_weight *wdown; /* (dim, ff) */
 } llama_layer;
 
-/* One recorded batch shape. */
+/* One recorded batch shape: the layers over n rows (none for a head-only
+ * graph), then the output head over rows out0 .. out0 + n_out - 1 of h, whose
+ * logits and argmax land at rows dst0 .. dst0 + n_out - 1. */
 typedef struct llama_graph {
     uint32_t n;
-    bool last_only;
+    bool layers;
+    uint32_t out0, n_out, dst0;
     hs_vk_seq *seq;
 } llama_graph;
 
@@ -87,6 +90,7 @@ struct hs_llama {
     uint64_t off_tokens, off_pos, off_rows, off_parents, off_info, off_argmax, off_gather;
 
     llama_graph *graphs; /* stb_ds array */
+    uint32_t last_n;     /* rows of the last eval (hs_llama_head's range); 0 before the first */
     uint32_t last_dispatches;
     uint64_t weight_bytes;
 };
@@ -380,6 +384,7 @@ const hs_weight *hs_llama_token_embd(const hs_llama *m) { return m->tok_embd; }
 void hs_llama_reset(hs_llama *m) {
     m->n_past = 0;
     m->pending = 0;
+    m->last_n = 0;
 }
 uint64_t hs_llama_weight_bytes(const hs_llama *m) { return m->weight_bytes; }
 uint32_t hs_llama_last_dispatches(const hs_llama *m) { return m->last_dispatches; }
@@ -429,13 +434,12 @@ static bool reads_x8n(const hs_llama *m, const llama_proj *p, bool q8) {
     return all;
 }
 
-/* Records the forward pass of n tokens. */
-static hs_status record(hs_llama *m, llama_graph *gr) {
+/* Records the layers of the forward pass of n tokens (h = the last layer's output). */
+static hs_status record_layers(hs_llama *m, hs_vk_seq *s, uint32_t n) {
     hs_status st = HS_OK;
     const hs_llama_config *c = &m->cfg;
     hs_ops *ops = m->ops;
-    hs_vk_seq *s = gr->seq;
-    const uint32_t n = gr->n, q_dim = c->n_head * c->head_dim, kv_dim = c->n_kv_head * c->head_dim;
+    const uint32_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_kv_head * c->head_dim;
     const uint32_t qkv_dim = q_dim + 2 * kv_dim;
     hs_vk_binding h = B(m->h, 0, (uint64_t)n * c->dim * 4);
     hs_vk_binding qkv = B(m->qkv, 0, (uint64_t)n * qkv_dim * 4);
@@ -458,7 +462,6 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
     const hs_vk_binding xn = B(m->xn, 0, (uint64_t)n * (c->dim / 32) * 80);
     bool xn_ready = false; /* x8n of h for the next Q/K/V product is in xn */
 
-    HS_TRY(hs_vk_seq_begin(s));
     HS_TRY(hs_op_get_rows(ops, s, m->tok_embd, tokens, n, h));
     HS_TRY(hs_op_tree_mask(ops, s, &parents, n, &mask, &depth));
     for (uint32_t l = 0; l < c->n_layer; l++) {
@@ -530,31 +533,53 @@ static hs_status record(hs_llama *m, llama_graph *gr) {
         }
         HS_TRY(hs_op_matmul(ops, s, L->wdown, down_x, n, h, &down));
     }
-    /* Output head: all rows, or only the last token's. */
-    uint32_t n_out = gr->last_only ? 1 : n;
-    hs_vk_binding h_out = gr->last_only ? B(m->h, (uint64_t)(n - 1) * c->dim * 4, (uint64_t)c->dim * 4) : h;
-    hs_vk_binding logits = B(m->logits, 0, (uint64_t)n_out * c->n_vocab * 4);
-    hs_matmul_opts norm_out = {.prologue = HS_MATMUL_RMSNORM,
-                               .norm = vec_binding(m, 2 * c->n_layer, c->dim),
-                               .eps = c->eps,
-                               .scratch = xs,
-                               .act_q8 = q8};
-    HS_TRY(hs_op_matmul(ops, s, m->output ? m->output : m->tok_embd, h_out, n_out, logits, &norm_out));
-    hs_vk_binding amax = B(m->step, m->off_argmax, (uint64_t)n_out * 4);
-    HS_TRY(hs_op_argmax(ops, s, &logits, n_out, c->n_vocab, &amax));
-    HS_TRY(hs_vk_seq_end(s));
 fail:
     return st;
 }
 
-static hs_status get_graph(hs_llama *m, uint32_t n, bool last_only, llama_graph **out) {
+/* Records the output norm + head of h's rows gr->out0 .. (logits and argmax
+ * at rows gr->dst0 ..). */
+static hs_status record_head(hs_llama *m, hs_vk_seq *s, const llama_graph *gr) {
     hs_status st = HS_OK;
-    for (ptrdiff_t i = 0; i < stbds_arrlen(m->graphs); i++)
-        if (m->graphs[i].n == n && m->graphs[i].last_only == last_only) {
+    const hs_llama_config *c = &m->cfg;
+    const uint64_t dim4 = (uint64_t)c->dim * 4, v4 = (uint64_t)c->n_vocab * 4;
+    hs_vk_binding h_out = B(m->h, gr->out0 * dim4, gr->n_out * dim4);
+    hs_vk_binding logits = B(m->logits, gr->dst0 * v4, gr->n_out * v4);
+    hs_matmul_opts norm_out = {.prologue = HS_MATMUL_RMSNORM,
+                               .norm = vec_binding(m, 2 * c->n_layer, c->dim),
+                               .eps = c->eps,
+                               .scratch = B(m->xs, 0, 0),
+                               .act_q8 = hs_ops_tuning(m->ops)->q8_act != 0};
+    HS_TRY(hs_op_matmul(m->ops, s, m->output ? m->output : m->tok_embd, h_out, gr->n_out, logits, &norm_out));
+    hs_vk_binding amax = B(m->step, m->off_argmax + (uint64_t)gr->dst0 * 4, (uint64_t)gr->n_out * 4);
+    HS_TRY(hs_op_argmax(m->ops, s, &logits, gr->n_out, c->n_vocab, &amax));
+fail:
+    return st;
+}
+
+static hs_status record(hs_llama *m, llama_graph *gr) {
+    hs_status st = HS_OK;
+    HS_TRY(hs_vk_seq_begin(gr->seq));
+    if (gr->layers) HS_TRY(record_layers(m, gr->seq, gr->n));
+    HS_TRY(record_head(m, gr->seq, gr));
+    HS_TRY(hs_vk_seq_end(gr->seq));
+fail:
+    return st;
+}
+
+/* The recorded graph of shape `want` (recorded now if new). */
+static hs_status get_graph(hs_llama *m, llama_graph want, llama_graph **out) {
+    hs_status st = HS_OK;
+    for (ptrdiff_t i = 0; i < stbds_arrlen(m->graphs); i++) {
+        const llama_graph *g = &m->graphs[i];
+        if (g->n == want.n && g->layers == want.layers && g->out0 == want.out0 && g->n_out == want.n_out &&
+            g->dst0 == want.dst0) {
             *out = &m->graphs[i];
             return HS_OK;
         }
-    llama_graph gr = {.n = n, .last_only = last_only};
+    }
+    llama_graph gr = want;
+    gr.seq = NULL;
     HS_TRY(hs_vk_seq_create(m->vk, &gr.seq));
     st = record(m, &gr);
     if (st != HS_OK) {
@@ -614,9 +639,13 @@ fail:
     return st;
 }
 
-hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents, bool last_only,
-                        bool commit, const float **logits, const uint32_t **argmax) {
+/* Which rows of an eval get the output head. */
+typedef enum { OUT_ALL, OUT_LAST, OUT_FIRST } out_rows;
+
+static hs_status eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents, out_rows out,
+                      bool commit, const float **logits, const uint32_t **argmax) {
     hs_status st = HS_OK;
+    const bool last_only = out == OUT_LAST;
     const hs_llama_config *c = &m->cfg;
     if (n == 0 || n > m->max_batch)
         return HS_FAIL(HS_ERR_INVALID_ARG, "hs_llama_eval: %u tokens (batch limit %u)", n, m->max_batch);
@@ -656,10 +685,18 @@ hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const in
     /* Tokens, positions, rows, parents and info just written -> visible to
      * the graph's dispatches (one range: they lie back to back before argmax). */
     HS_TRY(hs_vk_buffer_flush(m->step, 0, m->off_info + HS_ATTN_INFO_WORDS * 4));
+    /* The head's rows: every slot of the bucket (the inert ones too), the
+     * last token's, or the root's; last_only's land at row 0. */
+    const llama_graph want = {.n = cap,
+                              .layers = true,
+                              .out0 = out == OUT_LAST ? n - 1 : 0,
+                              .n_out = out == OUT_ALL ? cap : 1,
+                              .dst0 = 0};
     llama_graph *gr;
-    HS_TRY(get_graph(m, cap, last_only, &gr));
+    HS_TRY(get_graph(m, want, &gr));
     HS_TRY(hs_vk_seq_submit(gr->seq));
     m->last_dispatches = hs_vk_seq_dispatch_count(gr->seq);
+    m->last_n = n;
     if (commit) {
         m->n_past += n;
         m->pending = 0;
@@ -668,7 +705,7 @@ hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const in
         memcpy(m->pending_parents, par, n * sizeof *par);
     }
     /* The output head's logits and argmax rows -> visible to the caller's reads. */
-    const uint64_t n_out = last_only ? 1 : n;
+    const uint64_t n_out = out == OUT_ALL ? n : 1;
     if (logits) {
         HS_TRY(hs_vk_buffer_invalidate(m->logits, 0, n_out * c->n_vocab * 4));
         *logits = hs_vk_buffer_map(m->logits);
@@ -676,6 +713,42 @@ hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const in
     if (argmax) {
         HS_TRY(hs_vk_buffer_invalidate(m->step, m->off_argmax, n_out * 4));
         *argmax = (const uint32_t *)(step + m->off_argmax);
+    }
+fail:
+    return st;
+}
+
+hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents, bool last_only,
+                        bool commit, const float **logits, const uint32_t **argmax) {
+    return eval(m, tokens, n, parents, last_only ? OUT_LAST : OUT_ALL, commit, logits, argmax);
+}
+
+hs_status hs_llama_eval_tree(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents,
+                             const float **logits, uint32_t *argmax) {
+    hs_status st = HS_OK;
+    const uint32_t *amax;
+    HS_TRY(eval(m, tokens, n, parents, OUT_FIRST, false, logits, &amax));
+    if (argmax) *argmax = amax[0];
+fail:
+    return st;
+}
+
+hs_status hs_llama_head(hs_llama *m, uint32_t row, const float **logits, uint32_t *argmax) {
+    hs_status st = HS_OK;
+    if (row >= m->last_n)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_llama_head: row %u, but the last eval had %u rows", row, m->last_n);
+    const llama_graph want = {.n = 0, .layers = false, .out0 = row, .n_out = 1, .dst0 = row};
+    llama_graph *gr;
+    HS_TRY(get_graph(m, want, &gr));
+    HS_TRY(hs_vk_seq_submit(gr->seq));
+    const uint64_t v4 = (uint64_t)m->cfg.n_vocab * 4;
+    if (logits) {
+        HS_TRY(hs_vk_buffer_invalidate(m->logits, row * v4, v4));
+        *logits = (const float *)hs_vk_buffer_map(m->logits) + (uint64_t)row * m->cfg.n_vocab;
+    }
+    if (argmax) {
+        HS_TRY(hs_vk_buffer_invalidate(m->step, m->off_argmax + (uint64_t)row * 4, 4));
+        *argmax = ((const uint32_t *)((const uint8_t *)hs_vk_buffer_map(m->step) + m->off_argmax))[row];
     }
 fail:
     return st;

@@ -110,6 +110,26 @@ uint64_t hs_llama_weight_bytes(const hs_llama *m);
 hs_status hs_llama_eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents, bool last_only,
                         bool commit, const float **logits, const uint32_t **argmax);
 
+/* Tree verification with the output head on demand: the pass of
+ * hs_llama_eval(m, tokens, n, parents, false, false, ...) (nothing committed),
+ * but the head (output norm, the n_vocab x dim product, argmax) runs for row 0
+ * (the root) only: *logits (NULL-able) points at its n_vocab logits, *argmax
+ * (NULL-able) receives its argmax. Acceptance needs the head only at the
+ * nodes it reaches (the accepted path and the node after it), which
+ * hs_llama_head computes one by one: on a small model the head is a fifth of
+ * a token's weights, and an all-rows pass would run it for every candidate
+ * (and every inert slot of the capacity bucket). A row's logits are bitwise
+ * those of the all-rows pass. */
+hs_status hs_llama_eval_tree(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents,
+                             const float **logits, uint32_t *argmax);
+
+/* The output head of row `row` (< n) of the last eval: *logits (NULL-able)
+ * points at its n_vocab logits (valid until the next eval or head call of the
+ * same row), *argmax (NULL-able) receives their argmax. One recorded
+ * sequence per row, recorded on first use. Valid until the next eval (also
+ * after hs_llama_accept, which moves only the KV cache). */
+hs_status hs_llama_head(hs_llama *m, uint32_t row, const float **logits, uint32_t *argmax);
+
 /* Keeps the path nodes[0 .. n) of the tree evaluated last (with commit =
  * false): nodes are indices into that eval, increasing, nodes[0] a root-level
  * node and each next one a child of the one before. Their cache rows move to
@@ -126,10 +146,11 @@ hs_vk_binding hs_llama_taps(const hs_llama *m, uint32_t layers[HS_LLAMA_TAPS]);
  * ([n][HS_LLAMA_TAPS][dim]); for tests and tools. */
 hs_status hs_llama_taps_read(hs_llama *m, uint32_t first, uint32_t n, float *out);
 
-/* Graphs recorded so far. An eval with every row's logits is recorded for a
- * capacity bucket (the next power of two of n, at most max_batch) with the
- * used count in the step data, so trees of changing size reuse a few graphs;
- * a last-row eval is recorded for its exact n. */
+/* Graphs recorded so far. An eval with every row's logits (or the root's,
+ * hs_llama_eval_tree) is recorded for a capacity bucket (the next power of
+ * two of n, at most max_batch) with the used count in the step data, so
+ * trees of changing size reuse a few graphs; a last-row eval is recorded for
+ * its exact n; hs_llama_head records one graph per row it is asked for. */
 uint32_t hs_llama_graph_count(const hs_llama *m);
 
 /* Number of dispatches of the last evaluated graph (for reports). */

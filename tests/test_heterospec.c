@@ -168,6 +168,34 @@ static void test_steeper_cost_smaller_tree(void **state) {
     hs_tree_free(&t);
 }
 
+/* The output head of each accepted node (t_head) is paid per expected
+ * accepted token: a dearer head gives a smaller tree, and one dearer than a
+ * plain step with everything the round spends besides makes no tree pay
+ * (E[tau] / (T(N + 1) + (E[tau] - 1) t_head) < 1 / T(1)). */
+static void test_dearer_head_smaller_tree(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.7f, 0.3f);
+    const hs_tree_policy p = hs_heterospec_policy(&m);
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 4096));
+    const hs_topk_result tk = topk(4, 0.7f, 0.3f, 5);
+    set_cost(&m, 0.01);
+    const double heads[] = {0.0, 0.1, 0.3, 0.6, 10.0};
+    uint32_t last = UINT32_MAX, first = 0;
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+        m.cost.t_head = heads[i];
+        uint32_t n, d;
+        grow(&p, &tk, &t, &n, &d);
+        fprintf(stderr, "t_head %.2f: %u nodes verified, depth %u\n", heads[i], n, d);
+        assert_true(n <= last);
+        if (i == 0) first = n;
+        last = n;
+    }
+    assert_true(first >= 8);
+    assert_true(last == 0);
+    hs_tree_free(&t);
+}
+
 /* With verification measured at two contexts (256 rows: slope 0.01 per
  * node; 1024 rows: 0.5), the cost at c rows is interpolated linearly, and a
  * longer context gives a smaller tree: large at 256, none at 1024. */
@@ -416,6 +444,11 @@ static void test_records_and_replay(void **state) {
     HS_CHECK(hs_hx_replay(&c1, &cost, &r, 1, &res));
     assert_float_equal(res.tokens, 2, 0);
     assert_float_equal(res.time_s, 0.5 + 12, 1e-9);
+    /* Each accepted draft's output head (2 of them) costs t_head on top. */
+    cost.t_head = 0.25;
+    HS_CHECK(hs_hx_replay(&c3, &cost, &r, 1, &res));
+    assert_float_equal(res.time_s, 0.5 + 2 + 2 + 14 + 2 * 0.25, 1e-9);
+    cost.t_head = 0;
     /* A chain of 4 wants node 7's children, which the recording never drafted. */
     const hs_tree_policy c4 = hs_tree_chain(4);
     HS_CHECK(hs_hx_replay(&c4, &cost, &r, 1, &res));
@@ -527,6 +560,7 @@ int main(void) {
         cmocka_unit_test(test_values),
         cmocka_unit_test(test_low_entropy_grows_deeper),
         cmocka_unit_test(test_steeper_cost_smaller_tree),
+        cmocka_unit_test(test_dearer_head_smaller_tree),
         cmocka_unit_test(test_longer_context_smaller_tree),
         cmocka_unit_test(test_select_is_best_prefix),
         cmocka_unit_test(test_fit_recovers_strata),

@@ -149,6 +149,56 @@ static void test_tree_equals_plain(void **state) {
     assert_memory_equal(logits, tree[3], sizeof tree[3]);
 }
 
+/* The output head on demand (hs_llama_eval_tree, hs_llama_head): the root's
+ * and every other row's logits and argmax are bitwise those of the all-rows
+ * pass, in any order, also after hs_llama_accept and for the rows of a
+ * committed prompt batch; rows past the last eval are refused. */
+static void test_head_on_demand(void **state) {
+    model_env *e = *state;
+    enum { V = 512, N = 7 };
+    const int32_t bos = 1, tokens[N] = {403, 99, 407, 261, 300, 378, 432}, parents[N] = {-1, -1, 0, 2, 0, 3, 5};
+    const float *logits;
+    const uint32_t *amax;
+    static float all[N][V];
+    uint32_t all_amax[N], a;
+    hs_llama_reset(e->m);
+    assert_int_equal(hs_llama_head(e->m, 0, &logits, &a), HS_ERR_INVALID_ARG); /* no eval yet */
+    HS_CHECK(hs_llama_eval(e->m, &bos, 1, NULL, true, true, &logits, NULL));
+    HS_CHECK(hs_llama_eval(e->m, tokens, N, parents, false, false, &logits, &amax));
+    memcpy(all, logits, sizeof all);
+    memcpy(all_amax, amax, sizeof all_amax);
+    /* Argmax rows differ somewhere, so a head of the wrong row shows. */
+    bool differ = false;
+    for (int i = 1; i < N; i++) differ = differ || all_amax[i] != all_amax[0];
+    assert_true(differ);
+    HS_CHECK(hs_llama_eval_tree(e->m, tokens, N, parents, &logits, &a));
+    assert_memory_equal(logits, all[0], sizeof all[0]);
+    assert_int_equal(a, all_amax[0]);
+    for (int i = N - 1; i >= 0; i--) { /* last row first: no row depends on another's head */
+        a = UINT32_MAX;
+        HS_CHECK(hs_llama_head(e->m, (uint32_t)i, &logits, &a));
+        if (memcmp(logits, all[i], sizeof all[i]) != 0) fail_msg("head of row %d differs from the all-rows pass", i);
+        if (a != all_amax[i]) fail_msg("argmax of row %d: %u, all-rows pass %u", i, a, all_amax[i]);
+    }
+    assert_int_equal(hs_llama_head(e->m, N, &logits, &a), HS_ERR_INVALID_ARG);
+    /* Accept 0 -> 2 -> 3 (the cache moves, h stays): row 5 still reads its own state. */
+    const uint32_t path[3] = {0, 2, 3};
+    HS_CHECK(hs_llama_accept(e->m, path, 3));
+    HS_CHECK(hs_llama_head(e->m, 5, &logits, &a));
+    assert_memory_equal(logits, all[5], sizeof all[5]);
+    /* A committed prompt batch: the head of its last row is the eval's logits. */
+    const int32_t prompt[4] = {1, 403, 407, 261};
+    float last[V];
+    hs_llama_reset(e->m);
+    HS_CHECK(hs_llama_eval(e->m, prompt, 4, NULL, true, true, &logits, NULL));
+    memcpy(last, logits, sizeof last);
+    assert_memory_equal(last, all[3], sizeof last);
+    HS_CHECK(hs_llama_head(e->m, 3, &logits, NULL));
+    assert_memory_equal(logits, last, sizeof last);
+    HS_CHECK(hs_llama_head(e->m, 1, &logits, NULL)); /* bos, 403: node 0 of the tree */
+    assert_memory_equal(logits, all[0], sizeof all[0]);
+}
+
 /* ---- split group: weights in row chunks, KV caches in windows ---- */
 
 /* Every logits row of a fixed run: the prompt of golden line 3 as one batch,
@@ -579,6 +629,7 @@ int main(void) {
         cmocka_unit_test(test_tree_equals_plain),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_head_on_demand),
         cmocka_unit_test(test_accept),
         cmocka_unit_test(test_taps),
         cmocka_unit_test(test_mixed_types),
@@ -596,7 +647,7 @@ int main(void) {
         cmocka_unit_test(test_logits_once_upon_a_time), cmocka_unit_test(test_greedy_once_upon_a_time),
         cmocka_unit_test(test_tree_equals_plain),       cmocka_unit_test(test_split_logits),
         cmocka_unit_test(test_split_context_too_long), cmocka_unit_test(test_accept),
-        cmocka_unit_test(test_buckets),
+        cmocka_unit_test(test_buckets),                cmocka_unit_test(test_head_on_demand),
     };
     int fails = hs_test_run_group("llama", tests, setup, teardown);
     fails += hs_test_run_group("llama_noncoherent", noncoherent, setup_noncoherent, teardown);
