@@ -55,7 +55,8 @@ typedef struct method {
     float temp;
     int ar_ref; /* the ar method at the same temperature, -1 if none */
     hs_tree_policy policy;
-    hs_spec *spec;
+    hs_spec *spec; /* NULL for ar and plain */
+    bool plain;    /* heterospec whose calibration found that no tree pays here: decodes plainly */
 } method;
 
 #define MAX_TEMPS 4
@@ -196,7 +197,10 @@ static void add(acc *a, const hs_gen_result *r, bool ar, bool compared, bool equ
     a->gen_s += r->gen_s;
     a->compared += compared;
     a->equal += equal;
-    if (!ar) {
+    if (!ar && !r->spec.rounds) { /* decoded plainly: one pass per token */
+        a->rounds += r->target_passes;
+        a->verified += r->target_passes;
+    } else if (!ar) {
         a->rounds += r->spec.rounds;
         a->accepted += r->spec.accepted;
         a->verified += r->spec.verified;
@@ -350,6 +354,14 @@ int hs_cli_bench_spec(int argc, char **argv) {
         }
         if (hx) {
             ms[i].policy = hs_heterospec_policy(&hxs[mode].model);
+            ms[i].plain = hxs[mode].model.plain;
+            if (ms[i].plain) {
+                fprintf(stderr,
+                        "[bench-spec] %s: the calibration found that no tree pays here: plain decoding\n",
+                        ms[i].label);
+                const size_t len = strlen(ms[i].label);
+                snprintf(ms[i].label + len, sizeof ms[i].label - len, " (plain)");
+            }
         } else if (hxs[mode].have_eagle2) {
             ms[i].policy = hxs[mode].eagle2;
             const size_t len = strlen(ms[i].label);
@@ -364,7 +376,9 @@ int hs_cli_bench_spec(int argc, char **argv) {
         }
     }
     for (int i = 0; i < nm; i++)
-        if (!ms[i].ar && hs_spec_create(sm.target, sm.head, &ms[i].policy, &ms[i].spec) != HS_OK) goto fail;
+        if (!ms[i].ar && !ms[i].plain &&
+            hs_spec_create(sm.target, sm.head, &ms[i].policy, &ms[i].spec) != HS_OK)
+            goto fail;
     const bool json = !strcmp(a.out, "json");
     if (!json) {
         printf("bench-spec: %s on %s (%s), head %s, temperature", model_path, hs_vk_ctx_caps(vk)->device_name,
@@ -425,10 +439,10 @@ int hs_cli_bench_spec(int argc, char **argv) {
                 cJSON_AddNumberToObject(rec, "n_gen", r.n_gen);
                 cJSON_AddNumberToObject(rec, "gen_s", r.gen_s);
                 cJSON_AddNumberToObject(rec, "target_passes", r.target_passes);
-                if (!ms[mi].ar) {
-                    cJSON_AddNumberToObject(rec, "tau", hs_spec_tau(&r.spec));
+                if (!ms[mi].ar) { /* a plain run: tau 1, one token verified per pass */
+                    cJSON_AddNumberToObject(rec, "tau", r.spec.rounds ? hs_spec_tau(&r.spec) : 1.0);
                     cJSON_AddNumberToObject(rec, "verified_per_round",
-                                            r.spec.rounds ? (double)r.spec.verified / r.spec.rounds : 0);
+                                            r.spec.rounds ? (double)r.spec.verified / r.spec.rounds : 1.0);
                     cJSON_AddNumberToObject(rec, "draft_s", r.spec.draft_s);
                     cJSON_AddNumberToObject(rec, "verify_s", r.spec.verify_s);
                 }

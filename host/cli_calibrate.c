@@ -462,6 +462,14 @@ int hs_cli_calibrate(int argc, char **argv) {
         snprintf(label, sizeof label, "eagle2 best: k%u/d%u/n%u", e2.top_k, e2.depth, e2.total);
         print_replay(label, &e2.replay);
         print_replay("eagle2 k10/d5/n60", &r_e2d);
+        m.plain = !hs_hx_speculation_pays(&r_tuned);
+        if (m.plain)
+            printf("\nno tree pays here (tuned heterospec %.2fx plain decoding): generation with this "
+                   "calibration decodes plainly (\"plain\": true)\n",
+                   hs_hx_replay_speedup(&r_tuned));
+        else
+            printf("\nspeculation pays here (tuned heterospec %.2fx plain decoding)\n",
+                   hs_hx_replay_speedup(&r_tuned));
     }
 
     o = hs_hx_model_to_json(&m);

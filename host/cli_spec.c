@@ -161,6 +161,21 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
             snprintf(out->head_path, sizeof out->head_path, "%s", s->head);
         else
             HS_TRY(hs_cli_head_find(model, out->head_path, sizeof out->head_path));
+    }
+    if (!strcmp(out->policy.name ? out->policy.name : "", "heterospec")) {
+        HS_TRY(hs_cli_hx_load(hs_vk_ctx_caps(hs_ops_vk(ops)), hs_gguf_name(model), out->head_path, s->calib,
+                              s->sampling, &out->hx));
+        out->policy = hs_heterospec_policy(&out->hx.model);
+        if (out->hx.model.plain) { /* no tree pays here: no head, no taps */
+            fprintf(stderr,
+                    "[heterospec] calibration: %s\n[heterospec] it found that no tree pays on this device "
+                    "when %s (\"plain\": true): plain decoding\n",
+                    out->hx.source, s->sampling ? "sampling" : "greedy");
+            resolved.method = "none";
+            out->policy = (hs_tree_policy){0};
+        }
+    }
+    if (hs_cli_spec_on(s)) {
         HS_TRY(hs_gguf_open(out->head_path, &out->head_gguf));
         hs_eagle3_config hc;
         HS_TRY(hs_eagle3_config_read(out->head_gguf, &hc));
@@ -169,11 +184,6 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
         memcpy(opt.tap_layers, hc.tap_layers, sizeof opt.tap_layers);
     }
     HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
-    if (!strcmp(out->policy.name ? out->policy.name : "", "heterospec")) {
-        HS_TRY(hs_cli_hx_load(hs_vk_ctx_caps(hs_ops_vk(ops)), hs_gguf_name(model), out->head_path, s->calib,
-                              s->sampling, &out->hx));
-        out->policy = hs_heterospec_policy(&out->hx.model);
-    }
     if (hs_cli_spec_on(s)) {
         hs_eagle3_options ho = {.top_k =
                                     out->policy.top_k > HS_TOPK_MAX_K ? HS_TOPK_MAX_K : out->policy.top_k};

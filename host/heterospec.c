@@ -498,6 +498,7 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
     cJSON_AddNumberToObject(o, "max_width", m->max_width);
     cJSON_AddNumberToObject(o, "max_verify", m->max_verify);
     cJSON_AddNumberToObject(o, "rest", m->rest);
+    cJSON_AddBoolToObject(o, "plain", m->plain);
     cJSON *sa = cJSON_AddArrayToObject(o, "strata");
     for (uint32_t b = 0; b < m->n_strata; b++) {
         const hs_hx_stratum *s = &m->s[b];
@@ -585,6 +586,10 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
         HS_TRY(get_num(o, "rest", 0, HS_HX_MAX_REST, &d));
         r.rest = (uint32_t)d;
     }
+    const cJSON *plain = cJSON_GetObjectItemCaseSensitive(o, "plain");
+    if (plain && !cJSON_IsBool(plain))
+        return HS_FAIL(HS_ERR_FORMAT, "calibration: \"plain\" must be true or false");
+    if (plain) r.plain = cJSON_IsTrue(plain);
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "strata");
     if (sa) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "feature");

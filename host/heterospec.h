@@ -123,6 +123,11 @@ typedef struct hs_hx_model {
     /* Rounds to decode plainly after one that verified no candidate
      * (hs_tree_policy.rest; 0 .. HS_HX_MAX_REST): chosen by calibration. */
     uint32_t rest;
+    /* Calibration found that no tree pays on this device in this mode (the
+     * tuned policy's replay is slower than plain decoding of the same
+     * tokens, hs_hx_speculation_pays): generation decodes plainly, without
+     * the head's consume. */
+    bool plain;
 } hs_hx_model;
 #define HS_HX_MAX_REST 16
 

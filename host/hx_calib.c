@@ -63,6 +63,10 @@ double hs_hx_replay_speedup(const hs_hx_replay_result *r) {
     return r->time_s > 0 ? r->plain_s / r->time_s : 0;
 }
 
+bool hs_hx_speculation_pays(const hs_hx_replay_result *r) {
+    return r->tokens > 0 && hs_hx_replay_speedup(r) > 1.0;
+}
+
 /* A plain decoding step after ctx rows: the measured step, plus what the
  * context adds to a one-token pass. */
 static double plain_at(const hs_hx_cost *c, uint32_t ctx) {

@@ -57,6 +57,11 @@ typedef struct hs_hx_replay_result {
 double hs_hx_replay_tps(const hs_hx_replay_result *r);
 /* Modelled speedup over plain decoding of the same tokens (plain_s / time_s). */
 double hs_hx_replay_speedup(const hs_hx_replay_result *r);
+/* Whether a policy whose replay is r beats plain decoding of the same tokens
+ * (modelled speedup above 1): calibration sets hs_hx_model.plain when the
+ * tuned HeteroSpec policy does not, so that a device and mode where no tree
+ * pays decode plainly instead of paying the head's consume every round. */
+bool hs_hx_speculation_pays(const hs_hx_replay_result *r);
 /* Replays policy p on the rounds, priced with cost. With p->rest, a round
  * that selects nothing makes the next p->rest recorded rounds plain ones (one
  * token each, priced t_consume_cache + t_verify(1)): each stands for a round

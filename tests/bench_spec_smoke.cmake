@@ -60,3 +60,21 @@ if(NOT eq EQUAL 2)
   message(FATAL_ERROR "heterospec @t0: ${eq} of 2 outputs equal to ar")
 endif()
 message("bench-spec: two temperatures in one run as expected")
+
+# A calibration that found no tree pays here ("plain": true): heterospec runs
+# plainly, says so in its label, tau 1, output equal to ar's.
+file(WRITE ${WORK}/plain.json "{\"kind\": \"heterospec-calibration\", \"plain\": true}")
+execute_process(COMMAND ${HS} bench-spec -m ${MODEL} --no-chat --data ${DATA} --sets gsm8k --questions 1-2 -n 12
+                        --methods ar,heterospec --calibration ${WORK}/plain.json -o json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "bench-spec with a plain calibration exited ${rc}:\n${err}")
+endif()
+string(JSON method GET "${out}" all 1 method)
+string(JSON tau GET "${out}" all 1 tau)
+string(JSON vpr GET "${out}" all 1 verified_per_round)
+string(JSON eq GET "${out}" all 1 equal_to_ar)
+if(NOT method STREQUAL "heterospec (plain)" OR NOT tau EQUAL 1 OR NOT vpr EQUAL 1 OR NOT eq EQUAL 2)
+  message(FATAL_ERROR "plain calibration: '${method}', tau ${tau}, verified ${vpr}, ${eq} of 2 equal to ar:\n${out}")
+endif()
+message("a plain calibration: heterospec decodes plainly (tau 1), equal to ar")

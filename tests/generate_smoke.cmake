@@ -50,6 +50,25 @@ if(NOT rc EQUAL 0 OR NOT err MATCHES "calibration: [^\n]*cal.json \\(measured on
   message(FATAL_ERROR "generate with the calibration (rc ${rc}) did not name it:\n${err}")
 endif()
 
+# A calibration that found no tree pays here ("plain": true): generate says so
+# and decodes plainly, with plain decoding's output.
+string(REGEX REPLACE "\"plain\":[ \t]*(true|false)" "\"plain\": true" plain_cal "${cal}")
+if(NOT cal MATCHES "\"plain\":[ \t]*(true|false)")
+  message(FATAL_ERROR "calibrate wrote no \"plain\":\n${cal}")
+endif()
+file(WRITE ${WORK}/plain.json "${plain_cal}")
+execute_process(COMMAND ${HS} ${args} --calibration ${WORK}/plain.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "generate with a plain calibration exited ${rc}:\n${err}")
+endif()
+string(JSON spec_p GET "${out}" spec)
+string(JSON ids_p GET "${out}" ids)
+if(NOT err MATCHES "no tree pays on this device when greedy" OR NOT spec_p STREQUAL "none" OR
+   NOT ids_p STREQUAL ids_plain)
+  message(FATAL_ERROR "a plain calibration: spec '${spec_p}', ids ${ids_p} (plain ${ids_plain}):\n${err}")
+endif()
+
 # A broken calibration: refused by name, non-zero exit, no crash.
 string(REPLACE "\"heterospec-calibration\"" "\"other\"" bad "${cal}")
 file(WRITE ${WORK}/bad.json "${bad}")
@@ -71,5 +90,6 @@ execute_process(COMMAND ${CMAKE_COMMAND} -E env HS_TUNING=bogus=1 ${HS} logits -
 if(rc EQUAL 0 OR NOT err MATCHES "HS_TUNING='bogus=1'" OR EXISTS ${WORK}/bad.hslg)
   message(FATAL_ERROR "logits with a bad HS_TUNING: rc ${rc}, output left: ${err}")
 endif()
-message("generate: heterospec by default, equal to plain decoding; calibrate's file found and used; bad file refused; "
+message("generate: heterospec by default, equal to plain decoding; calibrate's file found and used; a plain "
+        "calibration decodes plainly; bad file refused; "
         "logits leaves no partial file")

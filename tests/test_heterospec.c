@@ -555,6 +555,57 @@ static void test_rest(void **state) {
     hs_hx_round_free(&easy);
 }
 
+/* Whether speculation pays: the tuned policy's replay against plain decoding
+ * of the same tokens. Rounds whose drafts are never accepted only add the
+ * head's consume, so they do not pay; rounds of a sure head do. The decision
+ * round-trips through JSON as "plain", absent in older files (speculate), and
+ * a "plain" that is not a boolean is refused by name. */
+static void test_plain_decision(void **state) {
+    (void)state;
+    hs_hx_round hard, easy;
+    chain_round(0.3f, 0.9f, false, &hard);
+    chain_round(0.9f, 0.1f, true, &easy);
+    hs_hx_round rounds[12];
+    hs_hx_replay_result res;
+    hs_hx_model m = two_strata(0.9f, 0.1f);
+    set_cost(&m, 0.3);
+    m.cost.t_consume = 0.2;
+    for (int i = 0; i < 12; i++)
+        rounds[i] = hard;
+    HS_CHECK(hs_hx_search(&m, rounds, 12, &res));
+    assert_true(hs_hx_replay_speedup(&res) < 1.0);
+    assert_false(hs_hx_speculation_pays(&res));
+    for (int i = 0; i < 12; i++)
+        rounds[i] = easy;
+    m = two_strata(0.9f, 0.1f);
+    set_cost(&m, 0.3);
+    m.cost.t_consume = 0.2;
+    HS_CHECK(hs_hx_search(&m, rounds, 12, &res));
+    assert_true(hs_hx_replay_speedup(&res) > 1.0);
+    assert_true(hs_hx_speculation_pays(&res));
+    /* A replay of nothing does not pay. */
+    const hs_hx_replay_result none = {0};
+    assert_false(hs_hx_speculation_pays(&none));
+    /* JSON */
+    m.plain = true;
+    cJSON *o = hs_hx_model_to_json(&m);
+    hs_hx_model back;
+    hs_hx_model_default(&back);
+    assert_false(back.plain);
+    HS_CHECK(hs_hx_model_from_json(o, &back));
+    assert_true(back.plain);
+    cJSON_DeleteItemFromObject(o, "plain");
+    hs_hx_model_default(&back);
+    HS_CHECK(hs_hx_model_from_json(o, &back));
+    assert_false(back.plain);
+    cJSON_AddNumberToObject(o, "plain", 1);
+    assert_int_equal(hs_hx_model_from_json(o, &back), HS_ERR_FORMAT);
+    assert_non_null(strstr(hs_last_error(), "\"plain\""));
+    cJSON_Delete(o);
+    hs_hx_round_free(&hard);
+    hs_hx_round_free(&easy);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
@@ -567,6 +618,7 @@ int main(void) {
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_records_and_replay),
         cmocka_unit_test(test_rest),
+        cmocka_unit_test(test_plain_decision),
     };
     return hs_test_run_group("heterospec", tests, NULL, NULL);
 }
