@@ -42,7 +42,8 @@ static void usage(FILE *f) {
                "  --tree B1,B2,..  static: children kept per node at each depth (default 4,2,2,1)\n"
                "  --calibration F  heterospec: calibration JSON (default: this device's in\n"
                "                   $HS_HOME/calib, else the one committed beside the head, else\n"
-               "                   built-in defaults; see heterospec calibrate)\n"
+               "                   built-in defaults; see heterospec calibrate); one that says\n"
+               "                   \"plain\": true (no tree pays here) makes heterospec decode plainly\n"
                "  -q, --quiet      no streamed text, only the summary\n");
 }
 
