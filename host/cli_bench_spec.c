@@ -197,10 +197,7 @@ static void add(acc *a, const hs_gen_result *r, bool ar, bool compared, bool equ
     a->gen_s += r->gen_s;
     a->compared += compared;
     a->equal += equal;
-    if (!ar && !r->spec.rounds) { /* decoded plainly: one pass per token */
-        a->rounds += r->target_passes;
-        a->verified += r->target_passes;
-    } else if (!ar) {
+    if (!ar) {
         a->rounds += r->spec.rounds;
         a->accepted += r->spec.accepted;
         a->verified += r->spec.verified;
@@ -212,11 +209,9 @@ static void add(acc *a, const hs_gen_result *r, bool ar, bool compared, bool equ
 
 static double tps(const acc *a) { return a->gen_s > 0 ? a->tokens / a->gen_s : 0; }
 static double tau(const acc *a, bool ar) {
-    return ar ? 1.0 : a->rounds ? 1.0 + (double)a->accepted / a->rounds : 0;
+    return ar || !a->rounds ? 1.0 : 1.0 + (double)a->accepted / a->rounds; /* no rounds: decoded plainly */
 }
-static double vpr(const acc *a, bool ar) {
-    return ar ? 1.0 : a->rounds ? (double)a->verified / a->rounds : 0;
-}
+static double vpr(const acc *a, bool ar) { return ar || !a->rounds ? 1.0 : (double)a->verified / a->rounds; }
 static double dshare(const acc *a) { return a->gen_s > 0 ? a->draft_s / a->gen_s : 0; }
 
 /* Tokens/s of the ar method at the method's temperature (0 if none). */
@@ -439,10 +434,9 @@ int hs_cli_bench_spec(int argc, char **argv) {
                 cJSON_AddNumberToObject(rec, "n_gen", r.n_gen);
                 cJSON_AddNumberToObject(rec, "gen_s", r.gen_s);
                 cJSON_AddNumberToObject(rec, "target_passes", r.target_passes);
-                if (!ms[mi].ar) { /* a plain run: tau 1, one token verified per pass */
-                    cJSON_AddNumberToObject(rec, "tau", r.spec.rounds ? hs_spec_tau(&r.spec) : 1.0);
-                    cJSON_AddNumberToObject(rec, "verified_per_round",
-                                            r.spec.rounds ? (double)r.spec.verified / r.spec.rounds : 1.0);
+                if (!ms[mi].ar) {
+                    cJSON_AddNumberToObject(rec, "tau", hs_spec_tau(&r.spec));
+                    cJSON_AddNumberToObject(rec, "verified_per_round", hs_spec_verified_per_round(&r.spec));
                     cJSON_AddNumberToObject(rec, "draft_s", r.spec.draft_s);
                     cJSON_AddNumberToObject(rec, "verify_s", r.spec.verify_s);
                 }

@@ -165,7 +165,6 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
     if (!strcmp(out->policy.name ? out->policy.name : "", "heterospec")) {
         HS_TRY(hs_cli_hx_load(hs_vk_ctx_caps(hs_ops_vk(ops)), hs_gguf_name(model), out->head_path, s->calib,
                               s->sampling, &out->hx));
-        out->policy = hs_heterospec_policy(&out->hx.model);
         if (out->hx.model.plain) { /* no tree pays here: no head, no taps */
             fprintf(stderr,
                     "[heterospec] calibration: %s\n[heterospec] it found that no tree pays on this device "
@@ -173,6 +172,8 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
                     out->hx.source, s->sampling ? "sampling" : "greedy");
             resolved.method = "none";
             out->policy = (hs_tree_policy){0};
+        } else {
+            out->policy = hs_heterospec_policy(&out->hx.model);
         }
     }
     if (hs_cli_spec_on(s)) {
@@ -203,7 +204,10 @@ void hs_cli_spec_unload(hs_cli_spec_models *m) {
     memset(m, 0, sizeof *m);
 }
 
-double hs_spec_tau(const hs_spec_stats *s) { return s->rounds ? 1.0 + (double)s->accepted / s->rounds : 0.0; }
+double hs_spec_tau(const hs_spec_stats *s) { return s->rounds ? 1.0 + (double)s->accepted / s->rounds : 1.0; }
+double hs_spec_verified_per_round(const hs_spec_stats *s) {
+    return s->rounds ? (double)s->verified / s->rounds : 1.0;
+}
 
 void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result *r) {
     const hs_spec_stats *s = &r->spec;
@@ -221,7 +225,7 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
     fprintf(f,
             "[heterospec] rounds = %u, tau = %.3f tokens per target pass, verified = %.1f tokens per round, "
             "head rows = %.1f per round, resting rounds = %u\n",
-            s->rounds, hs_spec_tau(s), s->rounds ? (double)s->verified / s->rounds : 0.0,
+            s->rounds, hs_spec_tau(s), hs_spec_verified_per_round(s),
             s->rounds ? (double)s->head_rows / s->rounds : 0.0, s->rest_rounds);
     fprintf(f, "[heterospec] acceptance per depth:");
     for (uint32_t d = 0; d < HS_SPEC_MAX_LEN && s->tried_depth[d]; d++)
@@ -237,9 +241,8 @@ void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result
     if (m->spec) cJSON_AddStringToObject(o, "head", m->head_path);
     const uint32_t rounds = m->spec ? s->rounds : r->target_passes;
     cJSON_AddNumberToObject(o, "rounds", rounds);
-    cJSON_AddNumberToObject(o, "tau", m->spec ? hs_spec_tau(s) : 1.0);
-    cJSON_AddNumberToObject(o, "verified_per_round",
-                            m->spec && s->rounds ? (double)s->verified / s->rounds : 1.0);
+    cJSON_AddNumberToObject(o, "tau", hs_spec_tau(s));
+    cJSON_AddNumberToObject(o, "verified_per_round", hs_spec_verified_per_round(s));
     cJSON_AddNumberToObject(o, "drafted", (double)s->drafted);
     cJSON_AddNumberToObject(o, "accepted", (double)s->accepted);
     cJSON_AddNumberToObject(o, "head_rows_per_round", s->rounds ? (double)s->head_rows / s->rounds : 0.0);

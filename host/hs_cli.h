@@ -113,7 +113,10 @@ typedef struct hs_cli_spec_models {
 hs_status hs_cli_spec_load(const hs_cli_spec *s, hs_ops *ops, const hs_gguf *model, const hs_llama_options *lo,
                            hs_cli_spec_models *out);
 void hs_cli_spec_unload(hs_cli_spec_models *m);
+/* tau (new tokens per target pass) and tokens verified per round; a run
+ * without speculation rounds (plain decoding: zeroed stats) counts 1 and 1. */
 double hs_spec_tau(const hs_spec_stats *s);
+double hs_spec_verified_per_round(const hs_spec_stats *s);
 /* The draft statistics after a run (nothing without speculation). */
 void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result *r);
 /* spec, head, rounds, tau, verified_per_round, drafted, accepted,

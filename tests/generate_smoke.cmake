@@ -52,10 +52,10 @@ endif()
 
 # A calibration that found no tree pays here ("plain": true): generate says so
 # and decodes plainly, with plain decoding's output.
-string(REGEX REPLACE "\"plain\":[ \t]*(true|false)" "\"plain\": true" plain_cal "${cal}")
 if(NOT cal MATCHES "\"plain\":[ \t]*(true|false)")
   message(FATAL_ERROR "calibrate wrote no \"plain\":\n${cal}")
 endif()
+string(REGEX REPLACE "\"plain\":[ \t]*(true|false)" "\"plain\": true" plain_cal "${cal}")
 file(WRITE ${WORK}/plain.json "${plain_cal}")
 execute_process(COMMAND ${HS} ${args} --calibration ${WORK}/plain.json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
