@@ -488,8 +488,17 @@ static hs_status record_layers(hs_llama *m, hs_vk_seq *s, uint32_t n) {
             norm_attn.x_q8 = true;
             qkv_x = xn;
         }
-        HS_TRY(proj_matmul(ops, s, &L->qkv, qkv_x, n, qkv, &norm_attn));
-        HS_TRY(hs_op_rope_kv(ops, s, &qkv, &pos, &rows, &q, &kv, n, c->n_head, &rp));
+        if (L->qkv.n_parts == 1) {
+            /* One stacked weight: the product rotates Q and K and writes the cache itself where it
+             * can (its epilogue), else it runs the RoPE + KV pass after itself. */
+            const hs_matmul_rope_kv rk = {
+                .pos = &pos, .rows = &rows, .q_out = &q, .kv = &kv, .n_head = c->n_head, .rp = &rp};
+            norm_attn.rope_kv = &rk;
+            HS_TRY(hs_op_matmul(ops, s, L->qkv.w[0], qkv_x, n, qkv, &norm_attn));
+        } else {
+            HS_TRY(proj_matmul(ops, s, &L->qkv, qkv_x, n, qkv, &norm_attn));
+            HS_TRY(hs_op_rope_kv(ops, s, &qkv, &pos, &rows, &q, &kv, n, c->n_head, &rp));
+        }
         hs_matmul_opts norm_ffn = {.prologue = HS_MATMUL_RMSNORM,
                                    .norm = vec_binding(m, 2 * l + 1, c->dim),
                                    .eps = c->eps,

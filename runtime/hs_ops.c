@@ -99,8 +99,11 @@ static const struct {
      * tokens 1.3-1.5x faster, `bench -p`). The products are bound by f32
      * multiply-adds, so q4_1 products take 8-bit activations and multiply
      * integers, two products per 32-bit multiply (q8 1; measured: pp512 1.3-1.4x,
-     * the N = 64 batch 1.35-1.45x, tg128 1.1-1.25x). */
-    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1}},
+     * the N = 64 batch 1.35-1.45x, tg128 1.1-1.25x). The Q/K/V product rotates
+     * and writes the KV cache in its epilogue (ropepass 0): one dispatch and
+     * barrier fewer per layer. GPUs take no 8-bit activations, so they run the
+     * RoPE + KV pass whatever this value says. */
+    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0}},
     /* GPUs (none measured here; each line says why): storage-buffer loads are
      * as wide as texel fetches and skip the texture path, so weights stay in
      * storage buffers everywhere below. A fused prologue rereads x from cache,
@@ -112,18 +115,18 @@ static const struct {
      * activations would cost precision and a pass for nothing at decode. */
     /* NVIDIA: 32-lane warps, many registers: 8 columns share each dequantized
      * weight; 128-lane reductions fill an SM's schedulers. */
-    {0x10DE, NULL, {"nvidia", 2, 8, 128, 0, 16, 0, 0}},
+    {0x10DE, NULL, {"nvidia", 2, 8, 128, 0, 16, 0, 0, 0}},
     /* AMD: 64-lane waves on GCN (32 on RDNA), large register files: as NVIDIA. */
-    {0x1002, NULL, {"amd", 2, 8, 128, 0, 16, 0, 0}},
+    {0x1002, NULL, {"amd", 2, 8, 128, 0, 16, 0, 0, 0}},
     /* Intel: SIMD8-32 EUs with smaller register budgets per lane: 64-lane
      * reductions, 8 columns. */
-    {0x8086, NULL, {"intel", 2, 8, 64, 0, 16, 0, 0}},
+    {0x8086, NULL, {"intel", 2, 8, 64, 0, 16, 0, 0, 0}},
     /* Adreno: 64/128-wide waves but register pressure spills early: 4 columns. */
-    {0x5143, NULL, {"qualcomm", 2, 4, 64, 0, 16, 0, 0}},
+    {0x5143, NULL, {"qualcomm", 2, 4, 64, 0, 16, 0, 0, 0}},
     /* Mali: 16-lane warps (Valhall), few registers per thread: 4 columns. */
-    {0x13B5, NULL, {"arm", 2, 4, 64, 0, 16, 0, 0}},
+    {0x13B5, NULL, {"arm", 2, 4, 64, 0, 16, 0, 0, 0}},
     /* Anything else: the conservative middle. */
-    {0, NULL, {"generic", 2, 4, 64, 0, 16, 0, 0}},
+    {0, NULL, {"generic", 2, 4, 64, 0, 16, 0, 0, 0}},
 };
 
 hs_tuning hs_tuning_for(const hs_vk_caps *c) {
@@ -177,34 +180,37 @@ static bool tuning_invalid(const hs_ops *ops, const hs_tuning *t, char *why, siz
         snprintf(why, size, "ubo %u is not 0 or 1", t->uniform_x);
     else if (t->q8_act > 1)
         snprintf(why, size, "q8 %u is not 0 or 1", t->q8_act);
+    else if (t->rope_pass > 1)
+        snprintf(why, size, "ropepass %u is not 0 or 1", t->rope_pass);
     else
         return false;
     return true;
 }
 
-/* Applies HS_TUNING ("rows=8,cols=4,reduce=64,texel=0,split=2,ubo=0,q8=0", any subset) to t. */
+/* Applies HS_TUNING ("rows=8,cols=4,reduce=64,texel=0,split=2,ubo=0,q8=0,ropepass=1", any subset) to t. */
 static hs_status apply_env_tuning(hs_tuning *t, char *name, size_t name_size) {
     const char *env = getenv("HS_TUNING");
     if (!env || !*env) return HS_OK;
     const char *p = env;
     while (*p) {
-        static const char *keys[] = {"rows", "cols", "reduce", "texel", "split", "ubo", "q8"};
+        static const char *keys[] = {"rows", "cols", "reduce", "texel", "split", "ubo", "q8", "ropepass"};
         uint32_t *fields[] = {&t->matvec_rows_per_wg,
                               &t->matmul_cols_per_wg,
                               &t->reduce_wg_size,
                               &t->texel_weights,
                               &t->split_n,
                               &t->uniform_x,
-                              &t->q8_act};
+                              &t->q8_act,
+                              &t->rope_pass};
         size_t k = 0, len = 0;
-        for (; k < 7; k++) {
+        for (; k < 8; k++) {
             len = strlen(keys[k]);
             if (!strncmp(p, keys[k], len) && p[len] == '=') break;
         }
-        if (k == 7)
+        if (k == 8)
             return HS_FAIL(HS_ERR_INVALID_ARG,
-                           "HS_TUNING='%s': expected rows=N, cols=N, reduce=N, texel=0|1, split=N, ubo=0|1 "
-                           "or q8=0|1 at '%s'",
+                           "HS_TUNING='%s': expected rows=N, cols=N, reduce=N, texel=0|1, split=N, ubo=0|1, "
+                           "q8=0|1 or ropepass=0|1 at '%s'",
                            env, p);
         char *end = NULL;
         errno = 0;

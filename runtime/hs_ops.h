@@ -39,8 +39,9 @@ uint64_t hs_type_row_bytes(hs_type t, uint64_t n);
 
 /* Per-vendor tuning: one table (runtime/hs_ops.c), chosen from caps, which
  * the environment can override for experiments on a new device:
- *   HS_TUNING="rows=8,cols=4,reduce=64"   (any subset of the three keys)
- * sets matvec_rows_per_wg, matmul_cols_per_wg and reduce_wg_size. None of the
+ *   HS_TUNING="rows=8,cols=4,reduce=64"   (any subset of the keys: rows, cols, reduce,
+ *                                          texel, split, ubo, q8, ropepass)
+ * sets matvec_rows_per_wg, matmul_cols_per_wg, reduce_wg_size and the rest in order. None of the
  * values but q8_act changes results: kernels are bitwise the same for every shape. */
 typedef struct hs_tuning {
     const char *name;            /* "lavapipe", "nvidia", ...; "...+env" when overridden */
@@ -61,6 +62,9 @@ typedef struct hs_tuning {
                                   * (split_n) read it as 8-bit integers per 32-element block
                                   * (x8) and multiply in integers; 0: f32 x'. The one tuning
                                   * value that changes results (the activations' precision) */
+    uint32_t rope_pass;          /* 1: RoPE + KV write always as a pass of its own; 0: fused into
+                                  * the Q/K/V product's epilogue where that product runs on 8-bit
+                                  * activations (the same bits either way) */
 } hs_tuning;
 #define HS_TUNING_MAX_ROWS 8u
 #define HS_TUNING_MAX_COLS 8u

@@ -617,11 +617,13 @@ hs_status hs_op_rope(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *x, const 
     return HS_OK;
 }
 
-hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, const hs_vk_binding *pos,
-                        const hs_vk_binding *rows, const hs_vk_binding *q_out, const hs_kv_layer *kv,
-                        uint32_t n, uint32_t n_head, const hs_rope_params *rp) {
-    static const char *op = "hs_op_rope_kv";
-    const hs_vk_caps *c = hs_ops_caps(ops);
+/* The operands of a RoPE + KV write (hs_op_rope_kv, and the Q/K/V product's
+ * fused epilogue): a[0..6] = qkv, pos, rows, q_out, k cache, v cache, freqs;
+ * *n_a of them are used (6 without a frequency table). */
+static hs_status rope_kv_operands(const char *op, const hs_vk_binding *qkv, const hs_vk_binding *pos,
+                                  const hs_vk_binding *rows, const hs_vk_binding *q_out, const hs_kv_layer *kv,
+                                  uint32_t n, uint32_t n_head, const hs_rope_params *rp, hs_operand a[7],
+                                  int *n_a) {
     if (!kv) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: no KV cache", op);
     hs_status st = check_rope(op, rp, kv->head_dim);
     if (st != HS_OK) return st;
@@ -635,7 +637,7 @@ hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, c
     const uint64_t n_slot = (uint64_t)n_head + 2ull * kv->n_kv_head;
     const uint64_t esize = kv->type == HS_TYPE_F16 ? 2 : 4;
     const uint64_t row_bytes = (uint64_t)kv->n_kv_head * hd * esize, cache_bytes = kv->n_ctx * row_bytes;
-    hs_operand a[7] = {
+    const hs_operand all[7] = {
         {qkv, "qkv", n_slot * hd * 4, n_slot * hd * 4 * n},
         {pos, "pos", 4, 4ull * n},
         {rows, "rows", 4, 4ull * n},
@@ -644,10 +646,54 @@ hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, c
         {&kv->v, "v cache", 0, cache_bytes},
         {rp->freqs, "freqs", 0, 2ull * rp->n_rot},
     };
-    const bool use_freqs = rp->freqs && rp->n_rot > 0;
-    const int n_a = use_freqs ? 7 : 6;
-    st = check_operands(op, a, n_a);
+    memcpy(a, all, sizeof all);
+    *n_a = rp->freqs && rp->n_rot > 0 ? 7 : 6;
+    return check_operands(op, a, *n_a);
+}
+
+hs_status hs_rope_kv_fused(const hs_ops *ops, const char *op, const hs_vk_binding *qkv, const hs_vk_binding *pos,
+                           const hs_vk_binding *rows, const hs_vk_binding *q_out, const hs_kv_layer *kv,
+                           uint32_t n, uint32_t n_head, const hs_rope_params *rp, hs_rope_kv_bind *out) {
+    hs_operand a[7];
+    int n_a;
+    hs_status st = rope_kv_operands(op, qkv, pos, rows, q_out, kv, n, n_head, rp, a, &n_a);
+    if (st != HS_OK) return st;
+    memset(out, 0, sizeof *out);
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    const uint64_t row_bytes = (uint64_t)kv->n_kv_head * kv->head_dim * 4;
+    hs_kv_split sp;
+    /* f32 caches in one binding, normal mode with a frequency table, every operand in one window */
+    if (kv->type != HS_TYPE_F32 || rp->mode != HS_ROPE_NORMAL || n_a != 7 || n == 0 ||
+        hs_kv_plan_rows(ops, op, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp) != HS_OK || sp.chunks != 1)
+        return HS_OK;
+    uint64_t per;
+    if (plan_rows(c, op, a, n_a, n, &per) != HS_OK || per < n) return HS_OK;
+    out->fused = true;
+    bind_window(c, &a[1], 0, n, 4, &out->pos, &out->pos_off);
+    bind_window(c, &a[2], 0, n, 4, &out->rows, &out->rows_off);
+    bind_window(c, &a[6], 0, 0, 4, &out->freqs, &out->f_off);
+    bind_window(c, &a[3], 0, n, 4, &out->q_out, &out->q_off);
+    hs_vk_binding kvb[2];
+    hs_kv_bind_windows(ops, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp, 4, 0, 1, 2, kvb, &out->k_off,
+                       &out->v_off);
+    out->k = kvb[0];
+    out->v = kvb[1];
+    return HS_OK;
+}
+
+hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, const hs_vk_binding *pos,
+                        const hs_vk_binding *rows, const hs_vk_binding *q_out, const hs_kv_layer *kv,
+                        uint32_t n, uint32_t n_head, const hs_rope_params *rp) {
+    static const char *op = "hs_op_rope_kv";
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    hs_operand a[7];
+    int n_a;
+    hs_status st = rope_kv_operands(op, qkv, pos, rows, q_out, kv, n, n_head, rp, a, &n_a);
     if (st != HS_OK || n == 0) return st;
+    const uint32_t hd = kv->head_dim;
+    const uint64_t esize = kv->type == HS_TYPE_F16 ? 2 : 4;
+    const uint64_t row_bytes = (uint64_t)kv->n_kv_head * hd * esize;
+    const bool use_freqs = n_a == 7;
 
     /* A cache past maxStorageBufferRange is bound in windows (op_elem.h). */
     hs_kv_split sp;

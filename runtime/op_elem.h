@@ -214,4 +214,18 @@ hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, c
                         const hs_vk_binding *rows, const hs_vk_binding *q_out, const hs_kv_layer *kv,
                         uint32_t n, uint32_t n_head, const hs_rope_params *rp);
 
+/* For op_matmul (the Q/K/V product's fused epilogue), not for callers: checks
+ * the operands as hs_op_rope_kv does (the same errors), then says whether the
+ * write can run inside the product (fused: an f32 cache in one binding, normal
+ * mode with a frequency table, every operand in one window) and gives the
+ * bindings and element offsets it needs. */
+typedef struct hs_rope_kv_bind {
+    bool fused;
+    hs_vk_binding pos, rows, freqs, q_out, k, v;
+    uint32_t pos_off, rows_off, f_off, q_off, k_off, v_off;
+} hs_rope_kv_bind;
+hs_status hs_rope_kv_fused(const hs_ops *ops, const char *op, const hs_vk_binding *qkv, const hs_vk_binding *pos,
+                           const hs_vk_binding *rows, const hs_vk_binding *q_out, const hs_kv_layer *kv,
+                           uint32_t n, uint32_t n_head, const hs_rope_params *rp, hs_rope_kv_bind *out);
+
 #endif

@@ -25,8 +25,12 @@ typedef struct hs_matmul_push {
     uint32_t y_off, g_off, r_off;
     float eps;
     uint32_t y_stride, xcol0, q_off, pair;
+    /* EPILOGUE bit 3: the RoPE + KV write (matmul.comp) */
+    uint32_t rp_pos_off, rp_rows_off, rp_f_off, rp_q_off, rp_k_off, rp_v_off;
+    uint32_t rp_n_ctx, rp_head_dim, rp_n_head, rp_n_kv, rp_n_rot;
+    float rp_freq_scale;
 } hs_matmul_push;
-static_assert(sizeof(hs_matmul_push) == 64, "hs_matmul_push must match matmul.comp");
+static_assert(sizeof(hs_matmul_push) == 112, "hs_matmul_push must match matmul_x.glsl");
 static_assert(sizeof(hs_matmul_push) <= 128, "push constants are limited to 128 bytes");
 
 typedef struct hs_get_rows_push {
@@ -429,6 +433,41 @@ hs_status hs_op_q8_norm(hs_ops *ops, hs_vk_seq *seq, hs_vk_binding x, uint32_t n
     return pro_pass(ops, seq, op, matmul_lanes(ops), cols, PRO_X8N, x, cols, n, &norm, 0.0f, out, true);
 }
 
+/* Checks a product's rope_kv (the shape of a stacked Q/K/V weight, no other epilogue, and
+ * hs_op_rope_kv's own checks on y) and, with out, says whether and how the write is fused. */
+static hs_status rope_kv_check(const hs_ops *ops, const hs_weight *w, uint32_t n, hs_vk_binding y,
+                               const hs_matmul_opts *opt, hs_rope_kv_bind *out) {
+    static const char *op = "hs_op_matmul";
+    const hs_matmul_rope_kv *rk = opt->rope_kv;
+    if (!rk->kv || !rk->rp)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: rope_kv needs a KV cache and RoPE parameters", op);
+    const uint64_t slots = (uint64_t)rk->n_head + 2ull * rk->kv->n_kv_head;
+    if (opt->residual || opt->q8_out.buf || opt->swiglu_q8.buf || opt->prologue == HS_MATMUL_SWIGLU ||
+        (opt->y_stride && opt->y_stride != w->rows) || w->rows != slots * rk->kv->head_dim)
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "%s: rope_kv needs rows (%u) = (n_head %u + 2 n_kv %u) x head_dim %u, no residual, "
+                       "q8_out, swiglu_q8 or SwiGLU prologue, and y_stride = rows",
+                       op, w->rows, rk->n_head, rk->kv->n_kv_head, rk->kv->head_dim);
+    const hs_vk_binding yb = {y.buf, y.offset, (uint64_t)n * w->rows * 4};
+    hs_rope_kv_bind b;
+    return hs_rope_kv_fused(ops, op, &yb, rk->pos, rk->rows, rk->q_out, rk->kv, n, rk->n_head, rk->rp,
+                            out ? out : &b);
+}
+
+/* Whether the product writes rope_kv in its epilogue: on 8-bit activations, one weight chunk
+ * of whole even row groups, one batch, the tuning's consent and a write that can be fused. */
+static bool rope_fused(const hs_ops *ops, const hs_weight *w, uint32_t n, hs_vk_binding y,
+                       const hs_matmul_opts *opt) {
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    hs_rope_kv_bind b;
+    const uint64_t room = batch_room(c);
+    const uint64_t x_bytes = (uint64_t)n * x_words(w, opt, opt->x_q8) * 4, y_bytes = (uint64_t)n * w->rows * 4;
+    return hs_matmul_act_q8(w, opt) && !hs_ops_tuning(ops)->rope_pass && w->n_chunks == 1 && w->g % 2 == 0 &&
+           c->max_storage_buffers >= 13 && x_bytes <= room && y_bytes <= room &&
+           (!opt->scratch.buf || (uint64_t)n * x8_words(w) * 4 <= room) &&
+           rope_kv_check(ops, w, n, y, opt, &b) == HS_OK && b.fused;
+}
+
 hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
                        hs_vk_binding y, const hs_matmul_opts *opt) {
     static const char *op = "hs_op_matmul";
@@ -469,6 +508,16 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     const uint64_t x_bytes = (uint64_t)n * x_stride * 4;
     const uint64_t y_bytes = ((uint64_t)(n - 1) * y_stride + w->rows) * 4;
     hs_status st;
+    if (opt->rope_kv && !rope_fused(ops, w, n, y, opt)) {
+        const hs_matmul_rope_kv *rk = opt->rope_kv;
+        if ((st = rope_kv_check(ops, w, n, y, opt, NULL)) != HS_OK) return st;
+        /* The product into y, then the pass: the bits the fused epilogue writes. */
+        hs_matmul_opts o = *opt;
+        o.rope_kv = NULL;
+        if ((st = hs_op_matmul(ops, seq, w, x, n, y, &o)) != HS_OK) return st;
+        const hs_vk_binding yb = {y.buf, y.offset, y_bytes};
+        return hs_op_rope_kv(ops, seq, &yb, rk->pos, rk->rows, rk->q_out, rk->kv, n, rk->n_head, rk->rp);
+    }
     /* A batch whose activations pass maxStorageBufferRange (every row's
      * logits of a tree, say) runs as consecutive batches that fit: columns
      * are independent and batch-invariant, so the results are bitwise the
@@ -560,6 +609,11 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
     if ((st = make_window(c, op, "y", y, y_bytes, &wy)) != HS_OK) return st;
     if (overlap(x, x_bytes, y, y_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y overlaps x", op);
     const bool q8o = x8 && opt->q8_out.buf, pair = x8 && opt->swiglu_q8.buf;
+    /* rope_kv reaches here only where hs_op_matmul found the write fusable */
+    hs_rope_kv_bind rb = {0};
+    if (opt->rope_kv && (!x8 || (st = rope_kv_check(ops, w, n, y, opt, &rb)) != HS_OK || !rb.fused))
+        return x8 && st != HS_OK ? st : HS_FAIL(HS_ERR_INVALID_ARG, "%s: rope_kv cannot be fused here", op);
+    const bool rope = rb.fused;
     wq = wy;
     if (pair) {
         if ((st = make_window(c, op, "swiglu_q8", opt->swiglu_q8, (uint64_t)n * (w->rows / 64) * 80, &wq)) !=
@@ -600,17 +654,18 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
 
     const bool tx = texel_weights(ops);
     char name[32];
-    snprintf(name, sizeof name, "matmul_%s%s%s%s%s", type_suffix(w->type), x8 ? "_x8" : "", sg ? "_sg" : "",
-             tx ? "_tx" : "", ux ? "_ux" : "");
+    snprintf(name, sizeof name, "matmul_%s%s%s%s%s", type_suffix(w->type), rope ? "_x8r" : x8 ? "_x8" : "",
+             sg ? "_sg" : "", tx ? "_tx" : "", ux ? "_ux" : "");
     hs_vk_pipeline_desc d = {.name = name,
-                             .n_bindings = x8 ? 7 : 6, /* 6: x8n out */
-                             .write_mask = 1u << 3 | (x8 ? 1u << 6 : 0u),
+                             .n_bindings = rope ? 13 : x8 ? 7 : 6, /* 6: x8n out; 7..12: rope_kv */
+                             .write_mask = 1u << 3 | (x8 ? 1u << 6 : 0u) | (rope ? 7u << 10 : 0u),
                              .texel_mask = tx ? 3u : 0u,
                              .uniform_mask = ux ? 1u << 2 : 0u,
                              .push_size = sizeof(hs_matmul_push),
                              .n_spec = 8,
                              .spec = {w->lanes, w->rl, rw, cw, (uint32_t)opt->prologue,
-                                      (opt->residual ? 1u : 0u) | (q8o ? 2u : 0u) | (pair ? 4u : 0u),
+                                      (opt->residual ? 1u : 0u) | (q8o ? 2u : 0u) | (pair ? 4u : 0u) |
+                                          (rope ? 8u : 0u),
                                       xvec4 ? 1u : 0u, ux ? ux_vec4(ops) : 1u},
                              .wg_size = {w->lanes, 1, 1}};
     /* the SPIR-V of each variant, indexed by sg | tx << 1 | ux << 2 */
@@ -630,7 +685,9 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
 #define HS_MM_CODE(E, T)                                                                                     \
     case HS_TYPE_##E: HS_MM_SET(T) break;
     const unsigned variant = (sg ? 1u : 0u) | (tx ? 2u : 0u) | (ux ? 4u : 0u);
-    if (x8) /* q4_1 only: hs_matmul_act_q8 */
+    if (rope)
+        HS_MM_SET(q4_1_x8r)
+    else if (x8) /* q4_1 only: hs_matmul_act_q8 */
         HS_MM_SET(q4_1_x8)
     else
         switch (w->type) {
@@ -649,8 +706,9 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
 
     for (uint32_t ci = 0; ci < w->n_chunks; ci++) {
         const hs_weight_chunk *ch = &w->chunks[ci];
-        hs_vk_binding binds[7] = {
+        hs_vk_binding binds[13] = {
             chunk_quants(ch), chunk_scales(ch), wx.bind, wy.bind, wg.bind, wr.bind, wq.bind,
+            rb.pos,           rb.rows,          rb.freqs, rb.q_out, rb.k,    rb.v,
         };
         for (uint32_t t0 = 0; t0 < tiles; t0 += step) {
             const uint32_t gy = tiles - t0 < step ? tiles - t0 : step;
@@ -675,7 +733,22 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
                                  .y_stride = y_stride,
                                  .xcol0 = xcol0,
                                  .q_off = wq.elem / 4,
-                                 .pair = pair ? ch->ngroups / 2 : 0};
+                                 .pair = pair ? ch->ngroups / 2 : 0,
+                                 .rp_pos_off = rb.pos_off,
+                                 .rp_rows_off = rb.rows_off,
+                                 .rp_f_off = rb.f_off,
+                                 .rp_q_off = rb.q_off,
+                                 .rp_k_off = rb.k_off,
+                                 .rp_v_off = rb.v_off};
+            if (rope) {
+                const hs_matmul_rope_kv *rk = opt->rope_kv;
+                pc.rp_n_ctx = rk->kv->n_ctx;
+                pc.rp_head_dim = rk->kv->head_dim;
+                pc.rp_n_head = rk->n_head;
+                pc.rp_n_kv = rk->kv->n_kv_head;
+                pc.rp_n_rot = rk->rp->n_rot;
+                pc.rp_freq_scale = rk->rp->freq_scale;
+            }
             const uint32_t gx = (pair ? ch->ngroups / 2 : ch->ngroups) * (w->rl / rw);
             if ((st = hs_vk_seq_dispatch(seq, pipe, binds, d.n_bindings, &pc, gx, gy, 1)) != HS_OK) return st;
         }

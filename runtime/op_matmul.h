@@ -40,6 +40,7 @@
 #define HS_OP_MATMUL_H
 
 #include "hs_ops.h"
+#include "op_elem.h"
 
 typedef struct hs_weight hs_weight;
 
@@ -67,6 +68,17 @@ typedef enum hs_matmul_prologue {
     HS_MATMUL_RMSNORM = 1, /* x' = x * (1 / sqrt(mean(x^2) + eps)) * norm */
     HS_MATMUL_SWIGLU = 2,  /* x is [n][2 * cols] = [gate | up]; x' = silu(gate) * up */
 } hs_matmul_prologue;
+
+/* The RoPE + KV write that follows a stacked Q/K/V product (hs_matmul_opts.rope_kv):
+ * the arguments of hs_op_rope_kv but the product's output. */
+typedef struct hs_matmul_rope_kv {
+    const hs_vk_binding *pos;   /* int32 [n] */
+    const hs_vk_binding *rows;  /* uint32 [n]: cache rows */
+    const hs_vk_binding *q_out; /* f32 [n][n_head][head_dim] */
+    const hs_kv_layer *kv;
+    uint32_t n_head;
+    const hs_rope_params *rp;
+} hs_matmul_rope_kv;
 
 typedef struct hs_matmul_opts {
     hs_matmul_prologue prologue;
@@ -109,6 +121,14 @@ typedef struct hs_matmul_opts {
                               * (left unspecified). Products on 8-bit activations whose workgroups own
                               * whole 32-row blocks compute gate and up rows together and write no y;
                               * others write y and run the SwiGLU pass: the same bits */
+    const hs_matmul_rope_kv *rope_kv; /* optional, for a stacked Q/K/V weight (rows = (n_head + 2 n_kv)
+                              * head_dim, no residual, q8_out or swiglu_q8, y_stride = rows): then
+                              * hs_op_rope_kv(y, ...) (y is scratch then, left unspecified).
+                              * Products on 8-bit activations rotate and write Q, K and V in their
+                              * epilogue where the write can be fused (an f32 cache in one binding,
+                              * normal mode with a frequency table, one weight chunk, one batch;
+                              * not with HS_TUNING ropepass=1); others write y and run the pass: the
+                              * same bits */
 } hs_matmul_opts;
 
 /* y[j][r] = (res[j][r] +) sum_k W[r][k] * x'[j][k] for j < n, r < rows.

@@ -24,12 +24,14 @@
  * Defines: TYPE (ggml type id), USE_SUBGROUP (0/1), USE_TEXEL (0/1: weights
  * from storage or uniform texel buffers, quant.glsl), USE_UBO_X (0/1: x from
  * a storage or a uniform buffer, matmul_x.glsl), XQ8 (0/1: q4_1 only, x is the
- * 8-bit form of matmul_pro's OUT_Q8 and the product multiplies integers, below).
+ * 8-bit form of matmul_pro's OUT_Q8 and the product multiplies integers, below),
+ * XQ8_ROPE (0/1: with XQ8, the variant with EPILOGUE bit 3's bindings).
  * Spec constants: 0 LANES (workgroup size), 1 RL (rows per invocation in the
  * weight layout, G = LANES * RL), 2 RW (rows per invocation here, divides RL),
  * 3 C (columns per workgroup), 4 PROLOGUE (0 none, 1 rmsnorm, 2 swiglu),
  * 5 EPILOGUE (bit 0: residual add; bits 1 and 2, XQ8 only: also write x8n of
- * the output, or write x8 of SwiGLU of it instead, below), 6 XVEC4 (1: x, g offsets and strides
+ * the output, or write x8 of SwiGLU of it instead; bit 3, XQ8 only: RoPE and the KV
+ * write of a Q/K/V output instead of y, below), 6 XVEC4 (1: x, g offsets and strides
  * are multiples of 4 elements, load vec4), 7 XU_VEC4 (USE_UBO_X: vec4 in the
  * uniform x window).
  */
@@ -188,8 +190,32 @@ const uint G = LANES * RL;
  * invocation, one load of x for both). It writes no y: it keeps
  * silu(gate) * up in shared memory and writes its x8 for the next product
  * (q_off, rows / 32 * 5 uvec4 per column): bitwise what matmul_pro's SwiGLU
- * OUT_Q8 pass makes of the [gate | up] this product would have written. */
+ * OUT_Q8 pass makes of the [gate | up] this product would have written.
+ *
+ * EPILOGUE bit 3 (the stacked Q/K/V product before attention): the output of
+ * column j is [Q heads | K heads | V heads] of token j, and the workgroup owns
+ * whole row groups (G even, so the adjacent pairs (2m, 2m + 1) of RoPE's
+ * normal mode never straddle two workgroups). It writes no y: it keeps its
+ * outputs in shared memory, rotates the Q and K pairs by the angles of
+ * position pos[j] (rope.glsl, with the host's frequency table) and stores Q to
+ * q_out [n][n_head][head_dim] and K and V to row rows[j] of the f32 caches
+ * [n_ctx][n_kv][head_dim] (rows >= n_ctx skipped): bitwise what rope.comp's
+ * ROPE_KV pass makes of the y this product would have written. Bindings 7..12
+ * (pos, rows, freqs, q_out, K cache, V cache) exist in the XQ8_ROPE variants
+ * only, so the other products keep seven. */
 layout(std430, binding = 6) writeonly buffer Q8O { uvec4 q8o[]; };
+#ifndef XQ8_ROPE
+#define XQ8_ROPE 0
+#endif
+#if XQ8_ROPE
+layout(std430, binding = 7) readonly buffer RPos { int rpos[]; };
+layout(std430, binding = 8) readonly buffer RRows { uint rrows[]; };
+layout(std430, binding = 9) readonly buffer RFreqs { float rfreqs[]; };
+layout(std430, binding = 10) writeonly buffer RQ { float rq[]; };
+layout(std430, binding = 11) writeonly buffer RK { float rk[]; };
+layout(std430, binding = 12) writeonly buffer RV { float rv[]; };
+#include "rope.glsl"
+#endif
 shared float s_y[G * C]; /* [column][row in group] */
 const uint NH = (EPILOGUE & 4u) != 0u ? 2u : 1u; /* row sets per invocation: gate and up */
 #define HS_COL_SCALE(v, c)                                                                         \
@@ -287,6 +313,48 @@ void main() {
         }
         return;
     }
+#if XQ8_ROPE
+    if ((EPILOGUE & 8u) != 0u) {
+        for (uint r = 0; r < RW; r++)
+            for (uint c = 0; c < C; c++) {
+                precise float v = acc[r * C + c];
+                HS_COL_SCALE(v, c)
+                s_y[c * G + ring[r]] = v;
+            }
+        barrier(); /* every output of the tile is in s_y */
+        const uint hp = G / 2u, q_dim = p.rp_n_head * p.rp_head_dim, kv_dim = p.rp_n_kv * p.rp_head_dim;
+        for (uint i = lane; i < C * hp; i += LANES) {
+            const uint c = i / hp, m = i % hp;
+            const uint j = colb + c, row0 = (p.group0 + gl) * G + 2u * m;
+            if (j >= p.n || row0 >= p.rows) continue;
+            vec2 o = vec2(s_y[c * G + 2u * m], s_y[c * G + 2u * m + 1u]);
+            const uint e0 = row0 % p.rp_head_dim;
+            if (row0 < q_dim + kv_dim && e0 < p.rp_n_rot) {
+                const float ps = float(rpos[p.rp_pos_off + j]);
+                const float theta = p.rp_freq_scale * (ps * rfreqs[p.rp_f_off + e0 / 2u]);
+                o = rope_rotate(o.x, o.y, rope_cos_sin(theta));
+            }
+            if (row0 < q_dim) {
+                const uint qb = p.rp_q_off + j * q_dim + row0;
+                rq[qb] = o.x;
+                rq[qb + 1u] = o.y;
+                continue;
+            }
+            const uint crow = rrows[p.rp_rows_off + j];
+            if (crow >= p.rp_n_ctx) continue;
+            if (row0 < q_dim + kv_dim) {
+                const uint kb = p.rp_k_off + crow * kv_dim + (row0 - q_dim);
+                rk[kb] = o.x;
+                rk[kb + 1u] = o.y;
+            } else {
+                const uint vb = p.rp_v_off + crow * kv_dim + (row0 - q_dim - kv_dim);
+                rv[vb] = o.x;
+                rv[vb + 1u] = o.y;
+            }
+        }
+        return;
+    }
+#endif
     HS_TILE_STORE
     if ((EPILOGUE & 2u) != 0u) {
         barrier(); /* every output of the tile is in s_y */

@@ -34,6 +34,20 @@ layout(push_constant) uniform Push {
     uint xcol0;    /* the column at x_off (the first of the bound window; 0 but with USE_UBO_X) */
     uint q_off;    /* uvec4 offset of the x8n / x8 output (matmul.comp, EPILOGUE bits 1, 2) */
     uint pair;     /* EPILOGUE bit 2: row groups between a gate group and its up group */
+    /* EPILOGUE bit 3 (matmul.comp, the Q/K/V product's RoPE + KV write): element offsets of
+     * pos, rows, freqs, the Q output and the K and V caches in their bindings, and the shape */
+    uint rp_pos_off;
+    uint rp_rows_off;
+    uint rp_f_off;
+    uint rp_q_off;
+    uint rp_k_off;
+    uint rp_v_off;
+    uint rp_n_ctx;   /* cache rows */
+    uint rp_head_dim;
+    uint rp_n_head;  /* Q heads */
+    uint rp_n_kv;    /* K (= V) heads */
+    uint rp_n_rot;
+    float rp_freq_scale;
 } p;
 
 #ifndef USE_UBO_X

@@ -122,6 +122,8 @@ layout(binding = 12) writeonly buffer VC3 { KV_T vc3[]; };
 #endif
 #endif
 
+#include "rope.glsl"
+
 /* a * b exactly as hi + lo (Dekker; no fma needed, `precise` stops the
  * compiler from contracting or reassociating). */
 vec2 two_prod(float a, float b) {
@@ -165,19 +167,6 @@ float rope_theta(float ps, uint i) {
         f = rope_pow_base(-2.0 * float(i) / float(p.n_rot));
     }
     return p.freq_scale * (ps * f);
-}
-
-/* cos and sin of theta. Drivers only promise accuracy for sin/cos within
- * [-pi, pi] and positions reach tens of thousands of radians, so reduce by 2 pi
- * first (Cody-Waite: 6.28125 has 8 significant bits, so k * 6.28125 is exact for
- * |k| < 2^16, i.e. |theta| < 4e5; `precise` keeps the compiler from
- * reassociating the steps). */
-vec2 rope_cos_sin(float theta) {
-    precise float k = floor(theta * 0.15915494309189535 + 0.5);
-    precise float r = theta - k * 6.28125;
-    r = r - k * 1.935307169e-3;
-    r = r - k * 1.025313168e-11;
-    return vec2(cos(r), sin(r));
 }
 
 /* Stores the outputs (o0, o1) = elements (e0, e0+1) of head slot s of token t. */
@@ -260,9 +249,9 @@ void main() {
         const uint e0 = p.neox != 0u ? i : 2u * i;
         const uint e1 = p.neox != 0u ? i + half_rot : 2u * i + 1u;
         const vec2 cs = cs_sh[i];
-        const float x0 = x[b + e0], x1 = x[b + e1];
-        x[b + e0] = x0 * cs.x - x1 * cs.y;
-        x[b + e1] = x0 * cs.y + x1 * cs.x;
+        const vec2 o = rope_rotate(x[b + e0], x[b + e1], cs);
+        x[b + e0] = o.x;
+        x[b + e1] = o.y;
         i += WG;
         while (i >= half_rot && h < p.n_head) i -= half_rot, h++;
     }
@@ -280,10 +269,9 @@ void main() {
         float o0 = x[b + e0], o1 = x[b + e0 + 1u];
         if (s < n_rope && e0 < p.n_rot) {
             if (p.neox == 0u) {
-                const vec2 cs = cs_sh[m];
-                const float x0 = o0, x1 = o1;
-                o0 = x0 * cs.x - x1 * cs.y;
-                o1 = x0 * cs.y + x1 * cs.x;
+                const vec2 o = rope_rotate(o0, o1, cs_sh[m]);
+                o0 = o.x;
+                o1 = o.y;
             } else {
                 /* Output e of a neox rotation i: e = i gives x[i] cos - x[i+h] sin,
                  * e = i + h gives x[i] sin + x[i+h] cos (h = n_rot / 2). */
@@ -292,8 +280,9 @@ void main() {
                 const vec2 c0 = cs_sh[i0], c1 = cs_sh[i1];
                 const float a0 = x[b + i0], a1 = x[b + i0 + half_rot];
                 const float b0 = x[b + i1], b1 = x[b + i1 + half_rot];
-                o0 = lo0 ? a0 * c0.x - a1 * c0.y : a0 * c0.y + a1 * c0.x;
-                o1 = lo1 ? b0 * c1.x - b1 * c1.y : b0 * c1.y + b1 * c1.x;
+                const vec2 ra = rope_rotate(a0, a1, c0), rb = rope_rotate(b0, b1, c1);
+                o0 = lo0 ? ra.x : ra.y;
+                o1 = lo1 ? rb.x : rb.y;
             }
         }
         store_pair(t, s, e0, o0, o1, row);

@@ -16,6 +16,7 @@
 
 #include "hs_quant.h"
 #include "op_matmul.h"
+#include "ref_elem.h"
 #include "ref_matmul.h"
 #include "testutil.h"
 
@@ -1202,6 +1203,175 @@ static void test_uniform_windows(void **state) {
     tw_free(&w);
 }
 
+/* ---- the Q/K/V product with RoPE + KV write (hs_matmul_opts.rope_kv) ---- */
+
+#define RK_NCTX 24u
+typedef struct rk_out {
+    float *q, *k, *v;
+    uint32_t dispatches;
+} rk_out;
+
+static void rk_free(rk_out *o) {
+    free(o->q);
+    free(o->k);
+    free(o->v);
+}
+
+/* hs_op_matmul of columns j0 .. j0 + n - 1 of x with RMSNorm on 8-bit activations and rope_kv into q
+ * (column j at row j of q) and caches prefilled with `fill`; positions pos[j], cache rows rows[j]. */
+static rk_out rk_run(hs_test_env *env, hs_ops *ops, const tw *w, const float *x, const float *g,
+                     const int32_t *pos, const uint32_t *rows, const float *fill, uint32_t n_all, uint32_t j0,
+                     uint32_t n, uint32_t n_head, uint32_t n_kv, uint32_t hd, const hs_rope_params *rp0) {
+    const uint32_t cols = w->cols, q_dim = n_head * hd, kv_dim = n_kv * hd;
+    const size_t cache = (size_t)RK_NCTX * kv_dim * 4;
+    hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)n_all * cols * 4), *bg = hs_test_buffer(env, g, cols * 4);
+    hs_vk_buffer *bp = hs_test_buffer(env, pos, n_all * 4), *br = hs_test_buffer(env, rows, n_all * 4);
+    hs_vk_buffer *bq = hs_test_buffer(env, NULL, (size_t)n_all * q_dim * 4);
+    hs_vk_buffer *bk = hs_test_buffer(env, fill, cache), *bv = hs_test_buffer(env, fill, cache);
+    hs_vk_buffer *by = hs_test_buffer(env, NULL, (size_t)n_all * w->rows * 4);
+    hs_vk_buffer *xs = hs_test_buffer(env, NULL, (size_t)n_all * cols * 4);
+    float *freqs = malloc(rp0->n_rot / 2 * sizeof *freqs);
+    hs_rope_freqs(rp0, freqs);
+    hs_vk_buffer *bf = hs_test_buffer(env, freqs, rp0->n_rot / 2 * 4);
+    const hs_vk_binding fb = hs_test_bind(bf, 0), pb = hs_test_bind(bp, (uint64_t)j0 * 4),
+                        rb = hs_test_bind(br, (uint64_t)j0 * 4), qb = hs_test_bind(bq, (uint64_t)j0 * q_dim * 4);
+    hs_rope_params rp = *rp0;
+    rp.freqs = &fb;
+    const hs_kv_layer kv = {.k = hs_test_bind(bk, 0), .v = hs_test_bind(bv, 0), .type = HS_TYPE_F32,
+                            .n_ctx = RK_NCTX, .n_kv_head = n_kv, .head_dim = hd};
+    const hs_matmul_rope_kv rk = {.pos = &pb, .rows = &rb, .q_out = &qb, .kv = &kv, .n_head = n_head, .rp = &rp};
+    const hs_matmul_opts o = {.prologue = HS_MATMUL_RMSNORM, .norm = hs_test_bind(bg, 0), .eps = 1e-5f,
+                              .scratch = hs_test_bind(xs, 0), .act_q8 = true, .rope_kv = &rk};
+    hs_vk_seq *s = hs_test_seq_begin(env);
+    HS_CHECK(hs_op_matmul(ops, s, w->dev, hs_test_bind(bx, (uint64_t)j0 * cols * 4), n,
+                          hs_test_bind(by, (uint64_t)j0 * w->rows * 4), &o));
+    rk_out r = {.dispatches = hs_vk_seq_dispatch_count(s)};
+    hs_test_seq_run(s);
+    r.q = hs_test_download(bq, (size_t)n_all * q_dim * 4);
+    r.k = hs_test_download(bk, cache);
+    r.v = hs_test_download(bv, cache);
+    hs_vk_buffer *bufs[] = {bx, bg, bp, br, bq, bk, bv, by, xs, bf};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hs_vk_buffer_destroy(bufs[i]);
+    free(freqs);
+    return r;
+}
+
+/* The product that rotates Q and K and writes the cache in its epilogue (one dispatch after the
+ * 8-bit pass) is bitwise the product followed by hs_op_rope_kv (HS_TUNING ropepass=1: three
+ * dispatches), for a batch and for its columns alone; it follows the 8-bit reference product
+ * + RoPE, writes only rows[j] < n_ctx of the caches, and refuses shapes it cannot take. */
+static void test_matmul_rope_kv(void **state) {
+    hs_test_env *env = *state;
+    static const struct {
+        uint32_t n_head, n_kv, hd, n_rot, cols, n;
+    } cases[] = {{3, 1, 64, 64, 128, 8}, {4, 2, 32, 16, 64, 5}, {2, 1, 96, 96, 96, 1}};
+    hs_ops *pass_ops = ops_tuned(env, "ropepass=1");
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const uint32_t nh = cases[ci].n_head, nkv = cases[ci].n_kv, hd = cases[ci].hd, n = cases[ci].n;
+        const uint32_t q_dim = nh * hd, kv_dim = nkv * hd, rows_w = q_dim + 2 * kv_dim;
+        hs_rng r;
+        hs_rng_seed(&r, 70 + ci);
+        tw w = tw_make(env, &r, HS_TYPE_Q4_1, rows_w, cases[ci].cols);
+        float *x = hs_test_rand_array(&r, (size_t)n * w.cols, -1, 1), *g = hs_test_rand_array(&r, w.cols, 0.5f, 1.5f);
+        float *fill = hs_test_rand_array(&r, (size_t)RK_NCTX * kv_dim, 50, 60);
+        int32_t pos[8];
+        uint32_t rows[8];
+        for (uint32_t j = 0; j < n; j++) {
+            pos[j] = (int32_t)(hs_rng_u32(&r) % 5000);
+            rows[j] = (j * 7 + 3) % RK_NCTX; /* distinct */
+        }
+        if (n > 2) rows[n - 2] = RK_NCTX + 5; /* skipped */
+        const hs_rope_params rp = {.n_rot = cases[ci].n_rot, .mode = HS_ROPE_NORMAL, .freq_base = 10000.0f,
+                                   .freq_scale = 1.0f};
+        rk_out fused = rk_run(env, env->ops, &w, x, g, pos, rows, fill, n, 0, n, nh, nkv, hd, &rp);
+        rk_out pass = rk_run(env, pass_ops, &w, x, g, pos, rows, fill, n, 0, n, nh, nkv, hd, &rp);
+        if (fused.dispatches != 2 || pass.dispatches != 3)
+            fail_msg("rope_kv %u/%u/%u: %u dispatches fused (want 2), %u as a pass (want 3)", nh, nkv, hd,
+                     fused.dispatches, pass.dispatches);
+        const size_t cache = (size_t)RK_NCTX * kv_dim * 4;
+        if (memcmp(fused.q, pass.q, (size_t)n * q_dim * 4) || memcmp(fused.k, pass.k, cache) ||
+            memcmp(fused.v, pass.v, cache))
+            fail_msg("rope_kv %u/%u/%u, n = %u: the fused epilogue differs from the pass", nh, nkv, hd, n);
+        /* against the 8-bit reference product and the C RoPE */
+        double *yd = malloc((size_t)n * rows_w * sizeof *yd);
+        ref_matmul_q8(w.w, rows_w, w.cols, x, n, HS_MATMUL_RMSNORM, g, 1e-5f, NULL, yd);
+        float *yf = malloc((size_t)n * rows_w * 4), *rq = malloc((size_t)n * q_dim * 4);
+        float *rk = malloc(cache), *rv = malloc(cache);
+        for (size_t i = 0; i < (size_t)n * rows_w; i++) yf[i] = (float)yd[i];
+        memcpy(rk, fill, cache);
+        memcpy(rv, fill, cache);
+        ref_rope_kv(yf, pos, rows, rq, rk, rv, n, nh, nkv, hd, RK_NCTX, &rp);
+        const double eq = hs_nmse(fused.q, rq, (size_t)n * q_dim), ek = hs_nmse(fused.k, rk, cache / 4),
+                     ev = hs_nmse(fused.v, rv, cache / 4);
+        if (!(eq < 1e-6) || !(ek < 1e-9) || !(ev < 1e-9))
+            fail_msg("rope_kv %u/%u/%u: nmse q %g, k %g, v %g against the reference", nh, nkv, hd, eq, ek, ev);
+        for (uint32_t row = 0; row < RK_NCTX; row++) {
+            bool written = false;
+            for (uint32_t j = 0; j < n; j++) written = written || rows[j] == row;
+            if (!written &&
+                (memcmp(fused.k + (size_t)row * kv_dim, fill + (size_t)row * kv_dim, kv_dim * 4) ||
+                 memcmp(fused.v + (size_t)row * kv_dim, fill + (size_t)row * kv_dim, kv_dim * 4)))
+                fail_msg("rope_kv: cache row %u, which no column names, was written", row);
+        }
+        /* each column alone: its q row and cache row as in the batch */
+        for (uint32_t j = 0; j < n; j++) {
+            rk_out one = rk_run(env, env->ops, &w, x, g, pos, rows, fill, n, j, 1, nh, nkv, hd, &rp);
+            assert_int_equal(one.dispatches, 2);
+            if (memcmp(one.q + (size_t)j * q_dim, fused.q + (size_t)j * q_dim, q_dim * 4) ||
+                (rows[j] < RK_NCTX &&
+                 (memcmp(one.k + (size_t)rows[j] * kv_dim, fused.k + (size_t)rows[j] * kv_dim, kv_dim * 4) ||
+                  memcmp(one.v + (size_t)rows[j] * kv_dim, fused.v + (size_t)rows[j] * kv_dim, kv_dim * 4))))
+                fail_msg("rope_kv %u/%u/%u: column %u alone differs from the batch of %u", nh, nkv, hd, j, n);
+            rk_free(&one);
+        }
+        free(yd);
+        free(yf);
+        free(rq);
+        free(rk);
+        free(rv);
+        rk_free(&fused);
+        rk_free(&pass);
+        free(x);
+        free(g);
+        free(fill);
+        tw_free(&w);
+    }
+    hs_ops_destroy(pass_ops);
+}
+
+/* rope_kv's shape rules: rows must be (n_head + 2 n_kv) head_dim, no residual. */
+static void test_matmul_rope_kv_args(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 77);
+    tw w = tw_make(env, &r, HS_TYPE_Q4_1, 320, 64);
+    hs_vk_buffer *b = hs_test_buffer(env, NULL, 1 << 16), *c = hs_test_buffer(env, NULL, 1 << 16);
+    const hs_vk_binding any = hs_test_bind(b, 0), f = hs_test_bind(b, 4096);
+    const hs_rope_params rp = {.n_rot = 64, .mode = HS_ROPE_NORMAL, .freq_base = 1e4f, .freq_scale = 1.0f,
+                               .freqs = &f};
+    hs_kv_layer kv = {.k = hs_test_bind(c, 0), .v = hs_test_bind(c, 32768), .type = HS_TYPE_F32, .n_ctx = 16,
+                      .n_kv_head = 1, .head_dim = 64};
+    hs_matmul_rope_kv rk = {.pos = &any, .rows = &any, .q_out = &any, .kv = &kv, .n_head = 2, .rp = &rp};
+    hs_matmul_opts o = {.act_q8 = true, .scratch = hs_test_bind(c, 0), .rope_kv = &rk};
+    hs_vk_seq *s = hs_test_seq_begin(env);
+    /* 2 + 2 x 1 heads of 64 = 256 rows, not 320 */
+    assert_int_equal(hs_op_matmul(env->ops, s, w.dev, any, 1, any, &o), HS_ERR_INVALID_ARG);
+    assert_non_null(strstr(hs_last_error(), "rope_kv needs rows"));
+    rk.n_head = 3;
+    o.residual = true;
+    o.res = any;
+    assert_int_equal(hs_op_matmul(env->ops, s, w.dev, any, 1, any, &o), HS_ERR_INVALID_ARG);
+    assert_non_null(strstr(hs_last_error(), "no residual"));
+    o.residual = false;
+    kv.head_dim = 63;
+    rk.n_head = 4; /* (4 + 2) x 63 = 378 */
+    assert_int_equal(hs_op_matmul(env->ops, s, w.dev, any, 1, any, &o), HS_ERR_INVALID_ARG);
+    hs_vk_seq_destroy(s);
+    hs_vk_buffer_destroy(b);
+    hs_vk_buffer_destroy(c);
+    tw_free(&w);
+}
+
 int main(void) {
     const struct CMUnitTest host[] = {
         cmocka_unit_test(test_f16),          cmocka_unit_test(test_dequant_f32_f16), cmocka_unit_test(test_dequant_q4_0),
@@ -1215,7 +1385,8 @@ int main(void) {
         cmocka_unit_test(test_matmul_offsets),   cmocka_unit_test(test_matmul_stacked),
         cmocka_unit_test(test_matmul_strided),   cmocka_unit_test(test_tuning_independent),
         cmocka_unit_test(test_batch_invariance), cmocka_unit_test(test_split_reference),
-        cmocka_unit_test(test_uniform_windows),
+        cmocka_unit_test(test_uniform_windows),  cmocka_unit_test(test_matmul_rope_kv),
+        cmocka_unit_test(test_matmul_rope_kv_args),
     };
     const struct CMUnitTest split[] = {
         cmocka_unit_test(test_split_weights),
