@@ -655,7 +655,7 @@ hs_status hs_rope_kv_fused(const hs_ops *ops, const char *op, const hs_vk_bindin
                            const hs_vk_binding *rows, const hs_vk_binding *q_out, const hs_kv_layer *kv,
                            uint32_t n, uint32_t n_head, const hs_rope_params *rp, hs_rope_kv_bind *out) {
     hs_operand a[7];
-    int n_a;
+    int n_a = 0;
     hs_status st = rope_kv_operands(op, qkv, pos, rows, q_out, kv, n, n_head, rp, a, &n_a);
     if (st != HS_OK) return st;
     memset(out, 0, sizeof *out);
@@ -666,7 +666,7 @@ hs_status hs_rope_kv_fused(const hs_ops *ops, const char *op, const hs_vk_bindin
     if (kv->type != HS_TYPE_F32 || rp->mode != HS_ROPE_NORMAL || n_a != 7 || n == 0 ||
         hs_kv_plan_rows(ops, op, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp) != HS_OK || sp.chunks != 1)
         return HS_OK;
-    uint64_t per;
+    uint64_t per = 0;
     if (plan_rows(c, op, a, n_a, n, &per) != HS_OK || per < n) return HS_OK;
     out->fused = true;
     bind_window(c, &a[1], 0, n, 4, &out->pos, &out->pos_off);
@@ -687,7 +687,7 @@ hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, c
     static const char *op = "hs_op_rope_kv";
     const hs_vk_caps *c = hs_ops_caps(ops);
     hs_operand a[7];
-    int n_a;
+    int n_a = 0;
     hs_status st = rope_kv_operands(op, qkv, pos, rows, q_out, kv, n, n_head, rp, a, &n_a);
     if (st != HS_OK || n == 0) return st;
     const uint32_t hd = kv->head_dim;
