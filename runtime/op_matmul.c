@@ -434,7 +434,7 @@ hs_status hs_op_q8_norm(hs_ops *ops, hs_vk_seq *seq, hs_vk_binding x, uint32_t n
 }
 
 /* Checks a product's rope_kv (the shape of a stacked Q/K/V weight, no other epilogue, and
- * hs_op_rope_kv's own checks on y) and, with out, says whether and how the write is fused. */
+ * hs_op_rope_kv's own checks on y) and says in out whether and how the write can be fused. */
 static hs_status rope_kv_check(const hs_ops *ops, const hs_weight *w, uint32_t n, hs_vk_binding y,
                                const hs_matmul_opts *opt, hs_rope_kv_bind *out) {
     static const char *op = "hs_op_matmul";
@@ -449,23 +449,18 @@ static hs_status rope_kv_check(const hs_ops *ops, const hs_weight *w, uint32_t n
                        "q8_out, swiglu_q8 or SwiGLU prologue, and y_stride = rows",
                        op, w->rows, rk->n_head, rk->kv->n_kv_head, rk->kv->head_dim);
     const hs_vk_binding yb = {y.buf, y.offset, (uint64_t)n * w->rows * 4};
-    hs_rope_kv_bind b;
-    return hs_rope_kv_fused(ops, op, &yb, rk->pos, rk->rows, rk->q_out, rk->kv, n, rk->n_head, rk->rp,
-                            out ? out : &b);
+    return hs_rope_kv_fused(ops, op, &yb, rk->pos, rk->rows, rk->q_out, rk->kv, n, rk->n_head, rk->rp, out);
 }
 
-/* Whether the product writes rope_kv in its epilogue: on 8-bit activations, one weight chunk
- * of whole even row groups, one batch, the tuning's consent and a write that can be fused. */
-static bool rope_fused(const hs_ops *ops, const hs_weight *w, uint32_t n, hs_vk_binding y,
-                       const hs_matmul_opts *opt) {
+/* Whether the product writes rope_kv in its epilogue, given the write's own verdict (rb, from
+ * rope_kv_check): on 8-bit activations, one weight chunk of whole even row groups, one batch
+ * (not split into column batches, its x8 scratch too) and the tuning's consent. */
+static bool rope_fused(const hs_ops *ops, const hs_weight *w, uint32_t n, const hs_matmul_opts *opt,
+                       bool batched, const hs_rope_kv_bind *rb) {
     const hs_vk_caps *c = hs_ops_caps(ops);
-    hs_rope_kv_bind b;
-    const uint64_t room = batch_room(c);
-    const uint64_t x_bytes = (uint64_t)n * x_words(w, opt, opt->x_q8) * 4, y_bytes = (uint64_t)n * w->rows * 4;
-    return hs_matmul_act_q8(w, opt) && !hs_ops_tuning(ops)->rope_pass && w->n_chunks == 1 && w->g % 2 == 0 &&
-           c->max_storage_buffers >= 13 && x_bytes <= room && y_bytes <= room &&
-           (!opt->scratch.buf || (uint64_t)n * x8_words(w) * 4 <= room) &&
-           rope_kv_check(ops, w, n, y, opt, &b) == HS_OK && b.fused;
+    return rb->fused && hs_matmul_act_q8(w, opt) && !hs_ops_tuning(ops)->rope_pass && w->n_chunks == 1 &&
+           w->g % 2 == 0 && c->max_storage_buffers >= 13 && !batched &&
+           (!opt->scratch.buf || (uint64_t)n * x8_words(w) * 4 <= batch_room(c));
 }
 
 hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
@@ -508,16 +503,6 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     const uint64_t x_bytes = (uint64_t)n * x_stride * 4;
     const uint64_t y_bytes = ((uint64_t)(n - 1) * y_stride + w->rows) * 4;
     hs_status st;
-    if (opt->rope_kv && !rope_fused(ops, w, n, y, opt)) {
-        const hs_matmul_rope_kv *rk = opt->rope_kv;
-        if ((st = rope_kv_check(ops, w, n, y, opt, NULL)) != HS_OK) return st;
-        /* The product into y, then the pass: the bits the fused epilogue writes. */
-        hs_matmul_opts o = *opt;
-        o.rope_kv = NULL;
-        if ((st = hs_op_matmul(ops, seq, w, x, n, y, &o)) != HS_OK) return st;
-        const hs_vk_binding yb = {y.buf, y.offset, y_bytes};
-        return hs_op_rope_kv(ops, seq, &yb, rk->pos, rk->rows, rk->q_out, rk->kv, n, rk->n_head, rk->rp);
-    }
     /* A batch whose activations pass maxStorageBufferRange (every row's
      * logits of a tree, say) runs as consecutive batches that fit: columns
      * are independent and batch-invariant, so the results are bitwise the
@@ -525,7 +510,21 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     const uint64_t room = batch_room(c);
     const uint64_t col_bytes = (uint64_t)(x_stride > y_stride ? x_stride : y_stride) * 4;
     const uint64_t fit = room / col_bytes;
-    if (n > 1 && fit >= 1 && fit < n && (x_bytes > room || y_bytes > room)) {
+    const bool batched = n > 1 && fit >= 1 && fit < n && (x_bytes > room || y_bytes > room);
+    if (opt->rope_kv) {
+        hs_rope_kv_bind rb;
+        if ((st = rope_kv_check(ops, w, n, y, opt, &rb)) != HS_OK) return st;
+        if (!rope_fused(ops, w, n, opt, batched, &rb)) {
+            /* The product into y, then the pass: the bits the fused epilogue writes. */
+            const hs_matmul_rope_kv *rk = opt->rope_kv;
+            hs_matmul_opts o = *opt;
+            o.rope_kv = NULL;
+            if ((st = hs_op_matmul(ops, seq, w, x, n, y, &o)) != HS_OK) return st;
+            const hs_vk_binding yb = {y.buf, y.offset, y_bytes};
+            return hs_op_rope_kv(ops, seq, &yb, rk->pos, rk->rows, rk->q_out, rk->kv, n, rk->n_head, rk->rp);
+        }
+    }
+    if (batched) {
         if (overlap(x, x_bytes, y, y_bytes)) return HS_FAIL(HS_ERR_INVALID_ARG, "%s: y overlaps x", op);
         for (uint32_t j = 0; j < n; j += (uint32_t)fit) {
             const uint32_t nb = n - j < fit ? n - j : (uint32_t)fit;
