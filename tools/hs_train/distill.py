@@ -3,6 +3,10 @@
   python -m hs_train.distill gen --model M.gguf --hs heterospec --prompts prompts.jsonl --out DIR [--n-prompts N]
          [--min-prompt P0 --max-prompt P1]   (prompts of P0..P1 tokens; long ones in their own DIR)
   python -m hs_train.distill gen-stories --model stories260K.gguf --out DIR [--n-seqs N]   (openings sampled, then greedy)
+  python -m hs_train.distill jobs --hs heterospec --model M.gguf --prompts prompts.jsonl --out JOBS
+         [--min-prompt P0 --max-prompt P1]   (prompt ids for hs-oracle --distill, in gen's order)
+  python -m hs_train.distill feats --model M.gguf --answers A.txt[.xz][,B...] --out DIR
+         (features of hs-oracle --distill's answers, as gen writes them)
   python -m hs_train.distill show --model M.gguf --out DIR [-n 3]      (decodes a few answers)
 
 gen: prompts are tokenized by heterospec itself (`tokenize --chat --jsonl`, the
@@ -13,6 +17,16 @@ EOS), which is kept as the answer's last token. Held-out split: every prompt
 whose line index % 50 == 0 (never trained on; used for acceptance figures).
 Decoding runs --batch sequences at once with a KV cache (continuous batching:
 a finished slot takes the next prompt), jit-compiled for a few fixed shapes.
+
+jobs + hs-oracle --distill + feats is the faster route (llama.cpp's CPU backend
+decodes 128 sequences at once, about 3x the JAX decoder here): jobs writes the
+prompts gen would answer, in gen's order ("IDX<TAB>id,..."); hs-oracle answers
+them greedily into an answers file ("IDX<TAB>STOP<TAB>N_PROMPT<TAB>id,..."; a
+compact text that can be kept, xz-compressed, and resumed); feats runs the
+target in JAX over each prompt + answer (whole sequences, so positions see the
+same prefix as during generation) and writes the shards below. The answers are
+llama.cpp's greedy choices; feats logs how often they equal the JAX target's
+argmax (the features and labels are always the JAX target's own).
 
 Output in DIR: shard_NNNNN.npz (idx [n] prompt line index, heldout [n],
 prompt_len [n], answer_len [n], stop [n] (1: end token, 0: length limit),
@@ -274,9 +288,7 @@ def cmd_gen(a):
         n_lines = sum(1 for _ in f)
     prompts = tokenize_prompts(a.hs, a.model, a.prompts, os.path.join(a.out, "prompt_ids.txt"))
     assert len(prompts) == n_lines
-    rng = np.random.default_rng(a.seed)
-    order = rng.permutation(n_lines)
-    order = [int(i) for i in order if a.min_prompt <= len(prompts[i]) <= a.max_prompt]
+    order = order_of(prompts, a.seed, a.min_prompt, a.max_prompt)
     sel = order[: a.n_prompts]
     meta, _ = read_shards(a.out)
     have = set(int(i) for i in meta["idx"])
@@ -426,6 +438,124 @@ def cmd_show(a):
     return 0
 
 
+def order_of(prompts, seed, min_prompt, max_prompt):
+    """Prompt line indices in gen's order: a fixed-seed permutation, kept when the prompt has
+    min_prompt..max_prompt tokens."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(prompts))
+    return [int(i) for i in order if min_prompt <= len(prompts[i]) <= max_prompt]
+
+
+def cmd_jobs(a):
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    prompts = tokenize_prompts(a.hs, a.model, a.prompts, a.out + ".prompt_ids.txt")
+    order = order_of(prompts, a.seed, a.min_prompt, a.max_prompt)
+    tmp = a.out + ".tmp"
+    with open(tmp, "w") as f:
+        for i in order:
+            f.write(f"{i}\t{','.join(str(t) for t in prompts[i])}\n")
+    os.replace(tmp, a.out)
+    print(f"jobs: {len(order)} of {len(prompts)} prompts have {a.min_prompt}..{a.max_prompt} tokens -> {a.out}")
+    return 0
+
+
+def read_answers(paths):
+    """Sequences of hs-oracle --distill answer files (comma-separated; .xz read as such), in file
+    order; a later line of an index already read is skipped. Returns dicts idx, tokens, prompt_len, stop."""
+    import lzma
+
+    out, seen = [], set()
+    for p in paths.split(","):
+        opener = lzma.open if p.endswith(".xz") else open
+        with opener(p, "rt") as f:
+            for n, line in enumerate(f, 1):
+                if not line.endswith("\n"):
+                    break  # cut by a kill
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) != 4:
+                    sys.exit(f"distill: {p} line {n}: expected IDX, STOP, N_PROMPT and ids, tab-separated")
+                idx, stop, n_prompt = int(parts[0]), int(parts[1]), int(parts[2])
+                ids = [int(x) for x in parts[3].split(",")]
+                if idx in seen:
+                    continue
+                seen.add(idx)
+                out.append({"idx": idx, "stop": stop, "prompt_len": n_prompt, "answer": ids})
+    return out
+
+
+def cmd_feats(a):
+    import jax
+    import jax.numpy as jnp
+
+    from hs_train import target
+
+    os.makedirs(a.out, exist_ok=True)
+    logf = open(os.path.join(a.out, "gen.log"), "a")
+    answers = read_answers(a.answers)
+    with open(a.prompt_ids) as f:
+        prompts = [[int(x) for x in l.split(",")] for l in f.read().splitlines()]
+    meta, _ = read_shards(a.out)
+    have = set(int(i) for i in meta["idx"])
+    todo = [d for d in answers if d["idx"] not in have]
+    for d in todo:
+        pr = prompts[d["idx"]]
+        if len(pr) != d["prompt_len"]:
+            sys.exit(f"distill: answer {d['idx']}: prompt of {d['prompt_len']} tokens, but {a.prompt_ids} "
+                     f"line {d['idx']} has {len(pr)} (another tokenizer or prompt file?)")
+        d["tokens"] = pr + d["answer"]
+    cfg, params = target.load(a.model)
+    info = {
+        "model": os.path.abspath(a.model),
+        "model_name": cfg.name,
+        "answers": a.answers,
+        "prompt_ids": os.path.abspath(a.prompt_ids),
+        "generator": "hs-oracle --distill (llama.cpp CPU backend, greedy)",
+        "heldout": f"line index % {HELDOUT_MOD} == 0",
+        "stop_ids": [cfg.eos],
+    }
+    with open(os.path.join(a.out, "meta.json"), "w") as f:
+        json.dump(info, f, indent=1)
+    log(logf, f"feats: {len(answers)} answers, {len(have)} already in shards, {len(todo)} to do; "
+        f"jax {jax.__version__} on {jax.devices()}")
+    if not todo:
+        return 0
+    params = target.to_device(params)
+
+    def feats(p, toks):
+        logits, taps, _ = target.forward(p, cfg, toks)
+        tp, ti = target.top_probs(logits, TOP_K)
+        return taps.astype(jnp.float16), tp.astype(jnp.float16), ti
+
+    fn = jax.jit(feats)
+    shards = ShardWriter(a.out, a.shard_size, logf)
+    # Similar lengths together (fewer padded positions), in fixed buckets of 64 (few compiled shapes).
+    todo.sort(key=lambda d: len(d["tokens"]))
+    t0, n_tok, agree, n_ans = time.time(), 0, 0, 0
+    i = 0
+    while i < len(todo):
+        T = -(-len(todo[i]["tokens"]) // 64) * 64
+        B = max(1, a.batch_tokens // T)
+        group = [d for d in todo[i : i + B] if len(d["tokens"]) <= T]
+        i += len(group)
+        toks = np.zeros((B, T), np.int32)
+        for r, d in enumerate(group):
+            toks[r, : len(d["tokens"])] = d["tokens"]
+        taps, tp, ti = (np.asarray(x) for x in fn(params, jnp.asarray(toks)))
+        for r, d in enumerate(group):
+            m = len(d["tokens"]) - 1
+            pl = d["prompt_len"]
+            agree += int((ti[r, pl - 1 : m, 0] == np.asarray(d["tokens"][pl:])).sum())
+            n_ans += m - pl + 1
+            n_tok += m + 1
+            shards.add({"idx": d["idx"], "tokens": d["tokens"], "prompt_len": pl, "stop": d["stop"],
+                        "feats": [taps[r, :m], tp[r, :m], ti[r, :m]]})
+        dt = time.time() - t0
+        log(logf, f"feats: {i}/{len(todo)} sequences, {n_tok} tokens in {dt:.0f} s ({n_tok / dt:.0f} tok/s); "
+            f"answer tokens equal to the JAX target's argmax: {agree}/{n_ans} ({agree / max(n_ans, 1):.4f})")
+    shards.flush()
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -451,6 +581,23 @@ def main(argv=None):
     s.add_argument("--batch", type=int, default=128)
     s.add_argument("--shard-size", type=int, default=512)
     s.add_argument("--seed", type=int, default=0)
+    j = sub.add_parser("jobs")
+    j.add_argument("--model", required=True)
+    j.add_argument("--hs", required=True, help="heterospec binary (for tokenize)")
+    j.add_argument("--prompts", required=True)
+    j.add_argument("--out", required=True, help="jobs file for hs-oracle --distill")
+    j.add_argument("--min-prompt", type=int, default=1)
+    j.add_argument("--max-prompt", type=int, default=256)
+    j.add_argument("--seed", type=int, default=0)
+    e = sub.add_parser("feats")
+    e.add_argument("--model", required=True)
+    e.add_argument("--answers", required=True,
+                   help="hs-oracle --distill answer files, comma-separated (.xz too)")
+    e.add_argument("--prompt-ids", required=True,
+                   help="the prompts' ids, a line per prompt (jobs writes JOBS.prompt_ids.txt)")
+    e.add_argument("--out", required=True)
+    e.add_argument("--batch-tokens", type=int, default=4096, help="positions per forward pass")
+    e.add_argument("--shard-size", type=int, default=256)
     w = sub.add_parser("show")
     w.add_argument("--model", required=True)
     w.add_argument("--out", required=True)
@@ -459,7 +606,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if "/data/bench" in os.path.abspath(getattr(a, "prompts", "") or ""):
         sys.exit("distill: refusing to use benchmark prompts for training data")
-    return {"gen": cmd_gen, "gen-stories": cmd_gen_stories, "show": cmd_show}[a.cmd](a)
+    cmds = {"gen": cmd_gen, "gen-stories": cmd_gen_stories, "jobs": cmd_jobs, "feats": cmd_feats, "show": cmd_show}
+    return cmds[a.cmd](a)
 
 
 if __name__ == "__main__":

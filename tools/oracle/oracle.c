@@ -60,7 +60,14 @@ static const char *USAGE =
     "      --tg N            generation test size (default 128, 0: skip)\n"
     "  -r, --reps N          repetitions (default 5)\n"
     "      --batch N         logical batch (default 2048)  --bench-ubatch N  physical (512)\n"
-    "      --json            JSON with the raw samples instead of the markdown table\n";
+    "      --json            JSON with the raw samples instead of the markdown table\n"
+    "self-distillation data (greedy answers, many sequences per decode; see oracle_distill.c):\n"
+    "      --distill JOBS    prompts as lines IDX<TAB>id,id,... (token ids as fed)\n"
+    "      --answers FILE    appends IDX<TAB>STOP<TAB>N_PROMPT<TAB>id,... per answer; jobs already\n"
+    "                        in it are skipped (resume)\n"
+    "      --parallel N      sequences decoded together (default 32)\n"
+    "      --max-new N       most answer tokens (default 256)  --ctx N  KV rows per sequence (512)\n"
+    "      --distill-batch N most tokens per decode (2048)  --minutes M  start no job after M minutes\n";
 
 /* Parses a non-negative int in [lo, hi]; "name" is for the message. */
 static hs_status parse_int(const char *name, const char *text, long lo, long hi, int *out) {
@@ -109,6 +116,10 @@ static void opts_default(hs_oracle_opts *o) {
     o->reps = 5;
     o->n_batch_bench = 2048;
     o->n_ubatch_bench = 512;
+    o->distill_parallel = 32;
+    o->distill_max_new = 256;
+    o->distill_ctx = 512;
+    o->distill_batch = 2048;
 }
 
 /* Options that take a value; returns HS_OK and sets *used when arg matched. */
@@ -123,6 +134,25 @@ static hs_status parse_valued(hs_oracle_opts *o, const char *a, const char *v, b
     else if (!strcmp(a, "--dequantize")) {
         o->mode = HS_ORACLE_DEQUANTIZE;
         o->dequant_path = v;
+    } else if (!strcmp(a, "--distill")) {
+        o->mode = HS_ORACLE_DISTILL;
+        o->distill_jobs = v;
+    } else if (!strcmp(a, "--answers"))
+        o->distill_answers = v;
+    else if (!strcmp(a, "--parallel"))
+        return parse_int(a, v, 1, 256, &o->distill_parallel);
+    else if (!strcmp(a, "--max-new"))
+        return parse_int(a, v, 1, 1 << 16, &o->distill_max_new);
+    else if (!strcmp(a, "--ctx"))
+        return parse_int(a, v, 2, 1 << 20, &o->distill_ctx);
+    else if (!strcmp(a, "--distill-batch"))
+        return parse_int(a, v, 1, 1 << 20, &o->distill_batch);
+    else if (!strcmp(a, "--minutes")) {
+        char *end = NULL;
+        o->distill_minutes = v ? strtod(v, &end) : 0;
+        if (!v || end == v || *end || o->distill_minutes < 0)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "--minutes expects a non-negative number, got '%s'",
+                           v ? v : "(nothing)");
     } else if (!strcmp(a, "--lib-dir"))
         o->lib_dir = v;
     else if (!strcmp(a, "-n") || !strcmp(a, "--generate"))
@@ -194,9 +224,15 @@ static hs_status parse_args(int argc, char **argv, hs_oracle_opts *o, bool *help
          * spinning workers lose badly to other processes on a loaded machine. Bench: every
          * online CPU, as llama-bench (which takes the physical cores). */
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-        bool all_cpus = o->mode == HS_ORACLE_BENCH || o->mode == HS_ORACLE_DEQUANTIZE;
+        bool all_cpus =
+            o->mode == HS_ORACLE_BENCH || o->mode == HS_ORACLE_DEQUANTIZE || o->mode == HS_ORACLE_DISTILL;
         o->n_threads = all_cpus && ncpu > 0 ? (int)ncpu : 1;
     }
+    if (o->mode == HS_ORACLE_DISTILL && !o->distill_answers)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "--distill needs --answers FILE");
+    if (o->distill_max_new >= o->distill_ctx)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "--max-new %d leaves no room for a prompt in --ctx %d",
+                       o->distill_max_new, o->distill_ctx);
     if (o->prompt && o->token_list) return HS_FAIL(HS_ERR_INVALID_ARG, "give --prompt or --tokens, not both");
     if (o->mode == HS_ORACLE_BENCH && o->n_prompt_bench == 0 && o->n_gen_bench == 0)
         return HS_FAIL(HS_ERR_INVALID_ARG, "--bench with --pp 0 and --tg 0 has nothing to measure");
@@ -308,12 +344,14 @@ void hs_oracle_session_destroy(hs_oracle_session *s) {
 }
 
 hs_status hs_oracle_context(const hs_oracle_opts *o, hs_oracle_session *s, uint32_t n_ctx, uint32_t n_batch,
-                            uint32_t n_ubatch, int kv_default, int fa_default, struct llama_context **out) {
+                            uint32_t n_ubatch, uint32_t n_seq, int kv_default, int fa_default,
+                            struct llama_context **out) {
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
     cp.n_ubatch = n_ubatch;
-    cp.n_seq_max = 1;
+    cp.n_seq_max = n_seq;
+    cp.kv_unified = n_seq <= 1;
     cp.n_threads = o->n_threads;
     cp.n_threads_batch = o->n_threads;
     cp.type_k = cp.type_v = (enum ggml_type)(o->kv_type >= 0 ? o->kv_type : kv_default);
@@ -531,7 +569,7 @@ static hs_status run_eval(const hs_oracle_opts *o, hs_oracle_session *s, const l
     uint32_t n_ctx = (uint32_t)(n_prompt + o->n_generate);
     /* Default: the whole prompt in one batch, up to 512 positions (bounds the logits buffer). */
     uint32_t ub = o->ubatch ? (uint32_t)o->ubatch : (uint32_t)(n_prompt < 512 ? n_prompt : 512);
-    HS_TRY(hs_oracle_context(o, s, n_ctx, ub, ub, GGML_TYPE_F32, LLAMA_FLASH_ATTN_TYPE_DISABLED, &ctx));
+    HS_TRY(hs_oracle_context(o, s, n_ctx, ub, ub, 1, GGML_TYPE_F32, LLAMA_FLASH_ATTN_TYPE_DISABLED, &ctx));
     HS_TRY(decode_all(ctx, e, prompt, n_prompt, 0, (int)ub));
     for (int i = 0; i < o->n_generate; i++) {
         gen[i] = argmax(e->last, s->n_vocab);
@@ -635,6 +673,7 @@ int main(int argc, char **argv) {
     case HS_ORACLE_EVAL: HS_TRY(cmd_eval(&o, &s)); break;
     case HS_ORACLE_TOKENIZE: HS_TRY(cmd_tokenize(&o, &s)); break;
     case HS_ORACLE_BENCH: HS_TRY(hs_oracle_bench(&o, &s)); break;
+    case HS_ORACLE_DISTILL: HS_TRY(hs_oracle_distill(&o, &s)); break;
     case HS_ORACLE_DEQUANTIZE: break; /* handled above */
     }
 fail:

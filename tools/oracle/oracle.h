@@ -40,6 +40,7 @@ typedef enum hs_oracle_mode {
     HS_ORACLE_TOKENIZE, /* print the prompt's token ids */
     HS_ORACLE_BENCH,    /* pp/tg tokens per second, as llama-bench */
     HS_ORACLE_DEQUANTIZE, /* write the model with every tensor as f32 */
+    HS_ORACLE_DISTILL,  /* greedy answers to many prompts, continuous batching (oracle_distill.c) */
 } hs_oracle_mode;
 
 typedef struct hs_oracle_opts {
@@ -67,6 +68,14 @@ typedef struct hs_oracle_opts {
     int n_batch_bench;  /* logical batch (default 2048, llama-bench's) */
     int n_ubatch_bench; /* physical batch (default 512, llama-bench's) */
     bool json;          /* bench results as JSON with the raw samples */
+    /* distill */
+    const char *distill_jobs;    /* "IDX<TAB>id,id,..." per line */
+    const char *distill_answers; /* appended "IDX<TAB>STOP<TAB>N_PROMPT<TAB>id,..." per answered job */
+    int distill_parallel;        /* sequences decoded together (default 32) */
+    int distill_max_new;         /* most answer tokens (default 256) */
+    int distill_ctx;             /* KV rows per sequence (default 512) */
+    int distill_batch;           /* most tokens per llama_decode (default 2048) */
+    double distill_minutes;      /* start no new job after this long (0: no limit) */
 } hs_oracle_opts;
 
 /* Backends, the loaded model and the device list; contexts are made per use. */
@@ -87,12 +96,16 @@ hs_status hs_oracle_setup(const hs_oracle_opts *opts, hs_oracle_session *s);
 void hs_oracle_session_destroy(hs_oracle_session *s);
 
 /* A context for n_ctx positions with opts' backend, cache type and attention setting.
- * kv_default/fa_default apply when opts leave them unset. */
+ * kv_default/fa_default apply when opts leave them unset. n_seq > 1: that many sequences, each in
+ * its own KV stream of n_ctx / n_seq rows. */
 hs_status hs_oracle_context(const hs_oracle_opts *opts, hs_oracle_session *s, uint32_t n_ctx,
-                            uint32_t n_batch, uint32_t n_ubatch, int kv_default, int fa_default,
-                            struct llama_context **out);
+                            uint32_t n_batch, uint32_t n_ubatch, uint32_t n_seq, int kv_default,
+                            int fa_default, struct llama_context **out);
 
 /* Runs the llama-bench style pp/tg measurement and prints the table (or JSON). */
 hs_status hs_oracle_bench(const hs_oracle_opts *opts, hs_oracle_session *s);
+
+/* --distill: answers the jobs greedily, many sequences per decode, appending to the answers file. */
+hs_status hs_oracle_distill(const hs_oracle_opts *opts, hs_oracle_session *s);
 
 #endif

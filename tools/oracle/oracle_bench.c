@@ -82,7 +82,7 @@ static hs_status run_test(const hs_oracle_opts *o, hs_oracle_session *s, bench_t
     llama_token *buf = malloc((size_t)o->n_batch_bench * sizeof *buf);
     if (!buf) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "bench: token buffer of %d", o->n_batch_bench);
     HS_TRY(hs_oracle_context(o, s, (uint32_t)(t->n_prompt + t->n_gen), (uint32_t)o->n_batch_bench,
-                             (uint32_t)o->n_ubatch_bench, GGML_TYPE_F16, LLAMA_FLASH_ATTN_TYPE_AUTO, &ctx));
+                             (uint32_t)o->n_ubatch_bench, 1, GGML_TYPE_F16, LLAMA_FLASH_ATTN_TYPE_AUTO, &ctx));
     if (s->threadpool_fns) {
         struct ggml_threadpool_params tpp = ggml_threadpool_params_default(o->n_threads);
         tpp.poll = 50;
