@@ -30,6 +30,8 @@ static void usage(FILE *f) {
                "output equals ar's (greedy).\n\n"
                "  -m FILE            GGUF model (default: $HS_HOME/" HS_CLI_DEFAULT_MODEL ")\n"
                "  --head FILE        draft head (default: the first that fits the model)\n"
+               "  --head-weights W   auto (default: q4_1 where the device computes with 8-bit\n"
+               "                     activations), file (as stored) or q4_1\n"
                "  --data DIR         folder of <set>/question.jsonl (default: " HS_SHARED_DATA ")\n"
                "  --sets A,B,..      sets (default mt_bench,humaneval,gsm8k,alpaca,sum)\n"
                "  --questions F-T    questions F..T of each set, 1-based, in file order (default 1-10)\n"
@@ -68,7 +70,7 @@ typedef struct acc {
 } acc;
 
 typedef struct args {
-    const char *model, *head, *methods, *out, *calib;
+    const char *model, *head, *methods, *out, *calib, *head_weights;
     hs_cli_qset q;
     int n_predict, n_ctx, n_temps;
     float temps[MAX_TEMPS];
@@ -97,7 +99,7 @@ static int parse(int argc, char **argv, args *a) {
             continue;
         }
         const char *const valued[] = {"-m",     "--head",    "-n", "-c",           "--temp",
-                                      "--seed", "--methods", "-o", "--calibration"};
+                                      "--seed", "--methods", "-o", "--calibration", "--head-weights"};
         int w = -1;
         for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++)
             if (!strcmp(o, valued[k])) w = k;
@@ -135,7 +137,8 @@ static int parse(int argc, char **argv, args *a) {
         case 5: a->sp.seed = strtoull(v, NULL, 10); break;
         case 6: a->methods = v; break;
         case 7: a->out = v; break;
-        default: a->calib = v; break;
+        case 8: a->calib = v; break;
+        default: a->head_weights = v; break;
         }
     }
     if (a->n_predict < 1 || a->n_ctx < 0 || (strcmp(a->out, "md") && strcmp(a->out, "json"))) {
@@ -322,6 +325,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
     hs_cli_spec so;
     hs_cli_spec_defaults(&so);
     so.head = a.head;
+    so.head_weights = a.head_weights;
     int k = 10;
     for (int i = 0; i < nm; i++) {
         if (ms[i].ar) continue;
@@ -460,6 +464,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "model", model_path);
         cJSON_AddStringToObject(o, "head", sm.head ? sm.head_path : "");
+        const char *hw = !sm.head ? "" : hs_eagle3_quantized(sm.head) ? "q4_1" : "file";
+        cJSON_AddStringToObject(o, "head_weights", hw);
         cJSON_AddStringToObject(o, "build", HS_BUILD_ID);
         cJSON_AddItemToObject(o, "device", hs_bench_device_json(hs_vk_ctx_caps(vk)));
         cJSON_AddNumberToObject(o, "n_predict", a.n_predict);

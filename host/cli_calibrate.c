@@ -38,6 +38,8 @@ static void usage(FILE *f) {
             "$HS_HOME/calib (found there by generate and bench-spec).\n\n"
             "  -m FILE            GGUF model (default: $HS_HOME/" HS_CLI_DEFAULT_MODEL ")\n"
             "  --head FILE        draft head (default: the first that fits the model)\n"
+            "  --head-weights W   auto (default: q4_1 where the device computes with 8-bit\n"
+            "                     activations), file (as stored) or q4_1\n"
             "  --device           only the device cost model (keeps the strata of an existing\n"
             "                     calibration file, else built-in ones)\n"
             "  --data DIR         folder of <set>/question.jsonl (default: " HS_SHARED_DATA ")\n"
@@ -57,7 +59,7 @@ static void usage(FILE *f) {
 }
 
 typedef struct cal_args {
-    const char *model, *head, *out;
+    const char *model, *head, *out, *head_weights;
     hs_cli_qset q;
     int n_predict, strata, reps, max_verify;
     unsigned rec_k, rec_d, rec_n;
@@ -94,7 +96,8 @@ static int parse(int argc, char **argv, cal_args *a) {
             continue;
         }
         const char *const valued[] = {"-m",       "--head",   "-n",           "--temp", "--seed",
-                                      "--record", "--strata", "--max-verify", "-r",     "-o"};
+                                      "--record", "--strata", "--max-verify", "-r",     "-o",
+                                      "--head-weights"};
         int w = -1;
         for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++)
             if (!strcmp(o, valued[k])) w = k;
@@ -128,7 +131,8 @@ static int parse(int argc, char **argv, cal_args *a) {
         case 6: a->strata = atoi(v); break;
         case 7: a->max_verify = atoi(v); break;
         case 8: a->reps = atoi(v); break;
-        default: a->out = v; break;
+        case 9: a->out = v; break;
+        default: a->head_weights = v; break;
         }
     }
     if (a->n_predict < 2 || a->strata < 1 || a->strata > HS_HX_MAX_STRATA || a->reps < 1 || a->reps > 99 ||
@@ -328,6 +332,7 @@ int hs_cli_calibrate(int argc, char **argv) {
     hs_cli_spec_defaults(&so);
     so.method = "eagle2";
     so.head = a.head;
+    so.head_weights = a.head_weights;
     so.top_k = (int)a.rec_k;
     so.depth = (int)a.rec_d;
     so.tree_size = (int)a.rec_n;

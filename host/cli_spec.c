@@ -22,8 +22,8 @@ void hs_cli_spec_defaults(hs_cli_spec *s) {
 }
 
 int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
-    const char *const valued[] = {"--spec",      "--head", "--depth",      "--draft-top-k",
-                                  "--tree-size", "--tree", "--calibration"};
+    const char *const valued[] = {"--spec", "--head",        "--depth",       "--draft-top-k",
+                                  "--tree-size", "--tree", "--calibration", "--head-weights"};
     int which = -1;
     for (int i = 0; i < (int)(sizeof valued / sizeof valued[0]); i++)
         if (!strcmp(o, valued[i])) which = i;
@@ -39,12 +39,25 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     case 3: s->top_k = atoi(v); break;
     case 4: s->tree_size = atoi(v); break;
     case 5: s->tree = v; break;
-    default: s->calib = v; break;
+    case 6: s->calib = v; break;
+    default: s->head_weights = v; break;
     }
     return 2;
 }
 
 bool hs_cli_spec_on(const hs_cli_spec *s) { return strcmp(s->method, "none") != 0; }
+
+hs_status hs_cli_head_weights(const char *name, hs_eagle3_weights *out) {
+    if (!name || !strcmp(name, "auto"))
+        *out = HS_EAGLE3_WEIGHTS_AUTO;
+    else if (!strcmp(name, "file"))
+        *out = HS_EAGLE3_WEIGHTS_FILE;
+    else if (!strcmp(name, "q4_1"))
+        *out = HS_EAGLE3_WEIGHTS_Q4_1;
+    else
+        return HS_FAIL(HS_ERR_INVALID_ARG, "--head-weights %s: expected auto, file or q4_1", name);
+    return HS_OK;
+}
 
 static int pick(int given, int dflt) { return given >= 0 ? given : dflt; }
 
@@ -188,6 +201,7 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
     if (hs_cli_spec_on(s)) {
         hs_eagle3_options ho = {.top_k =
                                     out->policy.top_k > HS_TOPK_MAX_K ? HS_TOPK_MAX_K : out->policy.top_k};
+        HS_TRY(hs_cli_head_weights(s->head_weights, &ho.weights));
         HS_TRY(hs_eagle3_load(ops, out->head_gguf, out->target, &ho, &out->head));
         HS_TRY(hs_spec_create(out->target, out->head, &out->policy, &out->spec));
     }
@@ -212,7 +226,8 @@ double hs_spec_verified_per_round(const hs_spec_stats *s) {
 void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result *r) {
     const hs_spec_stats *s = &r->spec;
     if (!m->spec) return;
-    fprintf(f, "[heterospec] draft: %s, head %s\n", m->policy.name, m->head_path);
+    fprintf(f, "[heterospec] draft: %s, head %s (%s weights)\n", m->policy.name, m->head_path,
+            hs_eagle3_quantized(m->head) ? "q4_1" : "file");
     if (m->policy.expand && !strcmp(m->policy.name, "heterospec"))
         fprintf(f, "[heterospec] calibration: %s\n", m->hx.source);
     fprintf(f,
@@ -238,7 +253,10 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
 void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result *r) {
     const hs_spec_stats *s = &r->spec;
     cJSON_AddStringToObject(o, "spec", m->spec ? m->policy.name : "none");
-    if (m->spec) cJSON_AddStringToObject(o, "head", m->head_path);
+    if (m->spec) {
+        cJSON_AddStringToObject(o, "head", m->head_path);
+        cJSON_AddStringToObject(o, "head_weights", hs_eagle3_quantized(m->head) ? "q4_1" : "file");
+    }
     const uint32_t rounds = m->spec ? s->rounds : r->target_passes;
     cJSON_AddNumberToObject(o, "rounds", rounds);
     cJSON_AddNumberToObject(o, "tau", hs_spec_tau(s));

@@ -61,6 +61,7 @@ void hs_cli_questions_free(hs_cli_question *qs, int n);
  * 0), which picks the calibration of that mode. */
 typedef struct hs_cli_spec {
     const char *method, *head, *tree, *calib;
+    const char *head_weights; /* auto | file | q4_1 (hs_eagle3_weights); NULL: auto */
     int depth, top_k, tree_size;
     bool sampling;
 } hs_cli_spec;
@@ -68,6 +69,8 @@ void hs_cli_spec_defaults(hs_cli_spec *s);
 /* 0: not a speculative option; 2: consumed o and its value v; -1: error printed. */
 int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v);
 bool hs_cli_spec_on(const hs_cli_spec *s);
+/* --head-weights NAME: auto, file or q4_1; HS_ERR_INVALID_ARG naming the choices otherwise. */
+hs_status hs_cli_head_weights(const char *name, hs_eagle3_weights *out);
 hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out);
 /* The first head (in $HS_HOME/heads, then the source tree's models/heads,
  * subfolders one level deep, name order) whose file fits the model: same

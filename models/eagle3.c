@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hs_quant.h"
 #include "model_util.h"
 #include "op_attn.h"
 #include "op_elem.h"
@@ -39,6 +40,8 @@ struct hs_eagle3 {
     uint32_t n_past;    /* committed head cache rows */
     uint32_t n_slots;   /* drafted slots (slot 0, the root, not counted) */
     bool have_root;     /* slot 0 holds the last committed row's output (false after a cache-only consume) */
+    bool q4_1;          /* float matrices quantized to q4_1 at load (hs_eagle3_weights) */
+    bool act_q8;        /* products on 8-bit activations where the weight allows (tuning q8) */
 
     /* Borrowed from the target. */
     const hs_weight *tok_embd; /* (n_vocab, dim) */
@@ -195,9 +198,33 @@ hs_status hs_eagle3_check_target(const hs_eagle3_config *c, const hs_llama *targ
 
 /* ---- loading ---- */
 
+/* rows x cols of type (a float type) as q4_1 blocks, in a new buffer (*out). */
+static hs_status requantize_q4_1(hs_type type, const void *src, uint32_t rows, uint32_t cols, void **out) {
+    hs_status st = HS_OK;
+    const uint64_t src_rb = hs_type_row_bytes(type, cols), dst_rb = hs_type_row_bytes(HS_TYPE_Q4_1, cols);
+    float *row = malloc((size_t)cols * sizeof *row);
+    uint8_t *dst = malloc((size_t)rows * dst_rb);
+    if (!row || !dst) {
+        st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_eagle3_load: out of memory");
+        goto fail;
+    }
+    for (uint32_t r = 0; r < rows; r++) {
+        HS_TRY(hs_dequantize_row(type, (const uint8_t *)src + r * src_rb, row, cols));
+        HS_TRY(hs_quantize_row(HS_TYPE_Q4_1, row, dst + r * dst_rb, cols));
+    }
+    *out = dst;
+    dst = NULL;
+fail:
+    free(row);
+    free(dst);
+    return st;
+}
+
 /* Matrices of one type, stacked by rows: count tensors (rows[i], cols) of
  * the file, or, with half = 1 or 2, their first or second half of columns
- * (cols = 2 dim in the file, dim in the weight; dim a multiple of the block). */
+ * (cols = 2 dim in the file, dim in the weight; dim a multiple of the block).
+ * With h->q4_1, f32, f16 and q8_0 matrices whose cols are whole q4_1 blocks
+ * are quantized to q4_1 here (the 8-bit activation products then apply). */
 static hs_status load_stacked(hs_eagle3 *h, const hs_gguf *g, const char *const *names, uint32_t count,
                               const uint32_t *rows, uint32_t cols, int half, hs_weight **out) {
     hs_status st = HS_OK;
@@ -218,22 +245,32 @@ static hs_status load_stacked(hs_eagle3 *h, const hs_gguf *g, const char *const 
                        "%s: %s of type %s: dim %u is not a multiple of the type's %u-element block, so the "
                        "embedding and hidden halves of its columns cannot be split",
                        hs_gguf_name(g), names[0], hs_type_name(type), cols, hs_type_block_elems(type));
+    const bool requant = h->q4_1 && (type == HS_TYPE_F32 || type == HS_TYPE_F16 || type == HS_TYPE_Q8_0) &&
+                         cols % hs_type_block_elems(HS_TYPE_Q4_1) == 0;
     const void *data[3];
     for (uint32_t i = 0; i < count; i++) {
         data[i] = t[i]->data;
-        if (!half) continue;
-        const uint64_t full = hs_type_row_bytes(type, file_cols), rb = hs_type_row_bytes(type, cols);
-        uint8_t *p = malloc(rows[i] * rb);
-        if (!p) {
-            st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_eagle3_load: out of memory");
-            goto fail;
+        if (half) {
+            const uint64_t full = hs_type_row_bytes(type, file_cols), rb = hs_type_row_bytes(type, cols);
+            uint8_t *p = malloc(rows[i] * rb);
+            if (!p) {
+                st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_eagle3_load: out of memory");
+                goto fail;
+            }
+            for (uint32_t r = 0; r < rows[i]; r++)
+                memcpy(p + r * rb, (const uint8_t *)t[i]->data + r * full + (half == 2 ? rb : 0), rb);
+            part[i] = p;
+            data[i] = p;
         }
-        for (uint32_t r = 0; r < rows[i]; r++)
-            memcpy(p + r * rb, (const uint8_t *)t[i]->data + r * full + (half == 2 ? rb : 0), rb);
-        part[i] = p;
-        data[i] = p;
+        if (requant) {
+            void *q = NULL;
+            HS_TRY(requantize_q4_1(type, data[i], rows[i], cols, &q));
+            free(part[i]);
+            part[i] = q;
+            data[i] = q;
+        }
     }
-    HS_TRY(hs_weight_create_stacked(h->ops, type, cols, count, rows, data, out));
+    HS_TRY(hs_weight_create_stacked(h->ops, requant ? HS_TYPE_Q4_1 : type, cols, count, rows, data, out));
     h->weight_bytes += hs_weight_device_bytes(*out);
 fail:
     for (uint32_t i = 0; i < 3; i++)
@@ -300,6 +337,16 @@ hs_status hs_eagle3_load(hs_ops *ops, const hs_gguf *g, hs_llama *target, const 
     if (h->max_batch > h->n_ctx) h->max_batch = h->n_ctx;
     h->max_nodes = opt && opt->max_nodes ? opt->max_nodes : EAGLE3_DEFAULT_NODES;
     h->top_k = opt && opt->top_k ? opt->top_k : EAGLE3_DEFAULT_TOP_K;
+    {
+        const hs_eagle3_weights wsel = opt ? opt->weights : HS_EAGLE3_WEIGHTS_AUTO;
+        if (wsel != HS_EAGLE3_WEIGHTS_AUTO && wsel != HS_EAGLE3_WEIGHTS_FILE &&
+            wsel != HS_EAGLE3_WEIGHTS_Q4_1) {
+            st = HS_FAIL(HS_ERR_INVALID_ARG, "hs_eagle3_load: unknown weights choice %d", (int)wsel);
+            goto fail;
+        }
+        h->act_q8 = hs_ops_tuning(ops)->q8_act != 0;
+        h->q4_1 = wsel == HS_EAGLE3_WEIGHTS_Q4_1 || (wsel == HS_EAGLE3_WEIGHTS_AUTO && h->act_q8);
+    }
     if (h->top_k > HS_TOPK_MAX_K || h->top_k > c->n_draft_vocab) {
         st = HS_FAIL(HS_ERR_INVALID_ARG,
                      "hs_eagle3_load: top_k %u exceeds %u (and the draft vocabulary of %u)", h->top_k,
@@ -316,9 +363,10 @@ hs_status hs_eagle3_load(hs_ops *ops, const hs_gguf *g, hs_llama *target, const 
     /* Weights. Q, K and V take u = [rmsnorm(e), rmsnorm(x)] (2 dim): their
      * columns are split into the embedding half and the hidden half, two
      * products with RMSNorm prologues, the second adding to the first. */
-    HS_TRY(hs_model_load_matrix(h->ops, g, "fc.weight", c->dim, HS_LLAMA_TAPS * c->target_dim, &h->fc,
-                                &h->weight_bytes));
     {
+        const char *fc_name[1] = {"fc.weight"};
+        const uint32_t fc_rows[1] = {c->dim};
+        HS_TRY(load_stacked(h, g, fc_name, 1, fc_rows, HS_LLAMA_TAPS * c->target_dim, 0, &h->fc));
         const char *names[3] = {"blk.0.attn_q.weight", "blk.0.attn_k.weight", "blk.0.attn_v.weight"};
         const uint32_t rows[3] = {q_dim, kv_dim, kv_dim};
         HS_TRY(load_stacked(h, g, names, 3, rows, c->dim, 1, &h->qkv_e));
@@ -327,12 +375,14 @@ hs_status hs_eagle3_load(hs_ops *ops, const hs_gguf *g, hs_llama *target, const 
         const uint32_t gu_rows[2] = {c->ff, c->ff};
         HS_TRY(load_stacked(h, g, gu_names, 2, gu_rows, c->dim, 0, &h->gu));
     }
-    HS_TRY(
-        hs_model_load_matrix(h->ops, g, "blk.0.attn_output.weight", c->dim, q_dim, &h->wo, &h->weight_bytes));
-    HS_TRY(
-        hs_model_load_matrix(h->ops, g, "blk.0.ffn_down.weight", c->dim, c->ff, &h->wdown, &h->weight_bytes));
-    HS_TRY(hs_model_load_matrix(h->ops, g, "output.weight", c->n_draft_vocab, c->dim, &h->out,
-                                &h->weight_bytes));
+    {
+        const char *wo_name[1] = {"blk.0.attn_output.weight"}, *down_name[1] = {"blk.0.ffn_down.weight"};
+        const char *out_name[1] = {"output.weight"};
+        const uint32_t dim_rows[1] = {c->dim}, out_rows[1] = {c->n_draft_vocab};
+        HS_TRY(load_stacked(h, g, wo_name, 1, dim_rows, q_dim, 0, &h->wo));
+        HS_TRY(load_stacked(h, g, down_name, 1, dim_rows, c->ff, 0, &h->wdown));
+        HS_TRY(load_stacked(h, g, out_name, 1, out_rows, c->dim, 0, &h->out));
+    }
     HS_TRY(load_d2t(h, g));
     h->slot = align_up((uint64_t)(c->dim > c->head_dim ? c->dim : c->head_dim) * 4,
                        align_up(256, caps->min_storage_offset_align));
@@ -360,7 +410,14 @@ hs_status hs_eagle3_load(hs_ops *ops, const hs_gguf *g, hs_llama *target, const 
     HS_TRY(alloc(h, R * q_dim * 4, HS_MEM_DEVICE, &h->q));
     HS_TRY(alloc(h, R * q_dim * 4, HS_MEM_DEVICE, &h->att));
     HS_TRY(alloc(h, R * 2 * c->ff * 4, HS_MEM_DEVICE, &h->gub));
-    HS_TRY(alloc(h, R * (c->ff > c->dim ? c->ff : c->dim) * 4, HS_MEM_DEVICE, &h->xs));
+    {
+        /* The products' x' (f32 or 8-bit blocks, at most 4 bytes a column): the widest x is the
+         * MLP's, the residual's or fc's 3 target_dim. */
+        uint64_t xs_cols = c->ff > c->dim ? c->ff : c->dim;
+        if (xs_cols < HS_LLAMA_TAPS * c->target_dim) xs_cols = HS_LLAMA_TAPS * c->target_dim;
+        if (xs_cols < q_dim) xs_cols = q_dim;
+        HS_TRY(alloc(h, R * xs_cols * 4, HS_MEM_DEVICE, &h->xs));
+    }
     HS_TRY(alloc(h, R * c->n_draft_vocab * 4, HS_MEM_DEVICE, &h->logits));
     HS_TRY(alloc(h, (1ull + h->max_nodes) * c->dim * 4, HS_MEM_DEVICE, &h->hidden));
     const uint64_t arr = align_up(R * 4, h->slot);
@@ -413,6 +470,8 @@ uint32_t hs_eagle3_n_slots(const hs_eagle3 *h) { return h->n_slots; }
 uint32_t hs_eagle3_max_nodes(const hs_eagle3 *h) { return h->max_nodes; }
 uint32_t hs_eagle3_last_dispatches(const hs_eagle3 *h) { return h->last_dispatches; }
 uint64_t hs_eagle3_weight_bytes(const hs_eagle3 *h) { return h->weight_bytes; }
+
+bool hs_eagle3_quantized(const hs_eagle3 *h) { return h->q4_1; }
 uint32_t hs_eagle3_graph_count(const hs_eagle3 *h) { return (uint32_t)stbds_arrlen(h->graphs); }
 void hs_eagle3_reset(hs_eagle3 *h) {
     h->n_past = 0;
@@ -470,14 +529,16 @@ static hs_status record_qkv(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, const laye
      * embedding half, then the hidden half added to it. */
     const hs_vk_binding xs = B(h->xs, 0, 0);
     hs_matmul_opts ne = {
-        .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_ATTN_NORM, c->dim), .eps = c->eps, .scratch = xs};
+        .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_ATTN_NORM, c->dim), .eps = c->eps, .scratch = xs,
+        .act_q8 = h->act_q8};
     HS_TRY(hs_op_matmul(ops, s, h->qkv_e, io->e, cap, io->qkv, &ne));
     hs_matmul_opts nx = {.prologue = HS_MATMUL_RMSNORM,
                          .norm = vec(h, VEC_HIDDEN_NORM, c->dim),
                          .eps = c->eps,
                          .residual = true,
                          .res = io->qkv,
-                         .scratch = xs};
+                         .scratch = xs,
+                         .act_q8 = h->act_q8};
     HS_TRY(hs_op_matmul(ops, s, h->qkv_x, io->x, cap, io->qkv, &nx));
     HS_TRY(hs_op_rope_kv(ops, s, &io->qkv, &io->pos, &io->rows, &io->q, &io->kv, cap, c->n_head, &io->rp));
 fail:
@@ -498,12 +559,14 @@ static hs_status record_layer(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, uint32_t
     HS_TRY(record_qkv(h, s, cap, &io));
     HS_TRY(hs_op_attention_cols(ops, s, &io.q, &io.kv, c->n_head, &io.info, &mask, cap, n_cols,
                                 1.0f / sqrtf((float)c->head_dim), &io.att));
-    hs_matmul_opts resid = {.residual = true, .res = io.x};
+    hs_matmul_opts resid = {.residual = true, .res = io.x, .scratch = xs, .act_q8 = h->act_q8};
     HS_TRY(hs_op_matmul(ops, s, h->wo, io.att, cap, io.x, &resid));
     hs_matmul_opts nf = {
-        .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_FFN_NORM, c->dim), .eps = c->eps, .scratch = xs};
+        .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_FFN_NORM, c->dim), .eps = c->eps, .scratch = xs,
+        .act_q8 = h->act_q8};
     HS_TRY(hs_op_matmul(ops, s, h->gu, io.x, cap, io.gu, &nf));
-    hs_matmul_opts down = {.prologue = HS_MATMUL_SWIGLU, .residual = true, .res = io.x, .scratch = xs};
+    hs_matmul_opts down = {
+        .prologue = HS_MATMUL_SWIGLU, .residual = true, .res = io.x, .scratch = xs, .act_q8 = h->act_q8};
     HS_TRY(hs_op_matmul(ops, s, h->wdown, io.gu, cap, io.x, &down));
 fail:
     return st;
@@ -517,7 +580,8 @@ static hs_status record_head(hs_eagle3 *h, hs_vk_seq *s, hs_vk_binding rows, uin
     hs_matmul_opts no = {.prologue = HS_MATMUL_RMSNORM,
                          .norm = vec(h, VEC_OUTPUT_NORM, c->dim),
                          .eps = c->eps,
-                         .scratch = B(h->xs, 0, 0)};
+                         .scratch = B(h->xs, 0, 0),
+                         .act_q8 = h->act_q8};
     HS_TRY(hs_op_matmul(h->ops, s, h->out, rows, n, logits, &no));
     hs_vk_binding rec = B(h->records, 0, hs_topk_out_bytes(n, h->top_k));
     HS_TRY(hs_op_topk(h->ops, s, &logits, n, c->n_draft_vocab, h->top_k, 1.0f, &rec));
@@ -546,7 +610,8 @@ static hs_status record_consume(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, bool c
                            .cols = fc_cols,
                            .src_ids = &ids_a};
     HS_TRY(hs_op_gather_rows(h->ops, s, &taps, cap));
-    HS_TRY(hs_op_matmul(h->ops, s, h->fc, fcin, cap, x, NULL));
+    hs_matmul_opts fc = {.scratch = B(h->xs, 0, 0), .act_q8 = h->act_q8};
+    HS_TRY(hs_op_matmul(h->ops, s, h->fc, fcin, cap, x, &fc));
     HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, e));
     if (cache_only) {
         layer_io io;

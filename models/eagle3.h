@@ -111,6 +111,16 @@ typedef struct hs_eagle3_config {
     char target_name[128]; /* "" when the file names none */
 } hs_eagle3_config;
 
+/* The head's matrices on the device. */
+typedef enum hs_eagle3_weights {
+    HS_EAGLE3_WEIGHTS_AUTO = 0, /* q4_1 where the device's tuning computes with 8-bit activations
+                                   (q8), else as stored */
+    HS_EAGLE3_WEIGHTS_FILE,     /* as stored in the file */
+    HS_EAGLE3_WEIGHTS_Q4_1,     /* f32 / f16 / q8_0 matrices quantized to q4_1 at load (ggml's
+                                   reference rounding), products on 8-bit activations where the
+                                   tuning allows: a cheaper draft, not the file's exact one */
+} hs_eagle3_weights;
+
 typedef struct hs_eagle3_options {
     uint32_t n_ctx;     /* head cache rows; 0: the target's n_ctx */
     uint32_t max_batch; /* most rows of one consume; 0: the target's max_batch */
@@ -118,6 +128,7 @@ typedef struct hs_eagle3_options {
                            width of the attention mask of a level; 0: 128 */
     uint32_t top_k;     /* K of the Top-K per node, <= HS_TOPK_MAX_K and <= the
                            draft vocabulary; 0: 10 */
+    hs_eagle3_weights weights;
 } hs_eagle3_options;
 
 typedef struct hs_eagle3 hs_eagle3;
@@ -189,6 +200,9 @@ uint32_t hs_eagle3_max_nodes(const hs_eagle3 *h);
 uint32_t hs_eagle3_last_dispatches(const hs_eagle3 *h);
 /* Bytes of the head's own weights on the device (token_embd is the target's). */
 uint64_t hs_eagle3_weight_bytes(const hs_eagle3 *h);
+
+/* Whether the head's matrices were quantized to q4_1 at load (hs_eagle3_options.weights). */
+bool hs_eagle3_quantized(const hs_eagle3 *h);
 /* Graphs recorded so far (one per kind and capacity bucket). */
 uint32_t hs_eagle3_graph_count(const hs_eagle3 *h);
 

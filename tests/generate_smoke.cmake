@@ -30,6 +30,25 @@ if(NOT tau GREATER 1)
   message(FATAL_ERROR "heterospec accepted nothing (tau ${tau}):\n${auto}")
 endif()
 
+# The head's weights as stored or quantized to q4_1 at load: either way plain decoding's output,
+# and the JSON says which; an unknown choice is refused by name.
+foreach(w file q4_1)
+  execute_process(COMMAND ${HS} ${args} --spec chain --head-weights ${w} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "generate --head-weights ${w} exited ${rc}:\n${err}")
+  endif()
+  string(JSON ids_w GET "${out}" ids)
+  string(JSON hw GET "${out}" head_weights)
+  if(NOT ids_w STREQUAL ids_plain OR NOT hw STREQUAL w)
+    message(FATAL_ERROR "--head-weights ${w}: head_weights '${hw}', ids ${ids_w} (plain ${ids_plain})")
+  endif()
+endforeach()
+execute_process(COMMAND ${HS} ${args} --head-weights q5 RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "--head-weights q5: expected auto, file or q4_1")
+  message(FATAL_ERROR "--head-weights q5 gave rc ${rc}:\n${err}")
+endif()
+
 # A calibration of this device, model and head (one short question), then used.
 execute_process(COMMAND ${HS} calibrate -m ${MODEL} --data ${DATA} --sets gsm8k --questions 1-2 -n 24 -r 1
                         --no-chat -o ${WORK}/cal.json
@@ -90,6 +109,7 @@ execute_process(COMMAND ${CMAKE_COMMAND} -E env HS_TUNING=bogus=1 ${HS} logits -
 if(rc EQUAL 0 OR NOT err MATCHES "HS_TUNING='bogus=1'" OR EXISTS ${WORK}/bad.hslg)
   message(FATAL_ERROR "logits with a bad HS_TUNING: rc ${rc}, output left: ${err}")
 endif()
-message("generate: heterospec by default, equal to plain decoding; calibrate's file found and used; a plain "
+message("generate: heterospec by default, equal to plain decoding (also with the head's weights as "
+        "stored and as q4_1); calibrate's file found and used; a plain "
         "calibration decodes plainly; bad file refused; "
         "logits leaves no partial file")

@@ -25,6 +25,7 @@
 #include "eagle3.h"
 #include "gguf.h"
 #include "gguf_writer.h"
+#include "hs_quant.h"
 #include "llama.h"
 #include "ref_eagle3.h"
 #include "testutil.h"
@@ -236,8 +237,9 @@ typedef struct e3_env {
     ref_eagle3 *ref;
 } e3_env;
 
+/* The head with the file's exact weights (the reference's). */
 static hs_eagle3_options head_options(void) {
-    return (hs_eagle3_options){.max_nodes = MAX_NODES, .top_k = TOPK};
+    return (hs_eagle3_options){.max_nodes = MAX_NODES, .top_k = TOPK, .weights = HS_EAGLE3_WEIGHTS_FILE};
 }
 
 static int setup_e3(void **state, unsigned long range, const char *name, const char *value) {
@@ -810,12 +812,107 @@ static void test_bad_calls(void **state) {
     assert_non_null(strstr(hs_last_error(), "context full"));
 }
 
+/* ---- the q4_1 head ---- */
+
+/* w rounded through q4_1 (ggml's reference quantizer, then its dequantizer): the
+ * weights a head loaded with HS_EAGLE3_WEIGHTS_Q4_1 computes with. */
+static float *q4_1_round(const head_tensor *t) {
+    const size_t n = (size_t)t->rows * t->cols;
+    float *out = malloc(n * sizeof *out);
+    uint8_t *blocks = malloc((size_t)t->cols / 32 * 20);
+    assert_non_null(out);
+    assert_non_null(blocks);
+    for (uint32_t r = 0; r < t->rows; r++) {
+        HS_CHECK(hs_quantize_row(HS_TYPE_Q4_1, t->data + (size_t)r * t->cols, blocks, t->cols));
+        HS_CHECK(hs_dequantize_row(HS_TYPE_Q4_1, blocks, out + (size_t)r * t->cols, t->cols));
+    }
+    free(blocks);
+    return out;
+}
+
+/* Largest |p - p_ref| over the K ranks of a record against softmax(logits) of the reference. */
+static double topk_deviation(const hs_topk_result *got, const double *logits, const char *what) {
+    double p[DVOCAB], worst = 0;
+    ref_eagle3_probs(logits, DVOCAB, p);
+    for (uint32_t j = 0; j < got->k; j++) {
+        if (got->ids[j] >= VOCAB || g_t2d[got->ids[j]] < 0)
+            fail_msg("%s: rank %u: id %u is not in the draft vocabulary", what, j, got->ids[j]);
+        const double d = fabs((double)got->probs[j] - p[g_t2d[got->ids[j]]]);
+        worst = d > worst ? d : worst;
+    }
+    return worst;
+}
+
+/* HS_EAGLE3_WEIGHTS_Q4_1: every matrix quantized at load (cols are whole blocks here), the
+ * products on 8-bit activations where the tuning has them. Against the reference with the same
+ * q4_1-rounded weights, only the activations' 8-bit rounding separates the two (measured on
+ * lavapipe: probabilities within 9.2e-3; without 8-bit activations 1e-6); against the file's
+ * exact weights the q4_1 rounding shows too (measured: 4.0e-2), so the bound between them catches
+ * a head that kept the file's weights or a wrong block layout. */
+#define TOL_Q4_1 2e-2
+static void test_quantized(void **state) {
+    e3_env *e = *state;
+    assert_false(hs_eagle3_quantized(e->h));
+    hs_eagle3_options ho = head_options();
+    ho.weights = HS_EAGLE3_WEIGHTS_Q4_1;
+    hs_eagle3 *q = NULL;
+    HS_CHECK(hs_eagle3_load(e->base.ops, e->hg, e->t, &ho, &q));
+    assert_true(hs_eagle3_quantized(q));
+    assert_true(hs_eagle3_weight_bytes(q) < hs_eagle3_weight_bytes(e->h));
+    static const int mats[] = {T_FC, T_Q, T_K, T_V, T_O, T_GATE, T_UP, T_DOWN, T_OUT};
+    float *rounded[T_D2T] = {0};
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++)
+        rounded[mats[i]] = q4_1_round(&g_t[mats[i]]);
+    ref_eagle3_weights rw = e->rw;
+    rw.fc = rounded[T_FC], rw.wq = rounded[T_Q], rw.wk = rounded[T_K], rw.wv = rounded[T_V];
+    rw.wo = rounded[T_O], rw.wgate = rounded[T_GATE], rw.wup = rounded[T_UP], rw.wdown = rounded[T_DOWN];
+    rw.out = rounded[T_OUT];
+    ref_eagle3 *rq = ref_eagle3_create(&rw, 512, MAX_NODES);
+
+    static float feats[PROMPT * 3 * TDIM];
+    int32_t next[PROMPT];
+    target_prompt(e, feats, next);
+    const hs_topk_result *root;
+    HS_CHECK(hs_eagle3_consume(q, k_slots, next, PROMPT, &root));
+    const hs_topk_result r0 = *root;
+    double lq[DVOCAB], lx[DVOCAB];
+    ref_eagle3_consume(rq, feats, next, PROMPT, lq);
+    ref_eagle3_reset(e->ref);
+    ref_eagle3_consume(e->ref, feats, next, PROMPT, lx);
+    double dq = topk_deviation(&r0, lq, "q4_1 root");
+    double dx = topk_deviation(&r0, lx, "q4_1 root (exact weights)");
+    /* A level of three children of the root, tokens its top three ids. */
+    const uint32_t parents[3] = {0, 0, 0};
+    const int32_t tokens[3] = {(int32_t)r0.ids[0], (int32_t)r0.ids[1], (int32_t)r0.ids[2]};
+    const hs_topk_result *got;
+    HS_CHECK(hs_eagle3_draft(q, parents, tokens, 3, &got));
+    double lvq[3 * DVOCAB], lvx[3 * DVOCAB];
+    ref_eagle3_draft(rq, parents, tokens, 3, lvq);
+    ref_eagle3_draft(e->ref, parents, tokens, 3, lvx);
+    for (int i = 0; i < 3; i++) {
+        const double a = topk_deviation(&got[i], lvq + (size_t)i * DVOCAB, "q4_1 level 1");
+        const double b = topk_deviation(&got[i], lvx + (size_t)i * DVOCAB, "q4_1 level 1 (exact weights)");
+        dq = a > dq ? a : dq;
+        dx = b > dx ? b : dx;
+    }
+    printf("eagle3 q4_1: largest probability deviation %.2e from the q4_1-rounded reference, %.2e from the "
+           "exact one\n", dq, dx);
+    if (dq > TOL_Q4_1) fail_msg("q4_1 head: probabilities %.2e from the q4_1-rounded reference", dq);
+    if (dx <= TOL_Q4_1)
+        fail_msg("q4_1 head: probabilities within %.2e of the exact weights' reference: not quantized?", dx);
+    ref_eagle3_destroy(rq);
+    for (int i = 0; i < T_D2T; i++)
+        free(rounded[i]);
+    hs_eagle3_destroy(q);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_vs_reference),  cmocka_unit_test(test_chunks),
         cmocka_unit_test(test_cache_consume), cmocka_unit_test(test_level_invariance),
         cmocka_unit_test(test_dispatches),    cmocka_unit_test(test_fit),
         cmocka_unit_test(test_bad_files),     cmocka_unit_test(test_bad_calls),
+        cmocka_unit_test(test_quantized),
     };
     const struct CMUnitTest again[] = {
         cmocka_unit_test(test_vs_reference),

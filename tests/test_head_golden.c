@@ -89,7 +89,8 @@ static void test_golden(void **state) {
     HS_CHECK(hs_llama_load(env->ops, tg, &to, &t));
     snprintf(path, sizeof path, "%s/head.gguf", dir);
     HS_CHECK(hs_gguf_open(path, &hg));
-    const hs_eagle3_options ho = {.max_nodes = MAX_CHAIN, .top_k = (uint32_t)k};
+    const hs_eagle3_options ho = {
+        .max_nodes = MAX_CHAIN, .top_k = (uint32_t)k, .weights = HS_EAGLE3_WEIGHTS_FILE};
     HS_CHECK(hs_eagle3_load(env->ops, hg, t, &ho, &h));
 
     /* The target's taps of positions 0 .. rows-1; row j pairs them with token j + 1. */
