@@ -126,6 +126,22 @@ def main():
         acc = np.array([rng.integers(0, max(m - 1 - j, 1)) for j in range(m)])
         r, t = train.walk_rounds(acc, root, P)
         assert t == m - P and 1 <= r <= t, (m, P, r, t)
+    # grow_vocab: old tokens keep their lm_head columns, new ones (the most frequent answer tokens missing)
+    # take the target's output rows, ids sorted again; tokens never answered are not added.
+    V, Dg = 12, 3
+    outw = rng.standard_normal((Dg, V)).astype(np.float32)
+    old_ids = np.array([2, 7, 9])
+    gp = {"lm_head": rng.standard_normal((Dg, 3)).astype(np.float32), "fc": np.zeros(1, np.float32)}
+    seqs = [{"tokens": np.array([0, 1, 5, 5, 4, 7, 5, 4, 11]), "prompt_len": 2}]  # answers: 5 x3, 4 x2, 7, 11
+    gp2, d2t2, t2d2 = train.grow_vocab(gp, old_ids - np.arange(3), seqs, {"output": outw}, V, 5)
+    ids2 = np.arange(len(d2t2)) + d2t2
+    assert list(ids2) == [2, 4, 5, 7, 9], ids2
+    assert np.array_equal(gp2["lm_head"][:, [0, 3, 4]], gp["lm_head"])
+    assert np.array_equal(gp2["lm_head"][:, 1], outw[:, 4])
+    assert np.array_equal(gp2["lm_head"][:, 2], outw[:, 5]) and gp2["fc"] is gp["fc"]
+    assert list(t2d2[[2, 4, 5, 7, 9, 11]]) == [0, 1, 2, 3, 4, -1]
+    gp3, d2t3, _ = train.grow_vocab(gp, old_ids - np.arange(3), seqs, {"output": outw}, V, 50)
+    assert list(np.arange(len(d2t3)) + d2t3) == [2, 4, 5, 7, 9, 11]  # only answered tokens join
     # coverage: groups by file name up to the last '_'; counts tokens outside the draft vocabulary.
     import tempfile
 

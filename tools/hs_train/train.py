@@ -88,6 +88,29 @@ def draft_vocab(train_seqs, n_vocab, n_draft):
     return ids, d2t, t2d, counts
 
 
+def grow_vocab(params, d2t, train_seqs, tparams, n_vocab, n_draft):
+    """An --init head's vocabulary grown to n_draft: its tokens, then the most frequent answer tokens it
+    lacks; lm_head columns of the new tokens start from the target's output rows (as init_params does), the
+    old ones keep theirs; ids in increasing target-id order again. Returns (params, d2t, t2d)."""
+    old = np.arange(len(d2t)) + d2t
+    counts = np.zeros(n_vocab, np.int64)
+    for s in train_seqs:
+        np.add.at(counts, s["tokens"][s["prompt_len"] :], 1)
+    counts[old] = -1  # already in
+    extra = np.argsort(-counts, kind="stable")[: max(0, n_draft - len(old))]
+    extra = extra[counts[extra] > 0]
+    ids = np.sort(np.concatenate([old, extra])).astype(np.int64)
+    out = np.asarray(tparams["output"], np.float32)
+    col_old = {int(t): i for i, t in enumerate(old)}
+    lm = np.stack([params["lm_head"][:, col_old[int(t)]] if int(t) in col_old else out[:, int(t)] for t in ids], 1)
+    p = dict(params)
+    p["lm_head"] = np.ascontiguousarray(lm.astype(np.float32))
+    d2t = (ids - np.arange(len(ids))).astype(np.int32)
+    t2d = np.full(n_vocab, -1, np.int32)
+    t2d[ids] = np.arange(len(ids))
+    return p, d2t, t2d
+
+
 def coverage(seqs, t2d):
     n = hit = 0
     for s in seqs:
@@ -489,7 +512,8 @@ def main(argv=None):
     ap.add_argument("--gguf-writer", help="folder holding eagle3_gguf.py (default: tools/)")
     ap.add_argument("--max-heldout-rows", type=int, default=0, help="0: all")
     ap.add_argument("--init", help="head.gguf to start from (its weights and draft vocabulary) instead of a "
-                    "random head: continued training on more data")
+                    "random head: continued training on more data; a --draft-vocab above the head's grows its "
+                    "vocabulary by the most frequent answer tokens it lacks")
     a = ap.parse_args(argv)
     if any("/data/bench" in os.path.abspath(d) for d in data_dirs(a.data)):
         sys.exit("train: refusing benchmark data")
@@ -524,6 +548,10 @@ def main(argv=None):
         t2d = np.full(tcfg.n_vocab, -1, np.int32)
         t2d[np.arange(len(d2t)) + d2t] = np.arange(len(d2t))
         log(logf, f"init from {a.init}: its weights and its draft vocabulary ({len(d2t)} tokens)")
+        if a.draft_vocab > len(d2t):
+            init, d2t, t2d = grow_vocab(init, d2t, train, tparams, tcfg.n_vocab, a.draft_vocab)
+            log(logf, f"draft vocabulary grown to {len(d2t)} tokens (--draft-vocab {a.draft_vocab}): the "
+                "most frequent training answer tokens it lacked, lm_head columns from the target's output rows")
     else:
         _, d2t, t2d, counts = draft_vocab(train, tcfg.n_vocab, a.draft_vocab)
     n_draft = len(d2t)
