@@ -102,8 +102,11 @@ static const struct {
      * the N = 64 batch 1.35-1.45x, tg128 1.1-1.25x). The Q/K/V product rotates
      * and writes the KV cache in its epilogue (ropepass 0): one dispatch and
      * barrier fewer per layer. GPUs take no 8-bit activations, so they run the
-     * RoPE + KV pass whatever this value says. */
-    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0}},
+     * RoPE + KV pass whatever this value says. Tree attention takes 4 queries
+     * per workgroup, which share each prefix row's loads (attnqb 4): a load is
+     * a gather here, a subgroup shuffle is cheap. GPUs serve the repeated rows
+     * from cache, so they keep one query per workgroup (attnqb 0). */
+    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0, 4}},
     /* GPUs (none measured here; each line says why): storage-buffer loads are
      * as wide as texel fetches and skip the texture path, so weights stay in
      * storage buffers everywhere below. A fused prologue rereads x from cache,
@@ -115,18 +118,18 @@ static const struct {
      * activations would cost precision and a pass for nothing at decode. */
     /* NVIDIA: 32-lane warps, many registers: 8 columns share each dequantized
      * weight; 128-lane reductions fill an SM's schedulers. */
-    {0x10DE, NULL, {"nvidia", 2, 8, 128, 0, 16, 0, 0, 0}},
+    {0x10DE, NULL, {"nvidia", 2, 8, 128, 0, 16, 0, 0, 0, 0}},
     /* AMD: 64-lane waves on GCN (32 on RDNA), large register files: as NVIDIA. */
-    {0x1002, NULL, {"amd", 2, 8, 128, 0, 16, 0, 0, 0}},
+    {0x1002, NULL, {"amd", 2, 8, 128, 0, 16, 0, 0, 0, 0}},
     /* Intel: SIMD8-32 EUs with smaller register budgets per lane: 64-lane
      * reductions, 8 columns. */
-    {0x8086, NULL, {"intel", 2, 8, 64, 0, 16, 0, 0, 0}},
+    {0x8086, NULL, {"intel", 2, 8, 64, 0, 16, 0, 0, 0, 0}},
     /* Adreno: 64/128-wide waves but register pressure spills early: 4 columns. */
-    {0x5143, NULL, {"qualcomm", 2, 4, 64, 0, 16, 0, 0, 0}},
+    {0x5143, NULL, {"qualcomm", 2, 4, 64, 0, 16, 0, 0, 0, 0}},
     /* Mali: 16-lane warps (Valhall), few registers per thread: 4 columns. */
-    {0x13B5, NULL, {"arm", 2, 4, 64, 0, 16, 0, 0, 0}},
+    {0x13B5, NULL, {"arm", 2, 4, 64, 0, 16, 0, 0, 0, 0}},
     /* Anything else: the conservative middle. */
-    {0, NULL, {"generic", 2, 4, 64, 0, 16, 0, 0, 0}},
+    {0, NULL, {"generic", 2, 4, 64, 0, 16, 0, 0, 0, 0}},
 };
 
 hs_tuning hs_tuning_for(const hs_vk_caps *c) {
@@ -182,18 +185,22 @@ static bool tuning_invalid(const hs_ops *ops, const hs_tuning *t, char *why, siz
         snprintf(why, size, "q8 %u is not 0 or 1", t->q8_act);
     else if (t->rope_pass > 1)
         snprintf(why, size, "ropepass %u is not 0 or 1", t->rope_pass);
+    else if (t->attn_qb && (t->attn_qb & (t->attn_qb - 1)))
+        snprintf(why, size, "attnqb %u is not 0 or a power of two", t->attn_qb);
     else
         return false;
     return true;
 }
 
-/* Applies HS_TUNING ("rows=8,cols=4,reduce=64,texel=0,split=2,ubo=0,q8=0,ropepass=1", any subset) to t. */
+/* Applies HS_TUNING ("rows=8,cols=4,reduce=64,texel=0,split=2,ubo=0,q8=0,ropepass=1,attnqb=0", any
+ * subset) to t. */
 static hs_status apply_env_tuning(hs_tuning *t, char *name, size_t name_size) {
     const char *env = getenv("HS_TUNING");
     if (!env || !*env) return HS_OK;
     const char *p = env;
     while (*p) {
-        static const char *keys[] = {"rows", "cols", "reduce", "texel", "split", "ubo", "q8", "ropepass"};
+        static const char *keys[] = {"rows", "cols", "reduce", "texel", "split",
+                                     "ubo",  "q8",   "ropepass", "attnqb"};
         uint32_t *fields[] = {&t->matvec_rows_per_wg,
                               &t->matmul_cols_per_wg,
                               &t->reduce_wg_size,
@@ -201,16 +208,17 @@ static hs_status apply_env_tuning(hs_tuning *t, char *name, size_t name_size) {
                               &t->split_n,
                               &t->uniform_x,
                               &t->q8_act,
-                              &t->rope_pass};
+                              &t->rope_pass,
+                              &t->attn_qb};
         size_t k = 0, len = 0;
-        for (; k < 8; k++) {
+        for (; k < 9; k++) {
             len = strlen(keys[k]);
             if (!strncmp(p, keys[k], len) && p[len] == '=') break;
         }
-        if (k == 8)
+        if (k == 9)
             return HS_FAIL(HS_ERR_INVALID_ARG,
                            "HS_TUNING='%s': expected rows=N, cols=N, reduce=N, texel=0|1, split=N, ubo=0|1, "
-                           "q8=0|1 or ropepass=0|1 at '%s'",
+                           "q8=0|1, ropepass=0|1 or attnqb=N at '%s'",
                            env, p);
         char *end = NULL;
         errno = 0;
@@ -286,6 +294,13 @@ hs_vk_ctx *hs_ops_vk(const hs_ops *ops) { return ops->vk; }
 const hs_vk_caps *hs_ops_caps(const hs_ops *ops) { return hs_vk_ctx_caps(ops->vk); }
 const hs_tuning *hs_ops_tuning(const hs_ops *ops) { return &ops->tuning; }
 uint32_t hs_ops_subgroup(const hs_ops *ops) { return ops->subgroup; }
+
+bool hs_ops_made_pipeline(const hs_ops *ops, const char *prefix) {
+    const size_t len = strlen(prefix);
+    for (ptrdiff_t i = 0; i < stbds_shlen(ops->pipes); i++)
+        if (!strncmp(ops->pipes[i].key, prefix, len)) return true;
+    return false;
+}
 
 hs_status hs_ops_pipeline(hs_ops *ops, const hs_vk_pipeline_desc *desc, hs_vk_pipeline **out) {
     char key[256];

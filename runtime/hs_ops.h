@@ -40,7 +40,7 @@ uint64_t hs_type_row_bytes(hs_type t, uint64_t n);
 /* Per-vendor tuning: one table (runtime/hs_ops.c), chosen from caps, which
  * the environment can override for experiments on a new device:
  *   HS_TUNING="rows=8,cols=4,reduce=64"   (any subset of the keys: rows, cols, reduce,
- *                                          texel, split, ubo, q8, ropepass)
+ *                                          texel, split, ubo, q8, ropepass, attnqb)
  * sets matvec_rows_per_wg, matmul_cols_per_wg, reduce_wg_size and the rest in order. None of the
  * values but q8_act changes results: kernels are bitwise the same for every shape. */
 typedef struct hs_tuning {
@@ -65,6 +65,10 @@ typedef struct hs_tuning {
     uint32_t rope_pass;          /* 1: RoPE + KV write always as a pass of its own; 0: fused into
                                   * the Q/K/V product's epilogue where that product runs on 8-bit
                                   * activations (the same bits either way) */
+    uint32_t attn_qb;            /* attention over an unsplit f32 cache with at least this many
+                                  * queries: that many queries per workgroup share the prefix rows'
+                                  * loads through subgroup shuffles (a power of two dividing the
+                                  * subgroup; the same bits); 0: one query per workgroup */
 } hs_tuning;
 #define HS_TUNING_MAX_ROWS 8u
 #define HS_TUNING_MAX_COLS 8u
@@ -97,6 +101,8 @@ typedef struct hs_ops hs_ops;
 
 hs_status hs_ops_create(hs_vk_ctx *vk, hs_ops **out);
 void hs_ops_destroy(hs_ops *ops);
+/* Whether a pipeline whose name starts with prefix was made (tests: which kernel an op chose). */
+bool hs_ops_made_pipeline(const hs_ops *ops, const char *prefix);
 hs_vk_ctx *hs_ops_vk(const hs_ops *ops);
 const hs_vk_caps *hs_ops_caps(const hs_ops *ops);
 const hs_tuning *hs_ops_tuning(const hs_ops *ops);

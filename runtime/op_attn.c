@@ -108,6 +108,20 @@ static uint64_t attn_shared_bytes(uint32_t lanes, uint32_t heads, uint32_t head_
     return (uint64_t)lanes * heads * (head_dim + 2) * 4;
 }
 
+/* Queries per workgroup of the prefix-sharing kernel (attention.comp QBLOCK) for
+ * this call, or 0 for one query per workgroup. Either gives the same bits. */
+static uint32_t attn_qblock(const hs_ops *ops, const attn_plan *pl, uint32_t head_dim, uint32_t n,
+                            bool f32_unsplit, bool q8) {
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    const uint32_t qb = hs_ops_tuning(ops)->attn_qb, sg = c->subgroup_size;
+    if (qb < 2 || n < qb || !f32_unsplit || !c->subgroup_ops || sg == 0 || sg % qb || (head_dim / 4) % qb ||
+        (pl->lanes * qb) % sg || pl->lanes * qb > c->max_wg_invocations || pl->lanes * qb > c->max_wg_size[0])
+        return 0;
+    const uint64_t shared =
+        attn_shared_bytes(pl->lanes * qb, pl->hpw, head_dim) + (q8 ? (uint64_t)qb * pl->hpw * head_dim * 4 : 0);
+    return shared <= c->max_shared_memory ? qb : 0;
+}
+
 static hs_status attn_plan_for(const hs_ops *ops, uint32_t head_dim, uint32_t group, attn_plan *pl) {
     const hs_vk_caps *c = hs_ops_caps(ops);
     /* The tuning table's row-reduction width: one subgroup on lavapipe. */
@@ -230,9 +244,17 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     static const attn_variant tx_variants[2] = {
         {hs_spv_attention_f32_tx, &hs_spv_attention_f32_tx_size, "attention_f32_tx", 16},
         {hs_spv_attention_f32_tx_q8, &hs_spv_attention_f32_tx_q8_size, "attention_f32_tx_q8", 16}};
+    /* Trees on lavapipe: qb queries per workgroup share the prefix rows (tuning attnqb). */
+    static const attn_variant qb_variants[2][2] = {
+        {{hs_spv_attention_f32_qb, &hs_spv_attention_f32_qb_size, "attention_f32_qb", 16},
+         {hs_spv_attention_f32_qb_q8, &hs_spv_attention_f32_qb_q8_size, "attention_f32_qb_q8", 16}},
+        {{hs_spv_attention_f32_tx_qb, &hs_spv_attention_f32_tx_qb_size, "attention_f32_tx_qb", 16},
+         {hs_spv_attention_f32_tx_qb_q8, &hs_spv_attention_f32_tx_qb_q8_size, "attention_f32_tx_qb_q8", 16}}};
+    const uint32_t qb = attn_qblock(ops, &pl, hd, n, sp.chunks == 1 && type_index == 0, q8);
+    if (qb) variant = &qb_variants[kv_tx][q8];
     if (kv_tx) {
         const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
-        variant = &tx_variants[q8];
+        if (!qb) variant = &tx_variants[q8];
         b[1] = (hs_vk_binding){kv->k.buf, kv->k.offset - kv->k.offset % ta, 0};
         b[2] = (hs_vk_binding){kv->v.buf, kv->v.offset - kv->v.offset % ta, 0};
         pc.k_off = (uint32_t)((kv->k.offset % ta) / 16);
@@ -256,9 +278,11 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
                              .texel_mask = kv_tx ? 6u : 0u,
                              .write_mask = 1u << 5,
                              .push_size = sizeof pc,
-                             .n_spec = 4,
-                             .spec = {pl.lanes, pl.lanes, hd, pl.hpw},
-                             .wg_size = {pl.lanes, 1, 1}};
+                             .n_spec = qb ? 5 : 4,
+                             .spec = {qb ? pl.lanes * qb : pl.lanes, pl.lanes, hd, pl.hpw, qb},
+                             .wg_size = {qb ? pl.lanes * qb : pl.lanes, 1, 1},
+                             /* the QB slots of a lane share one subgroup */
+                             .required_subgroup_size = qb && c->subgroup_size_control ? c->subgroup_size : 0};
     hs_vk_pipeline *p = NULL;
     HS_TRY(hs_ops_pipeline(ops, &d, &p));
 
@@ -271,12 +295,14 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     if (by_range < per) per = by_range;
     if (per == 0)
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "attention: one query row exceeds maxStorageBufferRange");
+    /* Whole query blocks in every dispatch but the last, so a block never reads past its queries. */
+    if (qb && per > qb) per -= per % qb;
     for (uint32_t q0 = 0; q0 < n; q0 += (uint32_t)per) {
         uint32_t cnt = n - q0 < per ? n - q0 : (uint32_t)per;
         HS_TRY(hs_op_bind(c, "attention", "q", q, q0 * q_row, cnt * q_row, 16, &b[0], &pc.q_off));
         HS_TRY(hs_op_bind(c, "attention", "out", out, q0 * o_row, cnt * o_row, 16, &b[5], &pc.o_off));
         pc.q_base = q0;
-        HS_TRY(hs_vk_seq_dispatch(seq, p, b, n_bind, &pc, gx, cnt, 1));
+        HS_TRY(hs_vk_seq_dispatch(seq, p, b, n_bind, &pc, gx, qb ? (cnt + qb - 1) / qb : cnt, 1));
     }
 fail:
     return st;

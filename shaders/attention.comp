@@ -45,13 +45,37 @@
  * gather where a storage-buffer load loops over the lanes (bench-ops
  * attention, ctx 1024: about 2x faster at N = 1 and N = 64). Same bits loaded,
  * same results.
- * Spec constants: 0 = workgroup size (== LANES), 1 = LANES, 2 = HEAD_DIM
- * (multiple of 4), 3 = HPW (divides n_head / n_kv_head).
- * Shared memory: LANES * HPW * (HEAD_DIM + 2) floats.
+ * QBLOCK = 1 (KV_F16 = 0, KV_CHUNKS = 1): the queries of a tree share the
+ * prefix's K/V loads. A workgroup takes QB queries (spec constant 4) and runs
+ * for each exactly the lanes above: invocation (lane, j) is lane `lane` of
+ * query j, with the same keys (ordinals lane, lane + LANES, ...), the same
+ * fold, the same merge, so every output is bitwise the one-query kernel's.
+ * The QB invocations of a lane sit side by side in one subgroup (index
+ * gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID, QB dividing the
+ * subgroup size), and the prefix is the same for all of them: each loads
+ * KV_PER_ROW / QB units of a prefix row and subgroupShuffle hands the row
+ * around (a shuffle is cheap on lavapipe, a load is a gather), so a prefix
+ * row costs a lane 2 KV_PER_ROW / QB loads instead of 2 KV_PER_ROW. Tree keys
+ * differ per query and are loaded as above. Needs HEAD_DIM % (4 QB) == 0.
+ * Spec constants: 0 = workgroup size (== LANES, QBLOCK: LANES * QB), 1 =
+ * LANES, 2 = HEAD_DIM (multiple of 4), 3 = HPW (divides n_head / n_kv_head),
+ * 4 = QB (QBLOCK).
+ * Shared memory: QB * LANES * HPW * (HEAD_DIM + 2) floats (QB = 1 without
+ * QBLOCK), plus QB * HPW * HEAD_DIM with OUT_Q8.
  */
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#ifndef QBLOCK
+#define QBLOCK 0
+#endif
+#if QBLOCK
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#if KV_F16 != 0 || (defined(KV_CHUNKS) && KV_CHUNKS != 1)
+#error QBLOCK reads an unsplit f32 cache
+#endif
+#endif
 
 #ifndef KV_CHUNKS
 #define KV_CHUNKS 1
@@ -64,6 +88,12 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint LANES = 8;
 layout(constant_id = 2) const uint HEAD_DIM = 64;
 layout(constant_id = 3) const uint HPW = 1;
+#if QBLOCK
+layout(constant_id = 4) const uint QB = 4;
+#define QN QB
+#else
+#define QN 1u
+#endif
 
 const uint D4 = HEAD_DIM / 4u;                  /* vec4 columns of a head */
 const uint NO = (HPW * D4 + LANES - 1u) / LANES; /* output vec4s per lane in the merge */
@@ -143,11 +173,11 @@ layout(binding = 11) readonly buffer V3 { KV_UNIT vc3[]; };
 #endif
 
 /* Partial state of every lane, merged after the key loop. */
-shared vec4 s_acc[LANES * HPW * D4]; /* [lane][head][column] */
-shared float s_m[LANES * HPW];       /* [lane][head] running maximum (log2 units) */
-shared float s_l[LANES * HPW];       /* [lane][head] running sum */
+shared vec4 s_acc[QN * LANES * HPW * D4]; /* [query][lane][head][column] */
+shared float s_m[QN * LANES * HPW];       /* [query][lane][head] running maximum (log2 units) */
+shared float s_l[QN * LANES * HPW];       /* [query][lane][head] running sum */
 #if OUT_Q8
-shared vec4 s_o[HPW * D4]; /* the merged output, quantized per block after */
+shared vec4 s_o[QN * HPW * D4]; /* the merged output, quantized per block after */
 #endif
 
 /* Per-lane state of the workgroup's HPW heads. */
@@ -261,6 +291,98 @@ uint take(uint k) {
     return g_cw * 32u + j;
 }
 
+/* Lane `lane` of query slot jq (0 without QBLOCK) leaves its partial state in shared memory. */
+void store_state(uint lane, uint jq) {
+    [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
+        const uint s = (jq * LANES + lane) * HPW + hh;
+        s_m[s] = g_m[hh];
+        s_l[s] = g_l[hh];
+        [[unroll]] for (uint c = 0u; c < D4; c++) s_acc[s * D4 + c] = g_acc[hh * D4 + c];
+    }
+}
+
+/* After a barrier: query slot jq's output columns lane, lane + LANES, ...
+ * merged in lane order, to out at ob (or to s_o with OUT_Q8). */
+void merge_out(uint lane, uint jq, uint ob) {
+    const uint sb = jq * LANES * HPW;
+    [[unroll]] for (uint j = 0u; j < NO; j++) {
+        const uint o = lane + j * LANES;
+        if (o >= HPW * D4) break;
+        const uint hh = o / D4, c = o % D4;
+        float mx = NEG;
+        [[unroll]] for (uint w = 0u; w < LANES; w++) mx = max(mx, s_m[sb + w * HPW + hh]);
+        precise float sum = 0.0;
+        precise vec4 r = vec4(0.0);
+        [[unroll]] for (uint w = 0u; w < LANES; w++) {
+            const float e = exp2(s_m[sb + w * HPW + hh] - mx);
+            sum = fma(s_l[sb + w * HPW + hh], e, sum);
+            r = fma(vec4(e), s_acc[(sb + w * HPW + hh) * D4 + c], r);
+        }
+        /* No visible key at all (empty prefix and mask row): zeros. */
+#if OUT_Q8
+        s_o[jq * HPW * D4 + o] = sum > 0.0 ? r / sum : vec4(0.0);
+#else
+        o4[ob + o] = sum > 0.0 ? r / sum : vec4(0.0);
+#endif
+    }
+}
+
+#if OUT_Q8
+/* After a barrier: the 8-bit blocks of query slot jq's merged output. */
+void quantize_out(uint lane, uint jq, uint ob) {
+    for (uint bb = lane; bb < HPW * D4 / 8u; bb += LANES) {
+        vec4 v[8];
+        for (uint i = 0u; i < 8u; i++) v[i] = s_o[jq * HPW * D4 + 8u * bb + i];
+        uvec4 w[5];
+        hs_q8_block(v, w);
+        for (uint i = 0u; i < 5u; i++) oq4[ob + 5u * bb + i] = w[i];
+    }
+}
+#endif
+
+/* The zeros of a query slot beyond the live tree, for the ops downstream. */
+void zero_out(uint lane, uint ob) {
+#if OUT_Q8
+    for (uint c = lane; c < HPW * OUT_UNITS; c += LANES) oq4[ob + c] = uvec4(0u); /* x8 of zeros */
+#else
+    for (uint c = lane; c < HPW * D4; c += LANES) o4[ob + c] = vec4(0.0);
+#endif
+}
+
+/* Query g_qi's visible key count; sets the tree cursor to its first mask word. */
+uint visible_keys(uint n_prefix) {
+    uint n_vis = n_prefix;
+    const uint used_words = min((g_n_used + 31u) / 32u, p.mask_words);
+    for (uint w = 0u; w < used_words; w++) n_vis += uint(bitCount(mask_word(w)));
+    g_cw = 0u;
+    g_cbits = mask_word(0u);
+    return n_vis;
+}
+
+/* Scaled queries of heads h0 .. h0 + HPW - 1 of q row ql, empty states. */
+void init_state(uint ql, uint h0) {
+    [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
+        g_m[hh] = NEG;
+        g_l[hh] = 0.0;
+        [[unroll]] for (uint c = 0u; c < D4; c++) {
+            g_acc[hh * D4 + c] = vec4(0.0);
+            g_q[hh * D4 + c] = q4[p.q_off + (ql * p.n_head + h0 + hh) * D4 + c] * p.scale_log2;
+        }
+    }
+}
+
+/* Query g_qi's tree keys dealt to `lane` from ordinal t on (t >= n_prefix, t = lane mod LANES). */
+void fold_tree(uint lane, uint t, uint n_prefix, uint n_vis) {
+    bool first_tree = true;
+    for (; t < n_vis; t += LANES) {
+        const uint row = min(n_prefix + take(first_tree ? t - n_prefix + 1u : LANES), p.n_ctx - 1u);
+        first_tree = false;
+        load_row(row);
+        [[unroll]] for (uint hh = 0u; hh < HPW; hh++) fold(hh);
+    }
+}
+
+#if !QBLOCK
 void main() {
     const uint lane = gl_LocalInvocationID.x;
     const uint nhb = p.group / HPW;
@@ -276,79 +398,87 @@ void main() {
     uint n_live = g_n_used;
     if (p.live_word != 1u) n_live = min(info[p.info_off + 2u], p.n); /* word 2 is bound only then */
     if (g_qi >= n_live) {
-        /* A slot beyond the live tree: defined zeros for the ops downstream. */
-#if OUT_Q8
-        for (uint c = lane; c < HPW * OUT_UNITS; c += LANES) oq4[ob + c] = uvec4(0u); /* x8 of zeros */
-#else
-        for (uint c = lane; c < HPW * D4; c += LANES) o4[ob + c] = vec4(0.0);
-#endif
+        zero_out(lane, ob);
         return; /* uniform per workgroup */
     }
+    const uint n_vis = visible_keys(n_prefix);
+    init_state(ql, h0);
 
-    uint n_vis = n_prefix;
-    const uint used_words = min((g_n_used + 31u) / 32u, p.mask_words);
-    for (uint w = 0u; w < used_words; w++) n_vis += uint(bitCount(mask_word(w)));
-    g_cw = 0u;
-    g_cbits = mask_word(0u);
-
-    [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
-        g_m[hh] = NEG;
-        g_l[hh] = 0.0;
-        [[unroll]] for (uint c = 0u; c < D4; c++) {
-            g_acc[hh * D4 + c] = vec4(0.0);
-            g_q[hh * D4 + c] = q4[p.q_off + (ql * p.n_head + h0 + hh) * D4 + c] * p.scale_log2;
-        }
-    }
-
-    /* Keys t = lane, lane + LANES, ... of the visible sequence. One loop body
-     * for prefix and tree keys: only the row differs, never the arithmetic. */
-    bool first_tree = true;
-    for (uint t = lane; t < n_vis; t += LANES) {
-        uint row = t;
-        if (t >= n_prefix) {
-            row = min(n_prefix + take(first_tree ? t - n_prefix + 1u : LANES), p.n_ctx - 1u);
-            first_tree = false;
-        }
-        load_row(row);
+    /* Keys t = lane, lane + LANES, ... of the visible sequence: the prefix
+     * rows in order, then the tree's; only the row differs, never the arithmetic. */
+    uint t = lane;
+    for (; t < min(n_vis, n_prefix); t += LANES) {
+        load_row(t);
         [[unroll]] for (uint hh = 0u; hh < HPW; hh++) fold(hh);
     }
+    fold_tree(lane, t, n_prefix, n_vis);
 
-    [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
-        s_m[lane * HPW + hh] = g_m[hh];
-        s_l[lane * HPW + hh] = g_l[hh];
-        [[unroll]] for (uint c = 0u; c < D4; c++) s_acc[(lane * HPW + hh) * D4 + c] = g_acc[hh * D4 + c];
-    }
+    store_state(lane, 0u);
     barrier(); /* every lane's partial state is visible */
-
-    /* Merge in lane order; lane takes output columns lane, lane + LANES, ... */
-    [[unroll]] for (uint j = 0u; j < NO; j++) {
-        const uint o = lane + j * LANES;
-        if (o >= HPW * D4) break;
-        const uint hh = o / D4, c = o % D4;
-        float mx = NEG;
-        [[unroll]] for (uint w = 0u; w < LANES; w++) mx = max(mx, s_m[w * HPW + hh]);
-        precise float sum = 0.0;
-        precise vec4 r = vec4(0.0);
-        [[unroll]] for (uint w = 0u; w < LANES; w++) {
-            const float e = exp2(s_m[w * HPW + hh] - mx);
-            sum = fma(s_l[w * HPW + hh], e, sum);
-            r = fma(vec4(e), s_acc[(w * HPW + hh) * D4 + c], r);
-        }
-        /* No visible key at all (empty prefix and mask row): zeros. */
-#if OUT_Q8
-        s_o[o] = sum > 0.0 ? r / sum : vec4(0.0);
-#else
-        o4[ob + o] = sum > 0.0 ? r / sum : vec4(0.0);
-#endif
-    }
+    merge_out(lane, 0u, ob);
 #if OUT_Q8
     barrier(); /* the whole output is in s_o */
-    for (uint bb = lane; bb < HPW * D4 / 8u; bb += LANES) {
-        vec4 v[8];
-        for (uint i = 0u; i < 8u; i++) v[i] = s_o[8u * bb + i];
-        uvec4 w[5];
-        hs_q8_block(v, w);
-        for (uint i = 0u; i < 5u; i++) oq4[ob + 5u * bb + i] = w[i];
-    }
+    quantize_out(lane, 0u, ob);
 #endif
 }
+#else
+void main() {
+    /* Invocation (lane, j): lane `lane` of query slot j; the QB slots of a
+     * lane are neighbours in one subgroup. */
+    const uint idx = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+    const uint j = idx % QB, lane = idx / QB;
+    const uint first = gl_SubgroupInvocationID - j; /* slot 0 of this lane in the subgroup */
+    const uint nhb = p.group / HPW;
+    g_kvh = gl_WorkGroupID.x / nhb;
+    const uint h0 = g_kvh * p.group + (gl_WorkGroupID.x % nhb) * HPW;
+    const uint qb0 = gl_WorkGroupID.y * QB; /* the block's first query, from q_base on */
+    const uint ql = qb0 + j;
+    g_qi = p.q_base + ql;
+    const uint ob = p.o_off + (ql * p.n_head + h0) * OUT_UNITS;
+
+    const uint n_prefix = min(info[p.info_off], p.n_ctx);
+    g_n_used = min(min(info[p.info_off + 1u], p.n_cols), p.n_ctx - n_prefix);
+    uint n_live = g_n_used;
+    if (p.live_word != 1u) n_live = min(info[p.info_off + 2u], p.n); /* word 2 is bound only then */
+    /* A slot past the queries or the live tree still loads its share of the
+     * prefix rows (with the block's first query, whose row exists). */
+    const bool in_range = g_qi < p.n, live = in_range && g_qi < n_live;
+    const uint n_vis = live ? visible_keys(n_prefix) : n_prefix;
+    init_state(live ? ql : qb0, h0);
+
+    /* Prefix rows t = lane, lane + LANES, ... < n_prefix: the same trip count
+     * for the QB slots of a lane. Slot j loads units j, j + QB, ... of K and
+     * V; unit c comes from slot c % QB. */
+    const uint PU = KV_PER_ROW / QB;
+    uint t = lane;
+    for (; t < n_prefix; t += LANES) {
+        const uint kb = p.k_off + (t * p.n_kv_head + g_kvh) * KV_PER_ROW;
+        const uint vb = p.v_off + (t * p.n_kv_head + g_kvh) * KV_PER_ROW;
+        vec4 kp[PU], vp[PU];
+        [[unroll]] for (uint i = 0u; i < PU; i++) {
+#if KV_TEXEL
+            kp[i] = uintBitsToFloat(texelFetch(KT, int(kb + j + i * QB)));
+            vp[i] = uintBitsToFloat(texelFetch(VT, int(vb + j + i * QB)));
+#else
+            kp[i] = kc[kb + j + i * QB];
+            vp[i] = vc[vb + j + i * QB];
+#endif
+        }
+        [[unroll]] for (uint c = 0u; c < D4; c++) {
+            g_k[c] = subgroupShuffle(kp[c / QB], first + c % QB);
+            g_v[c] = subgroupShuffle(vp[c / QB], first + c % QB);
+        }
+        [[unroll]] for (uint hh = 0u; hh < HPW; hh++) fold(hh);
+    }
+    if (live) fold_tree(lane, t, n_prefix, n_vis);
+
+    store_state(lane, j);
+    barrier(); /* every slot's and lane's partial state is visible */
+    if (live) merge_out(lane, j, ob);
+    else if (in_range) zero_out(lane, ob);
+#if OUT_Q8
+    barrier(); /* the whole output is in s_o */
+    if (live) quantize_out(lane, j, ob);
+#endif
+}
+#endif

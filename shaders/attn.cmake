@@ -18,6 +18,12 @@ hs_shader(attention_f16x8_q8 attention.comp DEFINES KV_F16=4 OUT_Q8=1)
 hs_shader(attention_f32_kv4_q8 attention.comp DEFINES KV_F16=0 KV_CHUNKS=4 OUT_Q8=1)
 hs_shader(attention_f16x4_kv4_q8 attention.comp DEFINES KV_F16=2 KV_CHUNKS=4 OUT_Q8=1)
 hs_shader(attention_f16x8_kv4_q8 attention.comp DEFINES KV_F16=4 KV_CHUNKS=4 OUT_Q8=1)
+# _qb: QB queries per workgroup share the prefix rows' loads through subgroup
+# shuffles (an unsplit f32 cache; the same bits as the kernels above).
+hs_shader(attention_f32_qb attention.comp DEFINES KV_F16=0 QBLOCK=1)
+hs_shader(attention_f32_tx_qb attention.comp DEFINES KV_F16=0 KV_TEXEL=1 QBLOCK=1)
+hs_shader(attention_f32_qb_q8 attention.comp DEFINES KV_F16=0 QBLOCK=1 OUT_Q8=1)
+hs_shader(attention_f32_tx_qb_q8 attention.comp DEFINES KV_F16=0 KV_TEXEL=1 QBLOCK=1 OUT_Q8=1)
 hs_shader(tree_mask tree_mask.comp)
 hs_shader(kv_gather_u1 kv_gather.comp DEFINES VEC4=0)
 hs_shader(kv_gather_u4 kv_gather.comp DEFINES VEC4=1)

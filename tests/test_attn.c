@@ -749,6 +749,119 @@ static void test_attention_bad_args(void **state) {
     attn_dev_free(&a);
 }
 
+/* ---- query blocks (tuning attnqb) ---- */
+
+/* One attention call of the given kind (0: f32 out, 1: 8-bit out, 2: the cols
+ * form with live queries from info word 2) on the current tuning; returns the
+ * raw output bytes. */
+static uint8_t *qblock_run(hs_test_env *env, hs_ops *ops, attn_dev *a, const shape *s, uint32_t n,
+                           uint32_t n_cols, int kind, size_t *bytes) {
+    const float scale = 1.0f / sqrtf((float)s->hd);
+    hs_vk_seq *seq = hs_test_seq_begin(env);
+    if (kind == 0)
+        HS_CHECK(hs_op_attention(ops, seq, &a->bq, &a->kv, s->n_head, &a->binfo, &a->bmask, n, scale,
+                                 &a->bout));
+    else if (kind == 1)
+        HS_CHECK(hs_op_attention_q8(ops, seq, &a->bq, &a->kv, s->n_head, &a->binfo, &a->bmask, n, scale,
+                                    &a->bout));
+    else
+        HS_CHECK(hs_op_attention_cols(ops, seq, &a->bq, &a->kv, s->n_head, &a->binfo, &a->bmask, n, n_cols,
+                                      scale, &a->bout));
+    hs_test_seq_run(seq);
+    *bytes = kind == 1 ? (size_t)n * s->n_head * s->hd / 32 * 80 : (size_t)n * s->n_head * s->hd * 4;
+    uint8_t *o = malloc(*bytes);
+    assert_non_null(o);
+    HS_CHECK(hs_vk_buffer_download(a->out, a->bout.offset, o, *bytes));
+    return o;
+}
+
+/* Query blocks that share the prefix rows' loads (attention.comp QBLOCK,
+ * tuning attnqb) give bitwise the one-query kernel's outputs: several block
+ * sizes, storage and texel cache reads, n not a multiple of the block, slots
+ * past the tree and past the live queries, an empty prefix, random masks,
+ * the 8-bit and the cols forms. The blocked kernel must have run (its
+ * pipeline was made) wherever the tuning asks for it and the device allows. */
+static void test_attention_qblock(void **state) {
+    hs_test_env *env = *state;
+    hs_rng r;
+    hs_rng_seed(&r, 61);
+    /* Ops of its own: which pipelines were made says which kernels ran. */
+    hs_ops *ops = NULL;
+    HS_CHECK(hs_ops_create(env->vk, &ops));
+    const hs_tuning saved = *hs_ops_tuning(ops);
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    static const struct {
+        shape s;
+        uint32_t n, n_prefix, n_used, n_live;
+        int kind;
+    } cases[] = {
+        {{9, 3, 64, 400, HS_TYPE_F32}, 13, 300, 13, 0, 0}, {{9, 3, 64, 400, HS_TYPE_F32}, 64, 270, 60, 0, 0},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 7, 0, 7, 0, 0},     {{9, 3, 64, 400, HS_TYPE_F32}, 11, 37, 9, 0, 1},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 10, 41, 30, 6, 2},  {{4, 1, 128, 200, HS_TYPE_F32}, 9, 150, 9, 0, 0},
+        {{6, 2, 48, 200, HS_TYPE_F32}, 6, 77, 5, 0, 0},
+    };
+    static const uint32_t qbs[] = {2, 4, 8};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const shape *s = &cases[ci].s;
+        const uint32_t n = cases[ci].n, n_cols = cases[ci].kind == 2 ? 40 : n, words = hs_attn_mask_words(n_cols);
+        const size_t hn = (size_t)s->n_head * s->hd;
+        float *q = hs_test_rand_array(&r, n * hn, -1.5f, 1.5f);
+        void *k = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
+        void *v = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
+        uint32_t *mask = malloc((size_t)n * words * 4);
+        if (ci % 2 == 0) { /* a tree */
+            int32_t parents[64];
+            rand_tree(&r, parents, n);
+            uint32_t *m = host_mask(parents, n, NULL);
+            memcpy(mask, m, (size_t)n * words * 4);
+            free(m);
+        } else {
+            for (uint32_t i = 0; i < n * words; i++)
+                mask[i] = hs_rng_u32(&r) & hs_rng_u32(&r);
+        }
+        const uint32_t info[3] = {cases[ci].n_prefix, cases[ci].n_used, cases[ci].n_live};
+        attn_dev a;
+        attn_dev_init(env, &a, s, n, q, k, v, info, mask, ci % 3 == 1);
+        if (cases[ci].kind == 2) { /* info word 2 too, mask rows of n_cols columns */
+            hs_vk_buffer_destroy(a.info);
+            a.info = padded(env, info, 12, 0);
+            a.binfo = (hs_vk_binding){.buf = a.info};
+            hs_vk_buffer_destroy(a.mask);
+            a.mask = padded(env, mask, (size_t)n * words * 4, 0);
+            a.bmask = (hs_vk_binding){.buf = a.mask};
+        }
+        hs_tuning t = saved;
+        t.attn_qb = 0;
+        HS_CHECK(hs_ops_set_tuning(ops, &t));
+        size_t bytes = 0;
+        uint8_t *want = qblock_run(env, ops, &a, s, n, n_cols, cases[ci].kind, &bytes);
+        for (size_t qi = 0; qi < sizeof qbs / sizeof qbs[0]; qi++)
+            for (uint32_t tx = 0; tx < 2; tx++) {
+                t = saved;
+                t.attn_qb = qbs[qi];
+                t.texel_weights = tx;
+                HS_CHECK(hs_ops_set_tuning(ops, &t));
+                size_t b2 = 0;
+                uint8_t *got = qblock_run(env, ops, &a, s, n, n_cols, cases[ci].kind, &b2);
+                if (memcmp(got, want, bytes))
+                    fail_msg("attention kind %d heads %u/%u hd %u n %u prefix %u: attnqb=%u texel=%u differs "
+                             "from one query per workgroup",
+                             cases[ci].kind, s->n_head, s->n_kv, s->hd, n, cases[ci].n_prefix, qbs[qi], tx);
+                free(got);
+            }
+        /* Which kernels ran: the blocked one wherever the block fits the subgroup and head_dim. */
+        const bool can = c->subgroup_ops && c->subgroup_size % 4 == 0 && (s->hd / 4) % 4 == 0 && n >= 4;
+        if (can && !hs_ops_made_pipeline(ops, "attention_f32_qb") &&
+            !hs_ops_made_pipeline(ops, "attention_f32_tx_qb"))
+            fail_msg("attention n %u hd %u: attnqb=4 made no query-block pipeline", n, s->hd);
+        attn_dev_free(&a);
+        free(q), free(k), free(v), free(mask);
+    }
+    hs_ops_destroy(ops);
+    printf("attention: query blocks of 2, 4 and 8 equal one query per workgroup bitwise (%s)\n",
+           c->subgroup_ops ? "with subgroups" : "no subgroups: the one-query kernel throughout");
+}
+
 /* ---- KV compaction ---- */
 
 /* Windows per cache of the last check_kv_gather's layer 0. */
@@ -1149,7 +1262,7 @@ int main(void) {
         cmocka_unit_test(test_attention_replay),    cmocka_unit_test(test_attention_bad_args),
         cmocka_unit_test(test_attention_q8),        cmocka_unit_test(test_attention_cols),
         cmocka_unit_test(test_kv_gather),           cmocka_unit_test(test_round),
-        cmocka_unit_test(test_attention_split_ref),
+        cmocka_unit_test(test_attention_split_ref), cmocka_unit_test(test_attention_qblock),
     };
     /* test_round again: tree, compaction and decoding over caches in windows. */
     const struct CMUnitTest split_tests[] = {
