@@ -102,11 +102,13 @@ static const struct {
      * the N = 64 batch 1.35-1.45x, tg128 1.1-1.25x). The Q/K/V product rotates
      * and writes the KV cache in its epilogue (ropepass 0): one dispatch and
      * barrier fewer per layer. GPUs take no 8-bit activations, so they run the
-     * RoPE + KV pass whatever this value says. Tree attention takes 4 queries
-     * per workgroup, which share each prefix row's loads (attnqb 4): a load is
-     * a gather here, a subgroup shuffle is cheap. GPUs serve the repeated rows
-     * from cache, so they keep one query per workgroup (attnqb 0). */
-    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0, 4}},
+     * RoPE + KV pass whatever this value says. Tree attention takes up to 8
+     * queries per workgroup, which share each prefix row's loads (attnqb 8): a
+     * load is a gather here, a subgroup shuffle is cheap (measured: bench-ops
+     * attention, 64 queries over 1024 rows, 0.66-0.73x the one-query kernel's
+     * time; 4 queries 0.77-0.80x). GPUs serve the repeated rows from cache, so
+     * they keep one query per workgroup (attnqb 0). */
+    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0, 8}},
     /* GPUs (none measured here; each line says why): storage-buffer loads are
      * as wide as texel fetches and skip the texture path, so weights stay in
      * storage buffers everywhere below. A fused prologue rereads x from cache,

@@ -109,17 +109,31 @@ static uint64_t attn_shared_bytes(uint32_t lanes, uint32_t heads, uint32_t head_
 }
 
 /* Queries per workgroup of the prefix-sharing kernel (attention.comp QBLOCK) for
- * this call, or 0 for one query per workgroup. Either gives the same bits. */
+ * this call: the largest power of two up to the tuning's attnqb that is at
+ * most n, divides the subgroup and head_dim / 4 and fits the device; 0 for one
+ * query per workgroup (any choice gives the same bits). *parts: the fewest
+ * merge parts (dividing head_dim / 4) whose shared memory fits. */
 static uint32_t attn_qblock(const hs_ops *ops, const attn_plan *pl, uint32_t head_dim, uint32_t n,
-                            bool f32_unsplit, bool q8) {
+                            bool f32_unsplit, bool q8, uint32_t *parts) {
     const hs_vk_caps *c = hs_ops_caps(ops);
-    const uint32_t qb = hs_ops_tuning(ops)->attn_qb, sg = c->subgroup_size;
-    if (qb < 2 || n < qb || !f32_unsplit || !c->subgroup_ops || sg == 0 || sg % qb || (head_dim / 4) % qb ||
-        (pl->lanes * qb) % sg || pl->lanes * qb > c->max_wg_invocations || pl->lanes * qb > c->max_wg_size[0])
-        return 0;
-    const uint64_t shared =
-        attn_shared_bytes(pl->lanes * qb, pl->hpw, head_dim) + (q8 ? (uint64_t)qb * pl->hpw * head_dim * 4 : 0);
-    return shared <= c->max_shared_memory ? qb : 0;
+    const uint32_t sg = c->subgroup_size, d4 = head_dim / 4;
+    if (!f32_unsplit || !c->subgroup_ops || sg == 0) return 0;
+    for (uint32_t qb = hs_ops_tuning(ops)->attn_qb; qb >= 2; qb /= 2) {
+        const uint32_t wg = pl->lanes * qb;
+        if (qb > n || sg % qb || d4 % qb || wg % sg || wg > c->max_wg_invocations || wg > c->max_wg_size[0])
+            continue;
+        const uint64_t states = (uint64_t)wg * pl->hpw; /* (query, lane, head) */
+        for (uint32_t mp = 1; mp <= d4; mp++) {
+            if (d4 % mp) continue;
+            const uint64_t shared =
+                states * (d4 / mp * 16 + 8) + (q8 ? (uint64_t)qb * pl->hpw * head_dim * 4 : 0);
+            if (shared <= c->max_shared_memory) {
+                *parts = mp;
+                return qb;
+            }
+        }
+    }
+    return 0;
 }
 
 static hs_status attn_plan_for(const hs_ops *ops, uint32_t head_dim, uint32_t group, attn_plan *pl) {
@@ -250,7 +264,8 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
          {hs_spv_attention_f32_qb_q8, &hs_spv_attention_f32_qb_q8_size, "attention_f32_qb_q8", 16}},
         {{hs_spv_attention_f32_tx_qb, &hs_spv_attention_f32_tx_qb_size, "attention_f32_tx_qb", 16},
          {hs_spv_attention_f32_tx_qb_q8, &hs_spv_attention_f32_tx_qb_q8_size, "attention_f32_tx_qb_q8", 16}}};
-    const uint32_t qb = attn_qblock(ops, &pl, hd, n, sp.chunks == 1 && type_index == 0, q8);
+    uint32_t parts = 1;
+    const uint32_t qb = attn_qblock(ops, &pl, hd, n, sp.chunks == 1 && type_index == 0, q8, &parts);
     if (qb) variant = &qb_variants[kv_tx][q8];
     if (kv_tx) {
         const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
@@ -278,8 +293,8 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
                              .texel_mask = kv_tx ? 6u : 0u,
                              .write_mask = 1u << 5,
                              .push_size = sizeof pc,
-                             .n_spec = qb ? 5 : 4,
-                             .spec = {qb ? pl.lanes * qb : pl.lanes, pl.lanes, hd, pl.hpw, qb},
+                             .n_spec = qb ? 6 : 4,
+                             .spec = {qb ? pl.lanes * qb : pl.lanes, pl.lanes, hd, pl.hpw, qb, parts},
                              .wg_size = {qb ? pl.lanes * qb : pl.lanes, 1, 1},
                              /* the QB slots of a lane share one subgroup */
                              .required_subgroup_size = qb && c->subgroup_size_control ? c->subgroup_size : 0};

@@ -90,13 +90,18 @@ layout(constant_id = 2) const uint HEAD_DIM = 64;
 layout(constant_id = 3) const uint HPW = 1;
 #if QBLOCK
 layout(constant_id = 4) const uint QB = 4;
+/* The partial states pass through shared memory in MP parts of D4 / MP
+ * columns each (MP divides D4), so that QB queries fit the device's limit. */
+layout(constant_id = 5) const uint MP = 1;
 #define QN QB
 #else
 #define QN 1u
+#define MP 1u
 #endif
 
 const uint D4 = HEAD_DIM / 4u;                  /* vec4 columns of a head */
-const uint NO = (HPW * D4 + LANES - 1u) / LANES; /* output vec4s per lane in the merge */
+const uint D4P = D4 / MP;                            /* columns per merge part */
+const uint NO = (HPW * D4P + LANES - 1u) / LANES; /* output vec4s per lane in a merge part */
 const float NEG = -3.0e38;                      /* "minus infinity" that stays finite */
 
 /* Mirrors hs_attn_push in runtime/op_attn.c. Offsets are in units of the
@@ -173,7 +178,7 @@ layout(binding = 11) readonly buffer V3 { KV_UNIT vc3[]; };
 #endif
 
 /* Partial state of every lane, merged after the key loop. */
-shared vec4 s_acc[QN * LANES * HPW * D4]; /* [query][lane][head][column] */
+shared vec4 s_acc[QN * LANES * HPW * D4P]; /* [query][lane][head][column of the part] */
 shared float s_m[QN * LANES * HPW];       /* [query][lane][head] running maximum (log2 units) */
 shared float s_l[QN * LANES * HPW];       /* [query][lane][head] running sum */
 #if OUT_Q8
@@ -291,24 +296,26 @@ uint take(uint k) {
     return g_cw * 32u + j;
 }
 
-/* Lane `lane` of query slot jq (0 without QBLOCK) leaves its partial state in shared memory. */
-void store_state(uint lane, uint jq) {
+/* Lane `lane` of query slot jq (0 without QBLOCK) leaves its running
+ * maximum and sum, and columns part * D4P .. of its accumulators, in shared memory. */
+void store_state(uint lane, uint jq, uint part) {
     [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
         const uint s = (jq * LANES + lane) * HPW + hh;
         s_m[s] = g_m[hh];
         s_l[s] = g_l[hh];
-        [[unroll]] for (uint c = 0u; c < D4; c++) s_acc[s * D4 + c] = g_acc[hh * D4 + c];
+        [[unroll]] for (uint c = 0u; c < D4P; c++) s_acc[s * D4P + c] = g_acc[hh * D4 + part * D4P + c];
     }
 }
 
-/* After a barrier: query slot jq's output columns lane, lane + LANES, ...
- * merged in lane order, to out at ob (or to s_o with OUT_Q8). */
-void merge_out(uint lane, uint jq, uint ob) {
+/* After a barrier: query slot jq's output columns of merge part `part`, the
+ * part's outputs lane, lane + LANES, ... merged in lane order, to out at ob
+ * (or to s_o with OUT_Q8). */
+void merge_out(uint lane, uint jq, uint ob, uint part) {
     const uint sb = jq * LANES * HPW;
     [[unroll]] for (uint j = 0u; j < NO; j++) {
-        const uint o = lane + j * LANES;
-        if (o >= HPW * D4) break;
-        const uint hh = o / D4, c = o % D4;
+        const uint op = lane + j * LANES;
+        if (op >= HPW * D4P) break;
+        const uint hh = op / D4P, cp = op % D4P, o = hh * D4 + part * D4P + cp;
         float mx = NEG;
         [[unroll]] for (uint w = 0u; w < LANES; w++) mx = max(mx, s_m[sb + w * HPW + hh]);
         precise float sum = 0.0;
@@ -316,7 +323,7 @@ void merge_out(uint lane, uint jq, uint ob) {
         [[unroll]] for (uint w = 0u; w < LANES; w++) {
             const float e = exp2(s_m[sb + w * HPW + hh] - mx);
             sum = fma(s_l[sb + w * HPW + hh], e, sum);
-            r = fma(vec4(e), s_acc[(sb + w * HPW + hh) * D4 + c], r);
+            r = fma(vec4(e), s_acc[(sb + w * HPW + hh) * D4P + cp], r);
         }
         /* No visible key at all (empty prefix and mask row): zeros. */
 #if OUT_Q8
@@ -413,9 +420,9 @@ void main() {
     }
     fold_tree(lane, t, n_prefix, n_vis);
 
-    store_state(lane, 0u);
+    store_state(lane, 0u, 0u);
     barrier(); /* every lane's partial state is visible */
-    merge_out(lane, 0u, ob);
+    merge_out(lane, 0u, ob, 0u);
 #if OUT_Q8
     barrier(); /* the whole output is in s_o */
     quantize_out(lane, 0u, ob);
@@ -472,10 +479,13 @@ void main() {
     }
     if (live) fold_tree(lane, t, n_prefix, n_vis);
 
-    store_state(lane, j);
-    barrier(); /* every slot's and lane's partial state is visible */
-    if (live) merge_out(lane, j, ob);
-    else if (in_range) zero_out(lane, ob);
+    [[unroll]] for (uint part = 0u; part < MP; part++) {
+        if (part > 0u) barrier(); /* the last part is merged: its shared state may go */
+        store_state(lane, j, part);
+        barrier(); /* every slot's and lane's partial state of this part is visible */
+        if (live) merge_out(lane, j, ob, part);
+    }
+    if (!live && in_range) zero_out(lane, ob);
 #if OUT_Q8
     barrier(); /* the whole output is in s_o */
     if (live) quantize_out(lane, j, ob);
