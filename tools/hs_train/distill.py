@@ -64,6 +64,11 @@ def log(f, msg):
         f.flush()
 
 
+def write_meta(out_dir, info):
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+        json.dump(info, f, indent=1)
+
+
 def is_heldout(idx):
     return np.asarray(idx) % HELDOUT_MOD == 0
 
@@ -308,8 +313,7 @@ def cmd_gen(a):
         "stop_ids": sorted(stop_ids),
         "eligible_prompts": len(order),
     }
-    with open(os.path.join(a.out, "meta.json"), "w") as f:
-        json.dump(info, f, indent=1)
+    write_meta(a.out, info)
     log(logf, f"gen: {len(sel)} prompts selected ({len(order)} of {n_lines} have {a.min_prompt}..{a.max_prompt} tokens), "
         f"{len(have)} done, {len(remaining)} remaining; batch {a.batch}; jax {jax.__version__} on {jax.devices()}")
     if not remaining:
@@ -349,11 +353,10 @@ def cmd_gen_stories(a):
     logf = open(os.path.join(a.out, "gen.log"), "a")
     cfg, params = target.load(a.model)
     params = target.to_device(params)
-    with open(os.path.join(a.out, "meta.json"), "w") as f:
-        json.dump({"model": os.path.abspath(a.model), "model_name": cfg.name, "n_seqs": a.n_seqs, "seed": a.seed,
-                   "opening": "BOS + 4..32 tokens sampled at temperature 1 (rng [seed, idx])",
-                   "max_new": a.max_len, "heldout": f"sequence index % {HELDOUT_MOD} == 0",
-                   "stop_ids": [cfg.eos]}, f, indent=1)
+    write_meta(a.out, {"model": os.path.abspath(a.model), "model_name": cfg.name, "n_seqs": a.n_seqs, "seed": a.seed,
+                       "opening": "BOS + 4..32 tokens sampled at temperature 1 (rng [seed, idx])",
+                       "max_new": a.max_len, "heldout": f"sequence index % {HELDOUT_MOD} == 0",
+                       "stop_ids": [cfg.eos]})
     meta, _ = read_shards(a.out)
     have = set(int(i) for i in meta["idx"])
     remaining = [i for i in range(a.n_seqs) if i not in have]
@@ -513,8 +516,7 @@ def cmd_feats(a):
         "heldout": f"line index % {HELDOUT_MOD} == 0",
         "stop_ids": [cfg.eos],
     }
-    with open(os.path.join(a.out, "meta.json"), "w") as f:
-        json.dump(info, f, indent=1)
+    write_meta(a.out, info)
     log(logf, f"feats: {len(answers)} answers, {len(have)} already in shards, {len(todo)} to do; "
         f"jax {jax.__version__} on {jax.devices()}")
     if not todo:
