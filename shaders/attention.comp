@@ -49,7 +49,9 @@
  * prefix's K/V loads. A workgroup takes QB queries (spec constant 4) and runs
  * for each exactly the lanes above: invocation (lane, j) is lane `lane` of
  * query j, with the same keys (ordinals lane, lane + LANES, ...), the same
- * fold, the same merge, so every output is bitwise the one-query kernel's.
+ * merge, and for each head fold()'s operations in fold()'s order (the heads'
+ * interleaved, each shuffled unit used by all of them at once), so every
+ * output is bitwise the one-query kernel's.
  * The QB invocations of a lane sit side by side in one subgroup (index
  * gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID, QB dividing the
  * subgroup size), and the prefix is the same for all of them: each loads
@@ -471,11 +473,39 @@ void main() {
             vp[i] = vc[vb + j + i * QB];
 #endif
         }
+        /* fold() for every head, each head's operations in fold's order, but
+         * interleaved so that each shuffled K or V unit is used by all heads
+         * at once (no copy of the row is kept: fewer live registers). */
+        precise vec4 a[HPW];
+        [[unroll]] for (uint hh = 0u; hh < HPW; hh++) a[hh] = vec4(0.0);
         [[unroll]] for (uint c = 0u; c < D4; c++) {
-            g_k[c] = subgroupShuffle(kp[c / QB], first + c % QB);
-            g_v[c] = subgroupShuffle(vp[c / QB], first + c % QB);
+            const vec4 k = subgroupShuffle(kp[c / QB], first + c % QB);
+            [[unroll]] for (uint hh = 0u; hh < HPW; hh++) a[hh] = fma(g_q[hh * D4 + c], k, a[hh]);
         }
-        [[unroll]] for (uint hh = 0u; hh < HPW; hh++) fold(hh);
+        float pr[HPW];
+        [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
+            precise float s = (a[hh].x + a[hh].y) + (a[hh].z + a[hh].w);
+            if (s > g_m[hh]) {
+                const float alpha = exp2(g_m[hh] - s);
+                precise float ls = g_l[hh] * alpha;
+                g_l[hh] = ls;
+                [[unroll]] for (uint c = 0u; c < D4; c++) {
+                    precise vec4 x = g_acc[hh * D4 + c] * alpha;
+                    g_acc[hh * D4 + c] = x;
+                }
+                g_m[hh] = s;
+            }
+            pr[hh] = exp2(s - g_m[hh]);
+            precise float ls = g_l[hh] + pr[hh];
+            g_l[hh] = ls;
+        }
+        [[unroll]] for (uint c = 0u; c < D4; c++) {
+            const vec4 v = subgroupShuffle(vp[c / QB], first + c % QB);
+            [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
+                precise vec4 x = fma(vec4(pr[hh]), v, g_acc[hh * D4 + c]);
+                g_acc[hh * D4 + c] = x;
+            }
+        }
     }
     if (live) fold_tree(lane, t, n_prefix, n_vis);
 
