@@ -413,14 +413,19 @@ void main() {
     const uint n_vis = visible_keys(n_prefix);
     init_state(ql, h0);
 
-    /* Keys t = lane, lane + LANES, ... of the visible sequence: the prefix
-     * rows in order, then the tree's; only the row differs, never the arithmetic. */
-    uint t = lane;
-    for (; t < min(n_vis, n_prefix); t += LANES) {
-        load_row(t);
+    /* Keys t = lane, lane + LANES, ... of the visible sequence. One loop body
+     * for prefix and tree keys: only the row differs, never the arithmetic
+     * (one copy of the unrolled fold: the kernel every decoded token runs). */
+    bool first_tree = true;
+    for (uint t = lane; t < n_vis; t += LANES) {
+        uint row = t;
+        if (t >= n_prefix) {
+            row = min(n_prefix + take(first_tree ? t - n_prefix + 1u : LANES), p.n_ctx - 1u);
+            first_tree = false;
+        }
+        load_row(row);
         [[unroll]] for (uint hh = 0u; hh < HPW; hh++) fold(hh);
     }
-    fold_tree(lane, t, n_prefix, n_vis);
 
     store_state(lane, 0u, 0u);
     barrier(); /* every lane's partial state is visible */
