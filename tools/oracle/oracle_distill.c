@@ -165,8 +165,9 @@ static hs_status read_jobs(const hs_oracle_opts *o, int32_t n_vocab, job **jobs,
     }
     free(line);
     fclose(f);
-    fprintf(stderr, "hs-oracle distill: %d jobs to answer (%zu already in '%s')\n", *n_jobs, n_done,
-            o->distill_answers);
+    if (st == HS_OK)
+        fprintf(stderr, "hs-oracle distill: %d jobs to answer (%zu already in '%s')\n", *n_jobs, n_done,
+                o->distill_answers);
 fail:
     free(done);
     return st;
@@ -257,11 +258,14 @@ hs_status hs_oracle_distill(const hs_oracle_opts *o, hs_oracle_session *s) {
             sl->batch_row = b.n_tokens - 1;
             active++;
         }
-        if (active == 0) break;
-        if (b.n_tokens == 0) {
-            st = HS_FAIL(HS_ERR_INVALID_ARG, "a prompt of %d tokens does not fit --distill-batch %d",
-                         jobs[next].n, n_batch);
-            goto fail;
+        if (active == 0) {
+            /* Every slot free and still nothing started: the next prompt exceeds the batch. */
+            if (accept_new && next < n_jobs) {
+                st = HS_FAIL(HS_ERR_INVALID_ARG, "a prompt of %d tokens does not fit --distill-batch %d",
+                             jobs[next].n, n_batch);
+                goto fail;
+            }
+            break;
         }
         int32_t rc = llama_decode(ctx, b);
         if (rc != 0) {
