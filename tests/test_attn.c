@@ -809,11 +809,14 @@ static void test_attention_qblock(void **state) {
         void *k = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
         void *v = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
         uint32_t *mask = malloc((size_t)n * words * 4);
-        if (ci % 2 == 0) { /* a tree */
+        if (ci % 2 == 0) { /* a tree: its mask rows (words of n) in rows of n_cols columns */
             int32_t parents[64];
             rand_tree(&r, parents, n);
             uint32_t *m = host_mask(parents, n, NULL);
-            memcpy(mask, m, (size_t)n * words * 4);
+            const uint32_t mw = hs_attn_mask_words(n);
+            memset(mask, 0, (size_t)n * words * 4);
+            for (uint32_t i = 0; i < n; i++)
+                memcpy(mask + (size_t)i * words, m + (size_t)i * mw, (size_t)mw * 4);
             free(m);
         } else {
             for (uint32_t i = 0; i < n * words; i++)
