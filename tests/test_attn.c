@@ -857,6 +857,7 @@ static void test_attention_qblock(void **state) {
         if (can && !hs_ops_made_pipeline(ops, "attention_f32_qb") &&
             !hs_ops_made_pipeline(ops, "attention_f32_tx_qb"))
             fail_msg("attention n %u hd %u: attnqb made no query-block pipeline", n, s->hd);
+        free(want);
         attn_dev_free(&a);
         free(q), free(k), free(v), free(mask);
     }
