@@ -5,7 +5,9 @@
 #   2. the logits after BOS match golden_logits_bos.txt, and the logits at the last
 #      position of [1, 403, 407, 261, 378] match golden_logits_once_upon_a_time.txt,
 #      within TOL (default 2e-5; llama.cpp's CPU backend is within about 1.05e-5);
-#   3. the binary logits file (-o) holds the same numbers as --print-logits.
+#   3. the binary logits file (-o) holds the same numbers as --print-logits;
+#   4. --distill (both prompts decoded together, CPU backend) answers each with a prefix of its golden ids,
+#      ending at the end token or at --max-new.
 #
 #   tools/oracle/verify.sh [--vulkan] [TOL]
 #
@@ -34,6 +36,9 @@ trap 'rm -rf "$work"' EXIT
 "$oracle" "${backend[@]}" -n 124 -p "Once upon a time" "$model" >"$work/gen_once.txt"
 "$oracle" "${backend[@]}" --print-logits -o "$work/bos.bin" "$model" >"$work/bos.txt"
 "$oracle" "${backend[@]}" --print-logits --tokens 1,403,407,261,378 "$model" >"$work/once.txt"
+printf '0\t1\n1\t1,403,407,261,378\n' >"$work/jobs.txt"
+"$oracle" --distill "$work/jobs.txt" --answers "$work/answers.txt" --parallel 2 --max-new 100 --ctx 128 -t 1 \
+  "$model" 2>/dev/null
 
 python3 - "$ref" "$work" "$tol" <<'EOF'
 import ast, re, struct, sys
@@ -71,6 +76,16 @@ for prompt, path in (("", "gen_empty.txt"), ("Once upon a time", "gen_once.txt")
                   min(len(o["generated_ids"]), len(g["ids"])))
     check(f"greedy ids {prompt!r}", o["generated_ids"] == g["ids"],
           f"{len(o['generated_ids'])} generated, {len(g['ids'])} golden, first {n_same} equal")
+
+# --distill: line "IDX STOP N_PROMPT ids"; the answer continues the golden ids until the end token (2)
+for line in open(f"{work}/answers.txt"):
+    idx, stop, n_prompt, ids = line.rstrip("\n").split("\t")
+    prompt = "" if idx == "0" else "Once upon a time"
+    ids = [int(x) for x in ids.split(",")]
+    g = golden[prompt]["ids"]
+    want = g[: g.index(2) + 1] if 2 in g[:100] else g[:100]
+    check(f"distill {prompt!r}", ids == want and int(stop) == (ids[-1] == 2) and int(n_prompt) == len(golden[prompt]["prompt"]),
+          f"{len(ids)} ids (stop {stop}), golden prefix {len(want)}")
 
 def floats(path):
     return [float(x) for x in open(path).read().split("\n") if x and not x[0].isalpha()]
