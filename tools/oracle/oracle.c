@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- logging ---------------------------------------------------------------------------- */
@@ -468,12 +469,17 @@ typedef struct eval_out {
     float *last; /* copy of the newest row (n_vocab) */
 } eval_out;
 
-/* Index of the largest logit; the lowest id wins a tie (as numpy's argmax). */
-static llama_token argmax(const float *row, int32_t n) {
+llama_token hs_oracle_argmax(const float *row, int32_t n) {
     int32_t best = 0;
     for (int32_t i = 1; i < n; i++)
         if (row[i] > row[best]) best = i;
     return best;
+}
+
+uint64_t hs_oracle_now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 static void print_top_k(const float *row, int32_t n_vocab, int k, int pos, llama_token tok) {
@@ -572,7 +578,7 @@ static hs_status run_eval(const hs_oracle_opts *o, hs_oracle_session *s, const l
     HS_TRY(hs_oracle_context(o, s, n_ctx, ub, ub, 1, GGML_TYPE_F32, LLAMA_FLASH_ATTN_TYPE_DISABLED, &ctx));
     HS_TRY(decode_all(ctx, e, prompt, n_prompt, 0, (int)ub));
     for (int i = 0; i < o->n_generate; i++) {
-        gen[i] = argmax(e->last, s->n_vocab);
+        gen[i] = hs_oracle_argmax(e->last, s->n_vocab);
         if (i + 1 < o->n_generate) HS_TRY(decode_all(ctx, e, &gen[i], 1, n_prompt + i, 1));
     }
 fail:

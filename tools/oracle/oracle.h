@@ -102,6 +102,11 @@ hs_status hs_oracle_context(const hs_oracle_opts *opts, hs_oracle_session *s, ui
                             uint32_t n_batch, uint32_t n_ubatch, uint32_t n_seq, int kv_default,
                             int fa_default, struct llama_context **out);
 
+/* Index of the largest logit; the lowest id wins a tie (as numpy's argmax). */
+llama_token hs_oracle_argmax(const float *row, int32_t n);
+/* CLOCK_MONOTONIC in nanoseconds. */
+uint64_t hs_oracle_now_ns(void);
+
 /* Runs the llama-bench style pp/tg measurement and prints the table (or JSON). */
 hs_status hs_oracle_bench(const hs_oracle_opts *opts, hs_oracle_session *s);
 

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct bench_test {
     char name[32]; /* "pp512", "tg128" */
@@ -27,12 +26,6 @@ typedef struct bench_test {
     double *ts;   /* tokens per second per sample */
     double avg, std;
 } bench_test;
-
-static uint64_t now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
 
 static hs_status test_prompt(struct llama_context *ctx, const hs_oracle_session *s, int n_prompt, int n_batch,
                              llama_token *buf) {
@@ -100,10 +93,10 @@ static hs_status run_test(const hs_oracle_opts *o, hs_oracle_session *s, bench_t
     if (t->n_gen) HS_TRY(test_gen(ctx, s, 1));
     for (int r = 0; r < o->reps; r++) {
         llama_memory_clear(llama_get_memory(ctx), false);
-        uint64_t t0 = now_ns();
+        uint64_t t0 = hs_oracle_now_ns();
         if (t->n_prompt) HS_TRY(test_prompt(ctx, s, t->n_prompt, o->n_batch_bench, buf));
         if (t->n_gen) HS_TRY(test_gen(ctx, s, t->n_gen));
-        t->ns[r] = now_ns() - t0;
+        t->ns[r] = hs_oracle_now_ns() - t0;
         t->ts[r] = 1e9 * (double)(t->n_prompt + t->n_gen) / (double)t->ns[r];
         if (o->verbose)
             fprintf(stderr, "hs-oracle: %s run %d/%d: %.2f t/s\n", t->name, r + 1, o->reps, t->ts[r]);

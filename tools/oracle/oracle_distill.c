@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct job {
     long idx;
@@ -36,18 +35,7 @@ typedef struct slot {
     int batch_row;     /* row of this step's batch whose logits are ours; -1: none */
 } slot;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int argmax_row(const float *row, int32_t n) {
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++)
-        if (row[i] > row[best]) best = i;
-    return best;
-}
+static double now_s(void) { return 1e-9 * (double)hs_oracle_now_ns(); }
 
 /* Parses "IDX\tid,id,..." into j; returns false on a malformed line. */
 static bool parse_job(char *line, int32_t n_vocab, job *j) {
@@ -280,7 +268,7 @@ hs_status hs_oracle_distill(const hs_oracle_opts *o, hs_oracle_session *s) {
                 st = HS_FAIL(HS_ERR_INVALID_ARG, "no logits for batch row %d", sl->batch_row);
                 goto fail;
             }
-            llama_token t = argmax_row(row, s->n_vocab);
+            llama_token t = hs_oracle_argmax(row, s->n_vocab);
             sl->ans[sl->n_ans++] = t;
             n_tokens++;
             bool stopped = llama_vocab_is_eog(s->vocab, t);
