@@ -73,10 +73,19 @@ def is_heldout(idx):
     return np.asarray(idx) % HELDOUT_MOD == 0
 
 
+def read_prompt_ids(path):
+    """A prompt-ids file (tokenize --jsonl's output): one line of comma-separated ids per prompt."""
+    with open(path) as f:
+        return parse_prompt_ids(f.read())
+
+
+def parse_prompt_ids(text):
+    return [[int(x) for x in l.split(",")] for l in text.splitlines()]
+
+
 def tokenize_prompts(hs, model, prompts, cache_path):
     if os.path.exists(cache_path):
-        with open(cache_path) as f:
-            return [[int(x) for x in l.split(",")] for l in f.read().splitlines()]
+        return read_prompt_ids(cache_path)
     env = dict(os.environ)
     env.setdefault("XDG_RUNTIME_DIR", "/tmp/runtime-%d" % os.getuid())
     out = subprocess.run(
@@ -86,7 +95,7 @@ def tokenize_prompts(hs, model, prompts, cache_path):
     with open(tmp, "w") as f:
         f.write(out)
     os.replace(tmp, cache_path)
-    return [[int(x) for x in l.split(",")] for l in out.splitlines()]
+    return parse_prompt_ids(out)
 
 
 def data_dirs(arg):
@@ -464,7 +473,8 @@ def cmd_jobs(a):
 
 def read_answers(paths):
     """Sequences of hs-oracle --distill answer files (comma-separated; .xz read as such), in file
-    order; a later line of an index already read is skipped. Returns dicts idx, tokens, prompt_len, stop."""
+    order; a later line of an index already read is skipped (a line cut by a kill ends its file). Returns
+    dicts idx, stop, prompt_len, answer (the answer's ids)."""
     import lzma
 
     out, seen = [], set()
@@ -495,12 +505,11 @@ def cmd_feats(a):
     os.makedirs(a.out, exist_ok=True)
     logf = open(os.path.join(a.out, "gen.log"), "a")
     answers = read_answers(a.answers)
-    with open(a.prompt_ids) as f:
-        prompts = [[int(x) for x in l.split(",")] for l in f.read().splitlines()]
+    prompts = read_prompt_ids(a.prompt_ids)
     meta, _ = read_shards(a.out)
     have = set(int(i) for i in meta["idx"])
-    todo = [d for d in answers if d["idx"] not in have]
-    for d in todo:
+    new = [d for d in answers if d["idx"] not in have]  # answers without features yet
+    for d in new:
         pr = prompts[d["idx"]]
         if len(pr) != d["prompt_len"]:
             sys.exit(f"distill: answer {d['idx']}: prompt of {d['prompt_len']} tokens, but {a.prompt_ids} "
@@ -517,9 +526,9 @@ def cmd_feats(a):
         "stop_ids": [cfg.eos],
     }
     write_meta(a.out, info)
-    log(logf, f"feats: {len(answers)} answers, {len(have)} already in shards, {len(todo)} to do; "
+    log(logf, f"feats: {len(answers)} answers, {len(have)} already in shards, {len(new)} without features; "
         f"jax {jax.__version__} on {jax.devices()}")
-    if not todo:
+    if not new:
         return 0
     params = target.to_device(params)
 
@@ -531,13 +540,13 @@ def cmd_feats(a):
     fn = jax.jit(feats)
     shards = ShardWriter(a.out, a.shard_size, logf)
     # Similar lengths together (fewer padded positions), in fixed buckets of 64 (few compiled shapes).
-    todo.sort(key=lambda d: len(d["tokens"]))
+    new.sort(key=lambda d: len(d["tokens"]))
     t0, n_tok, agree, n_ans = time.time(), 0, 0, 0
     i = 0
-    while i < len(todo):
-        T = -(-len(todo[i]["tokens"]) // 64) * 64
+    while i < len(new):
+        T = -(-len(new[i]["tokens"]) // 64) * 64
         B = max(1, a.batch_tokens // T)
-        group = [d for d in todo[i : i + B] if len(d["tokens"]) <= T]
+        group = [d for d in new[i : i + B] if len(d["tokens"]) <= T]
         i += len(group)
         toks = np.zeros((B, T), np.int32)
         for r, d in enumerate(group):
@@ -552,7 +561,7 @@ def cmd_feats(a):
             shards.add({"idx": d["idx"], "tokens": d["tokens"], "prompt_len": pl, "stop": d["stop"],
                         "feats": [taps[r, :m], tp[r, :m], ti[r, :m]]})
         dt = time.time() - t0
-        log(logf, f"feats: {i}/{len(todo)} sequences, {n_tok} tokens in {dt:.0f} s ({n_tok / dt:.0f} tok/s); "
+        log(logf, f"feats: {i}/{len(new)} sequences, {n_tok} tokens in {dt:.0f} s ({n_tok / dt:.0f} tok/s); "
             f"answer tokens equal to the JAX target's argmax: {agree}/{n_ans} ({agree / max(n_ans, 1):.4f})")
     shards.flush()
     return 0

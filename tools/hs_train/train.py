@@ -74,17 +74,27 @@ def load_sequences(data_dir, shard_list=None):
     return seqs, [os.path.abspath(p) for p in paths]
 
 
+def answer_counts(seqs, n_vocab):
+    """How often each target id occurs in the sequences' answers."""
+    counts = np.zeros(n_vocab, np.int64)
+    for s in seqs:
+        np.add.at(counts, s["tokens"][s["prompt_len"] :], 1)
+    return counts
+
+
+def vocab_maps(ids, n_vocab):
+    """d2t (target id = draft id + d2t[draft id]) and t2d (-1 outside) of increasing target ids."""
+    ids = np.asarray(ids, np.int64)
+    t2d = np.full(n_vocab, -1, np.int32)
+    t2d[ids] = np.arange(len(ids))
+    return (ids - np.arange(len(ids))).astype(np.int32), t2d
+
+
 def draft_vocab(train_seqs, n_vocab, n_draft):
     """The n_draft most frequent answer tokens, in increasing target-id order."""
-    counts = np.zeros(n_vocab, np.int64)
-    for s in train_seqs:
-        np.add.at(counts, s["tokens"][s["prompt_len"] :], 1)
-    n_draft = min(n_draft, n_vocab)
-    order = np.argsort(-counts, kind="stable")[:n_draft]
-    ids = np.sort(order).astype(np.int64)
-    d2t = (ids - np.arange(n_draft)).astype(np.int32)
-    t2d = np.full(n_vocab, -1, np.int32)
-    t2d[ids] = np.arange(n_draft)
+    counts = answer_counts(train_seqs, n_vocab)
+    ids = np.sort(np.argsort(-counts, kind="stable")[: min(n_draft, n_vocab)]).astype(np.int64)
+    d2t, t2d = vocab_maps(ids, n_vocab)
     return ids, d2t, t2d, counts
 
 
@@ -93,9 +103,7 @@ def grow_vocab(params, d2t, train_seqs, tparams, n_vocab, n_draft):
     lacks; lm_head columns of the new tokens start from the target's output rows (as init_params does), the
     old ones keep theirs; ids in increasing target-id order again. Returns (params, d2t, t2d)."""
     old = np.arange(len(d2t)) + d2t
-    counts = np.zeros(n_vocab, np.int64)
-    for s in train_seqs:
-        np.add.at(counts, s["tokens"][s["prompt_len"] :], 1)
+    counts = answer_counts(train_seqs, n_vocab)
     counts[old] = -1  # already in
     extra = np.argsort(-counts, kind="stable")[: max(0, n_draft - len(old))]
     extra = extra[counts[extra] > 0]
@@ -105,10 +113,7 @@ def grow_vocab(params, d2t, train_seqs, tparams, n_vocab, n_draft):
     lm = np.stack([params["lm_head"][:, col_old[int(t)]] if int(t) in col_old else out[:, int(t)] for t in ids], 1)
     p = dict(params)
     p["lm_head"] = np.ascontiguousarray(lm.astype(np.float32))
-    d2t = (ids - np.arange(len(ids))).astype(np.int32)
-    t2d = np.full(n_vocab, -1, np.int32)
-    t2d[ids] = np.arange(len(ids))
-    return p, d2t, t2d
+    return (p,) + vocab_maps(ids, n_vocab)
 
 
 def coverage(seqs, t2d):
@@ -545,8 +550,7 @@ def main(argv=None):
         counts = None
     elif a.init:
         init, d2t = params_from_head(a.init, tcfg)
-        t2d = np.full(tcfg.n_vocab, -1, np.int32)
-        t2d[np.arange(len(d2t)) + d2t] = np.arange(len(d2t))
+        d2t, t2d = vocab_maps(np.arange(len(d2t)) + d2t, tcfg.n_vocab)
         log(logf, f"init from {a.init}: its weights and its draft vocabulary ({len(d2t)} tokens)")
         if a.draft_vocab > len(d2t):
             init, d2t, t2d = grow_vocab(init, d2t, train, tparams, tcfg.n_vocab, a.draft_vocab)
