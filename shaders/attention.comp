@@ -380,16 +380,24 @@ void init_state(uint ql, uint h0) {
     }
 }
 
+/* The cache row of query g_qi's tree key with ordinal t (>= n_prefix): a lane's
+ * first tree key is the (t - n_prefix + 1)-th visible node, each later one LANES on. */
+uint tree_row(uint t, uint n_prefix, inout bool first_tree) {
+    const uint row = min(n_prefix + take(first_tree ? t - n_prefix + 1u : LANES), p.n_ctx - 1u);
+    first_tree = false;
+    return row;
+}
+
+#if QBLOCK
 /* Query g_qi's tree keys dealt to `lane` from ordinal t on (t >= n_prefix, t = lane mod LANES). */
 void fold_tree(uint lane, uint t, uint n_prefix, uint n_vis) {
     bool first_tree = true;
     for (; t < n_vis; t += LANES) {
-        const uint row = min(n_prefix + take(first_tree ? t - n_prefix + 1u : LANES), p.n_ctx - 1u);
-        first_tree = false;
-        load_row(row);
+        load_row(tree_row(t, n_prefix, first_tree));
         [[unroll]] for (uint hh = 0u; hh < HPW; hh++) fold(hh);
     }
 }
+#endif
 
 #if !QBLOCK
 void main() {
@@ -418,12 +426,7 @@ void main() {
      * (one copy of the unrolled fold: the kernel every decoded token runs). */
     bool first_tree = true;
     for (uint t = lane; t < n_vis; t += LANES) {
-        uint row = t;
-        if (t >= n_prefix) {
-            row = min(n_prefix + take(first_tree ? t - n_prefix + 1u : LANES), p.n_ctx - 1u);
-            first_tree = false;
-        }
-        load_row(row);
+        load_row(t < n_prefix ? t : tree_row(t, n_prefix, first_tree));
         [[unroll]] for (uint hh = 0u; hh < HPW; hh++) fold(hh);
     }
 
