@@ -122,11 +122,11 @@ static uint32_t attn_qblock(const hs_ops *ops, const attn_plan *pl, uint32_t hea
         const uint32_t wg = pl->lanes * qb;
         if (qb > n || sg % qb || d4 % qb || wg % sg || wg > c->max_wg_invocations || wg > c->max_wg_size[0])
             continue;
-        const uint64_t states = (uint64_t)wg * pl->hpw; /* (query, lane, head) */
         for (uint32_t mp = 1; mp <= d4; mp++) {
             if (d4 % mp) continue;
+            /* wg (query, lane) states of hpw heads, head_dim / mp columns each at a time */
             const uint64_t shared =
-                states * (d4 / mp * 16 + 8) + (q8 ? (uint64_t)qb * pl->hpw * head_dim * 4 : 0);
+                attn_shared_bytes(wg, pl->hpw, head_dim / mp) + (q8 ? (uint64_t)qb * pl->hpw * head_dim * 4 : 0);
             if (shared <= c->max_shared_memory) {
                 *parts = mp;
                 return qb;
