@@ -125,8 +125,8 @@ static uint32_t attn_qblock(const hs_ops *ops, const attn_plan *pl, uint32_t hea
         for (uint32_t mp = 1; mp <= d4; mp++) {
             if (d4 % mp) continue;
             /* wg (query, lane) states of hpw heads, head_dim / mp columns each at a time */
-            const uint64_t shared =
-                attn_shared_bytes(wg, pl->hpw, head_dim / mp) + (q8 ? (uint64_t)qb * pl->hpw * head_dim * 4 : 0);
+            const uint64_t s_o = q8 ? (uint64_t)qb * pl->hpw * head_dim * 4 : 0; /* the merged 8-bit input */
+            const uint64_t shared = attn_shared_bytes(wg, pl->hpw, head_dim / mp) + s_o;
             if (shared <= c->max_shared_memory) {
                 *parts = mp;
                 return qb;

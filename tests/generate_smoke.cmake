@@ -33,8 +33,8 @@ endif()
 # The head's weights as stored or quantized to q4_1 at load: either way plain decoding's output,
 # and the JSON says which; an unknown choice is refused by name.
 foreach(w file q4_1)
-  execute_process(COMMAND ${HS} ${args} --spec chain --head-weights ${w} RESULT_VARIABLE rc OUTPUT_VARIABLE out
-                  ERROR_VARIABLE err)
+  execute_process(COMMAND ${HS} ${args} --spec chain --head-weights ${w}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "generate --head-weights ${w} exited ${rc}:\n${err}")
   endif()

@@ -803,7 +803,8 @@ static void test_attention_qblock(void **state) {
     static const uint32_t qbs[] = {2, 4, 8};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const shape *s = &cases[ci].s;
-        const uint32_t n = cases[ci].n, n_cols = cases[ci].kind == 2 ? 40 : n, words = hs_attn_mask_words(n_cols);
+        const uint32_t n = cases[ci].n, n_cols = cases[ci].kind == 2 ? 40 : n;
+        const uint32_t words = hs_attn_mask_words(n_cols);
         const size_t hn = (size_t)s->n_head * s->hd;
         float *q = hs_test_rand_array(&r, n * hn, -1.5f, 1.5f);
         void *k = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
