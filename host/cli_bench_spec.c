@@ -464,8 +464,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "model", model_path);
         cJSON_AddStringToObject(o, "head", sm.head ? sm.head_path : "");
-        const char *hw = !sm.head ? "" : hs_eagle3_quantized(sm.head) ? "q4_1" : "file";
-        cJSON_AddStringToObject(o, "head_weights", hw);
+        cJSON_AddStringToObject(o, "head_weights", hs_cli_head_weights_name(sm.head));
         cJSON_AddStringToObject(o, "build", HS_BUILD_ID);
         cJSON_AddItemToObject(o, "device", hs_bench_device_json(hs_vk_ctx_caps(vk)));
         cJSON_AddNumberToObject(o, "n_predict", a.n_predict);

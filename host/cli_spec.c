@@ -47,6 +47,10 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
 
 bool hs_cli_spec_on(const hs_cli_spec *s) { return strcmp(s->method, "none") != 0; }
 
+const char *hs_cli_head_weights_name(const hs_eagle3 *head) {
+    return !head ? "" : hs_eagle3_quantized(head) ? "q4_1" : "file";
+}
+
 hs_status hs_cli_head_weights(const char *name, hs_eagle3_weights *out) {
     if (!name || !strcmp(name, "auto"))
         *out = HS_EAGLE3_WEIGHTS_AUTO;
@@ -227,7 +231,7 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
     const hs_spec_stats *s = &r->spec;
     if (!m->spec) return;
     fprintf(f, "[heterospec] draft: %s, head %s (%s weights)\n", m->policy.name, m->head_path,
-            hs_eagle3_quantized(m->head) ? "q4_1" : "file");
+            hs_cli_head_weights_name(m->head));
     if (m->policy.expand && !strcmp(m->policy.name, "heterospec"))
         fprintf(f, "[heterospec] calibration: %s\n", m->hx.source);
     fprintf(f,
@@ -255,7 +259,7 @@ void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result
     cJSON_AddStringToObject(o, "spec", m->spec ? m->policy.name : "none");
     if (m->spec) {
         cJSON_AddStringToObject(o, "head", m->head_path);
-        cJSON_AddStringToObject(o, "head_weights", hs_eagle3_quantized(m->head) ? "q4_1" : "file");
+        cJSON_AddStringToObject(o, "head_weights", hs_cli_head_weights_name(m->head));
     }
     const uint32_t rounds = m->spec ? s->rounds : r->target_passes;
     cJSON_AddNumberToObject(o, "rounds", rounds);

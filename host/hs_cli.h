@@ -71,6 +71,8 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v);
 bool hs_cli_spec_on(const hs_cli_spec *s);
 /* --head-weights NAME: auto, file or q4_1; HS_ERR_INVALID_ARG naming the choices otherwise. */
 hs_status hs_cli_head_weights(const char *name, hs_eagle3_weights *out);
+/* What a loaded head computes with, as statistics and JSON name it: "q4_1" or "file" ("" without a head). */
+const char *hs_cli_head_weights_name(const hs_eagle3 *head);
 hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out);
 /* The first head (in $HS_HOME/heads, then the source tree's models/heads,
  * subfolders one level deep, name order) whose file fits the model: same
