@@ -198,7 +198,7 @@ hs_status hs_eagle3_check_target(const hs_eagle3_config *c, const hs_llama *targ
 
 /* ---- loading ---- */
 
-/* rows x cols of type (a float type) as q4_1 blocks, in a new buffer (*out). */
+/* rows x cols of type (f32, f16 or q8_0) as q4_1 blocks, in a new buffer (*out). */
 static hs_status requantize_q4_1(hs_type type, const void *src, uint32_t rows, uint32_t cols, void **out) {
     hs_status st = HS_OK;
     const uint64_t src_rb = hs_type_row_bytes(type, cols), dst_rb = hs_type_row_bytes(HS_TYPE_Q4_1, cols);
