@@ -6,8 +6,13 @@
 #   tools/hs_train/smollm2_next.sh gen MINUTES     answers to further prompts of the training order, with
 #                                                  hs-oracle --distill, into $OUT/answers.txt (seeded with the
 #                                                  committed answers, so it starts at the first unanswered prompt)
+#   tools/hs_train/smollm2_next.sh gen-long MINUTES
+#                                                  the same for the prompts of 257..640 tokens (mostly news
+#                                                  articles to summarise, which the short ones leave out), in
+#                                                  $OUT/answers-long.txt with a KV cache of 1024 per sequence
 #   tools/hs_train/smollm2_next.sh pack            the answers not committed yet -> models/heads/smollm2/distill/
-#                                                  answers-NN.txt.xz (then commit it, with its line in the README)
+#                                                  answers-NN.txt.xz and answers-long-NN.txt.xz (then commit
+#                                                  them, with their lines in the README)
 #   tools/hs_train/smollm2_next.sh train [--minutes M] [train.py options]
 #                                                  features of the committed answers (all, or the files named
 #                                                  in $ANSWERS, comma-separated), then training from
@@ -28,7 +33,7 @@ dist="$repo/models/heads/smollm2/distill"
 out="$home/distill/smollm2-llama"
 model="$home/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 shared="${HS_SHARED:-$repo/../shared}"
-step="${1:?usage: smollm2_next.sh gen MINUTES | pack | train [--minutes M] [train.py options]}"
+step="${1:?usage: smollm2_next.sh gen MINUTES | gen-long MINUTES | pack | train [--minutes M] [train.py options]}"
 shift
 
 [ -f "$model" ] || bash "$repo/tools/fetch_model.sh" >&2
@@ -37,31 +42,57 @@ hs="$repo/build/heterospec"
 PY="$(bash "$repo/tools/pyenv.sh" train)"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/runtime-$(id -u)}"
 mkdir -p "$XDG_RUNTIME_DIR" "$out"
-committed() { ls "$dist"/answers-*.txt.xz 2>/dev/null; }
+# committed KIND: the committed answer files of the short ("") or long ("-long") prompts, in order.
+committed() { ls "$dist"/answers"$1"-[0-9]*.txt.xz 2>/dev/null || true; }
 # The prompts' ids as heterospec tokenizes them, in the order gen uses (prompts of 1..256 tokens).
 [ -f "$out/jobs.txt" ] || (cd "$repo/tools" && "$PY" -m hs_train.distill jobs --model "$model" --hs "$hs" \
   --prompts "$shared/data/train/prompts.jsonl" --out "$out/jobs.txt")
+# The long prompts (257..640 tokens), in the same order; the tokenization is the same file.
+if [ ! -f "$out/jobs-long.txt" ]; then
+  cp "$out/jobs.txt.prompt_ids.txt" "$out/jobs-long.txt.prompt_ids.txt"
+  (cd "$repo/tools" && "$PY" -m hs_train.distill jobs --model "$model" --hs "$hs" --min-prompt 257 \
+    --max-prompt 640 --prompts "$shared/data/train/prompts.jsonl" --out "$out/jobs-long.txt")
+fi
+
+# gen_answers KIND MINUTES [hs-oracle options]: answers to the jobs of KIND past those in $out/answers KIND.txt,
+# which starts as the committed answers of KIND (hs-oracle skips every prompt already in it).
+gen_answers() {
+  local kind="$1" minutes="$2" oracle="$home/peer/bin/hs-oracle"
+  shift 2
+  [ -x "$oracle" ] || bash "$repo/tools/oracle/build.sh" >&2
+  if [ ! -s "$out/answers$kind.txt" ]; then
+    for f in $(committed "$kind"); do xz -dc "$f"; done >"$out/answers$kind.txt"
+  fi
+  "$oracle" --distill "$out/jobs$kind.txt" --answers "$out/answers$kind.txt" --parallel 128 -t 2 \
+    --minutes "$minutes" "$@" "$model" 2>&1 | tee -a "$out/gen$kind.log"
+}
+
+# pack_answers KIND: complete lines of $out/answers KIND.txt past those of the committed files, as the next file.
+pack_answers() {
+  local kind="$1" n_old=0 n_files next
+  [ -s "$out/answers$kind.txt" ] || return 0
+  for f in $(committed "$kind"); do n_old=$((n_old + $(xz -dc "$f" | wc -l))); done
+  if [ "$(wc -l <"$out/answers$kind.txt")" -le "$n_old" ]; then
+    echo "pack: no new answers in $out/answers$kind.txt"
+    return 0
+  fi
+  n_files=$(committed "$kind" | wc -l)
+  next="$dist/answers$kind-$(printf '%02d' "$n_files").txt.xz"
+  tail -n +$((n_old + 1)) "$out/answers$kind.txt" | grep -P '^\d+\t[01]\t\d+\t[\d,]*\d$' | xz -9 >"$next"
+  echo "pack: $(xz -dc "$next" | wc -l) answers -> $next ($(sha256sum "$next" | cut -d' ' -f1))"
+}
 
 case "$step" in
 gen)
-  minutes="${1:?smollm2_next.sh gen MINUTES}"
-  oracle="$home/peer/bin/hs-oracle"
-  [ -x "$oracle" ] || bash "$repo/tools/oracle/build.sh" >&2
-  # Seed the answers file with the committed answers (hs-oracle skips every prompt already in it).
-  if [ ! -s "$out/answers.txt" ]; then
-    for f in $(committed); do xz -dc "$f"; done >"$out/answers.txt"
-  fi
-  "$oracle" --distill "$out/jobs.txt" --answers "$out/answers.txt" --parallel 128 -t 2 --minutes "$minutes" \
-    "$model" 2>&1 | tee -a "$out/gen.log"
+  gen_answers "" "${1:?smollm2_next.sh gen MINUTES}"
+  ;;
+gen-long)
+  # 640 prompt tokens + 256 answer tokens fit a cache of 1024 rows per sequence.
+  gen_answers -long "${1:?smollm2_next.sh gen-long MINUTES}" --ctx 1024
   ;;
 pack)
-  # Complete lines of answers.txt past those of the committed files, as the next file.
-  n_old=0
-  for f in $(committed); do n_old=$((n_old + $(xz -dc "$f" | wc -l))); done
-  n_files=$(committed | wc -l)
-  next="$dist/answers-$(printf '%02d' "$n_files").txt.xz"
-  tail -n +$((n_old + 1)) "$out/answers.txt" | grep -P '^\d+\t[01]\t\d+\t[\d,]*\d$' | xz -9 >"$next"
-  echo "pack: $(xz -dc "$next" | wc -l) answers -> $next ($(sha256sum "$next" | cut -d' ' -f1))"
+  pack_answers ""
+  pack_answers -long
   ;;
 train)
   minutes=0
@@ -69,7 +100,7 @@ train)
     minutes="$2"
     shift 2
   fi
-  answers="${ANSWERS:-$(committed | paste -sd, -)}"
+  answers="${ANSWERS:-$( (committed ""; committed -long) | paste -sd, -)}"
   cd "$repo/tools"
   "$PY" -m hs_train.distill feats --model "$model" --answers "$answers" --prompt-ids "$out/jobs.txt.prompt_ids.txt" \
     --out "$out/feats"
@@ -78,7 +109,7 @@ train)
     --ckpt-min 5 --minutes "$minutes" "$@"
   ;;
 *)
-  echo "smollm2_next.sh: unknown step '$step' (gen, pack or train)" >&2
+  echo "smollm2_next.sh: unknown step '$step' (gen, gen-long, pack or train)" >&2
   exit 2
   ;;
 esac

@@ -142,6 +142,19 @@ def main():
     assert list(t2d2[[2, 4, 5, 7, 9, 11]]) == [0, 1, 2, 3, 4, -1]
     gp3, d2t3, _ = train.grow_vocab(gp, old_ids - np.arange(3), seqs, {"output": outw}, V, 50)
     assert list(np.arange(len(d2t3)) + d2t3) == [2, 4, 5, 7, 9, 11]  # only answered tokens join
+    # fit_rows: a sequence longer than T head rows loses the start of its prompt, features with it, and
+    # keeps every answer token's row; one whose answer would lose a row is left out.
+    n_tok, P = 12, 7
+    s = {"tokens": np.arange(100, 100 + n_tok), "prompt_len": P, "taps": np.arange(n_tok - 1)[:, None] * 10,
+         "top_p": np.arange(n_tok - 1)[:, None] * 0.5, "top_id": np.arange(n_tok - 1)[:, None] + 200}
+    assert train.fit_rows(s, 11) is s and train.fit_rows(s, 20) is s
+    f = train.fit_rows(s, 8)  # 11 rows -> 8: three prompt tokens go
+    assert list(f["tokens"]) == list(range(103, 112)) and f["prompt_len"] == 4, f
+    assert [int(f[k][0, 0]) for k in ("taps", "top_id")] == [30, 203] and len(f["top_p"]) == 8
+    tok_in, _, _, _, nxt, _, rootc = train.row_arrays(f, np.arange(300))
+    _, _, _, _, nxt0, _, root0 = train.row_arrays(s, np.arange(300))
+    assert list(nxt[rootc]) == list(nxt0[root0]) and list(nxt[rootc]) == list(range(107, 112))
+    assert train.fit_rows(s, 6) is not None and train.fit_rows(s, 5) is None  # 2 prompt tokens stay at T = 6
     # coverage: groups by file name up to the last '_'; counts tokens outside the draft vocabulary.
     import tempfile
 

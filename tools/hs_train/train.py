@@ -22,7 +22,8 @@ Training-time test (EAGLE-3): K unrolled steps; step 0 uses the real taps; at
 step k row j takes step k-1's hidden at row j-1 and the real token j+1, and
 attends to step-0 keys at rows <= j-k plus step i's key at row j-k+i for
 i = 1..k (its chain of draft ancestors), as a depth-k node at inference.
-Sequences are packed into rows of --seq tokens (attention within a sequence).
+Sequences are packed into rows of --seq tokens (attention within a sequence); a
+longer one (a long prompt) loses the start of its prompt (fit_rows).
 
 Outputs in RUN: ckpt.pkl (params, optimizer state, step; written every
 --ckpt-min minutes and at the end), train.log, eval.json, and the head in
@@ -181,11 +182,29 @@ def pack(lengths, T, seed):
     return rows
 
 
+def fit_rows(s, T):
+    """s with at most T head rows: a longer sequence loses the start of its prompt (tokens and their
+    per-position features alike) as long as two prompt tokens stay, so every answer token keeps its row
+    and the taps, which carry the target's whole context, are unchanged; None when the answer alone is
+    too long."""
+    c = len(s["tokens"]) - 1 - T
+    if c <= 0:
+        return s
+    if s["prompt_len"] - c < 2:
+        return None
+    out = dict(s)
+    out["tokens"] = s["tokens"][c:]
+    out["prompt_len"] = s["prompt_len"] - c
+    for k in ("taps", "top_p", "top_id"):
+        out[k] = s[k][c:]
+    return out
+
+
 class Packed:
-    """Sequences packed into rows of T head rows; batches assembled on demand."""
+    """Sequences packed into rows of T head rows (fit_rows); batches assembled on demand."""
 
     def __init__(self, seqs, t2d, T, seed):
-        self.seqs = [s for s in seqs if len(s["tokens"]) - 1 <= T]
+        self.seqs = [f for f in (fit_rows(s, T) for s in seqs) if f is not None]
         self.T = T
         self.rows = pack([len(s["tokens"]) - 1 for s in self.seqs], T, seed)
         self.ra = [row_arrays(s, t2d) for s in self.seqs]
