@@ -7,6 +7,8 @@
          [--min-prompt P0 --max-prompt P1]   (prompt ids for hs-oracle --distill, in gen's order)
   python -m hs_train.distill feats --model M.gguf --answers A.txt[.xz][,B...] --out DIR
          (features of hs-oracle --distill's answers, as gen writes them)
+  python -m hs_train.distill pack-feats --answers A.txt[.xz][,B...] --feats F.hsf[,G.hsf] --out DIR
+         (the same shards from the features hs-oracle --distill --feats recorded while answering)
   python -m hs_train.distill show --model M.gguf --out DIR [-n 3]      (decodes a few answers)
 
 gen: prompts are tokenized by heterospec itself (`tokenize --chat --jsonl`, the
@@ -65,7 +67,12 @@ def log(f, msg):
 
 
 def write_meta(out_dir, info):
-    with open(os.path.join(out_dir, "meta.json"), "w") as f:
+    """meta.json of DIR: info over what is there (pack-feats and feats fill one DIR in turn)."""
+    path = os.path.join(out_dir, "meta.json")
+    if os.path.exists(path):
+        with open(path) as f:
+            info = {**json.load(f), **info}
+    with open(path, "w") as f:
         json.dump(info, f, indent=1)
 
 
@@ -496,6 +503,81 @@ def read_answers(paths):
     return out
 
 
+HSF_MAGIC = b"HSF1"
+
+
+def read_hsf(path):
+    """The records of an hs-oracle --feats file (tools/oracle/oracle.h, HSF1), in file order: dicts idx,
+    stop, prompt_len, tokens and feats [taps f16 [n-1, d3], top_p f16 [n-1, k], top_id int32 [n-1, k]], as
+    feats computes them. A record cut short by a kill ends the file; anything else malformed is an error."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    o, out = 0, []
+    while o < len(buf):
+        if len(buf) - o < 32:
+            break  # cut by a kill
+        if buf[o : o + 4] != HSF_MAGIC:
+            sys.exit(f"distill: {path}: no HSF1 record at byte {o}")
+        idx = int(np.frombuffer(buf, np.int64, 1, o + 4)[0])
+        stop, n_prompt, n, d3, k = (int(x) for x in np.frombuffer(buf, np.int32, 5, o + 12))
+        if not (0 < n_prompt < n and d3 > 0 and k > 0 and stop in (0, 1)):
+            sys.exit(f"distill: {path}: record at byte {o} (idx {idx}): bad header")
+        size = 32 + 4 * n + (n - 1) * (2 * d3 + 4 * k + 2 * k)
+        if len(buf) - o < size:
+            break
+        q = o + 32
+        toks = np.frombuffer(buf, np.int32, n, q).copy()
+        q += 4 * n
+        taps = np.frombuffer(buf, np.float16, (n - 1) * d3, q).reshape(n - 1, d3)
+        q += 2 * (n - 1) * d3
+        top_id = np.frombuffer(buf, np.int32, (n - 1) * k, q).reshape(n - 1, k)
+        q += 4 * (n - 1) * k
+        top_p = np.frombuffer(buf, np.float16, (n - 1) * k, q).reshape(n - 1, k)
+        out.append({"idx": idx, "stop": stop, "prompt_len": n_prompt, "tokens": toks,
+                    "feats": [taps, top_p, top_id]})
+        o += size
+    return out
+
+
+def cmd_pack_feats(a):
+    """Shards from hs-oracle --feats records, for the answers given (the committed files), skipping
+    sequences already in the shards; feats then computes what is left."""
+    os.makedirs(a.out, exist_ok=True)
+    logf = open(os.path.join(a.out, "gen.log"), "a")
+    answers = {d["idx"]: d for d in read_answers(a.answers)}
+    meta, _ = read_shards(a.out)
+    have = set(int(i) for i in meta["idx"])
+    shards = ShardWriter(a.out, a.shard_size, logf)
+    n_new = n_skip = 0
+    for path in a.feats.split(","):
+        if not os.path.exists(path):
+            log(logf, f"pack-feats: no {path}")
+            continue
+        for r in read_hsf(path):
+            d = answers.get(r["idx"])
+            if r["idx"] in have or d is None:
+                continue
+            if list(r["tokens"][r["prompt_len"] :]) != d["answer"] or r["prompt_len"] != d["prompt_len"]:
+                n_skip += 1  # another run's answer to the same prompt
+                continue
+            have.add(r["idx"])
+            shards.add(r)
+            n_new += 1
+    shards.flush()
+    if n_new:
+        meta = {}
+        if os.path.exists(os.path.join(a.out, "meta.json")):
+            with open(os.path.join(a.out, "meta.json")) as f:
+                meta = json.load(f)
+        write_meta(a.out, {"oracle_feats": {
+            "generator": "hs-oracle --distill --feats (llama.cpp CPU backend: its taps and top 32)",
+            "files": [os.path.abspath(p) for p in a.feats.split(",")],
+            "sequences": meta.get("oracle_feats", {}).get("sequences", 0) + n_new}})
+    log(logf, f"pack-feats: {n_new} sequences with hs-oracle's features; {n_skip} records of other answers "
+        f"skipped; {len(have)} sequences in shards, {len(answers)} answers")
+    return 0
+
+
 def cmd_feats(a):
     import jax
     import jax.numpy as jnp
@@ -609,6 +691,11 @@ def main(argv=None):
     e.add_argument("--out", required=True)
     e.add_argument("--batch-tokens", type=int, default=4096, help="positions per forward pass")
     e.add_argument("--shard-size", type=int, default=256)
+    k = sub.add_parser("pack-feats")
+    k.add_argument("--answers", required=True, help="the answer files whose sequences get shards, comma-separated")
+    k.add_argument("--feats", required=True, help="hs-oracle --feats files, comma-separated (missing: skipped)")
+    k.add_argument("--out", required=True)
+    k.add_argument("--shard-size", type=int, default=256)
     w = sub.add_parser("show")
     w.add_argument("--model", required=True)
     w.add_argument("--out", required=True)
@@ -617,7 +704,8 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if "/data/bench" in os.path.abspath(getattr(a, "prompts", "") or ""):
         sys.exit("distill: refusing to use benchmark prompts for training data")
-    cmds = {"gen": cmd_gen, "gen-stories": cmd_gen_stories, "jobs": cmd_jobs, "feats": cmd_feats, "show": cmd_show}
+    cmds = {"gen": cmd_gen, "gen-stories": cmd_gen_stories, "jobs": cmd_jobs, "feats": cmd_feats,
+            "pack-feats": cmd_pack_feats, "show": cmd_show}
     return cmds[a.cmd](a)
 
 

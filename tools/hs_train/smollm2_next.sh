@@ -5,7 +5,9 @@
 #
 #   tools/hs_train/smollm2_next.sh gen MINUTES     answers to further prompts of the training order, with
 #                                                  hs-oracle --distill, into $OUT/answers.txt (seeded with the
-#                                                  committed answers, so it starts at the first unanswered prompt)
+#                                                  committed answers, so it starts at the first unanswered
+#                                                  prompt), and their features into $OUT/feats.hsf (--feats;
+#                                                  about 3.5 KB per token, kept in the cache only)
 #   tools/hs_train/smollm2_next.sh gen-long MINUTES
 #                                                  the same for the prompts of 257..640 tokens (mostly news
 #                                                  articles to summarise, which the short ones leave out), in
@@ -15,7 +17,8 @@
 #                                                  them, with their lines in the README)
 #   tools/hs_train/smollm2_next.sh train [--minutes M] [train.py options]
 #                                                  features of the committed answers (all, or the files named
-#                                                  in $ANSWERS, comma-separated), then training from
+#                                                  in $ANSWERS, comma-separated: hs-oracle's where gen recorded
+#                                                  them, else the JAX target's), then training from
 #                                                  models/heads/smollm2/head.gguf into $HS_HOME/heads/smollm2-next
 #
 # answers-00 answers the prompts the committed head was trained on; continuing that head, ANSWERS can leave it
@@ -63,8 +66,8 @@ gen_answers() {
   if [ ! -s "$out/answers$kind.txt" ]; then
     for f in $(committed "$kind"); do xz -dc "$f"; done >"$out/answers$kind.txt"
   fi
-  "$oracle" --distill "$out/jobs$kind.txt" --answers "$out/answers$kind.txt" --parallel 128 -t 2 \
-    --minutes "$minutes" "$@" "$model" 2>&1 | tee -a "$out/gen$kind.log"
+  "$oracle" --distill "$out/jobs$kind.txt" --answers "$out/answers$kind.txt" --feats "$out/feats$kind.hsf" \
+    --parallel 128 -t 2 --minutes "$minutes" "$@" "$model" 2>&1 | tee -a "$out/gen$kind.log"
 }
 
 # pack_answers KIND: complete lines of $out/answers KIND.txt past those of the committed files, as the next file.
@@ -102,6 +105,10 @@ train)
   fi
   answers="${ANSWERS:-$( (committed ""; committed -long) | paste -sd, -)}"
   cd "$repo/tools"
+  # Sequences whose features hs-oracle recorded while answering (gen --feats), then the JAX target's
+  # features for the rest (the committed answers of another machine, or of runs before --feats).
+  "$PY" -m hs_train.distill pack-feats --answers "$answers" --feats "$out/feats.hsf,$out/feats-long.hsf" \
+    --out "$out/feats"
   "$PY" -m hs_train.distill feats --model "$model" --answers "$answers" --prompt-ids "$out/jobs.txt.prompt_ids.txt" \
     --out "$out/feats"
   "$PY" -m hs_train.train --model "$model" --data "$out/feats" --out "$home/heads/smollm2-next" \

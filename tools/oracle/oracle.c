@@ -68,7 +68,9 @@ static const char *USAGE =
     "                        in it are skipped (resume)\n"
     "      --parallel N      sequences decoded together (default 32)\n"
     "      --max-new N       most answer tokens (default 256)  --ctx N  KV rows per sequence (512)\n"
-    "      --distill-batch N most tokens per decode (2048)  --minutes M  start no job after M minutes\n";
+    "      --distill-batch N most tokens per decode (2048)  --minutes M  start no job after M minutes\n"
+    "      --feats FILE      also appends each answer's features (EAGLE-3 taps, top-32 probabilities;\n"
+    "                        the HSF1 records of oracle.h) for the trainer\n";
 
 /* Parses a non-negative int in [lo, hi]; "name" is for the message. */
 static hs_status parse_int(const char *name, const char *text, long lo, long hi, int *out) {
@@ -140,6 +142,8 @@ static hs_status parse_valued(hs_oracle_opts *o, const char *a, const char *v, b
         o->distill_jobs = v;
     } else if (!strcmp(a, "--answers"))
         o->distill_answers = v;
+    else if (!strcmp(a, "--feats"))
+        o->distill_feats = v;
     else if (!strcmp(a, "--parallel"))
         return parse_int(a, v, 1, 256, &o->distill_parallel);
     else if (!strcmp(a, "--max-new"))
@@ -347,7 +351,17 @@ void hs_oracle_session_destroy(hs_oracle_session *s) {
 hs_status hs_oracle_context(const hs_oracle_opts *o, hs_oracle_session *s, uint32_t n_ctx, uint32_t n_batch,
                             uint32_t n_ubatch, uint32_t n_seq, int kv_default, int fa_default,
                             struct llama_context **out) {
+    return hs_oracle_context_cb(o, s, n_ctx, n_batch, n_ubatch, n_seq, kv_default, fa_default, NULL, NULL,
+                                out);
+}
+
+hs_status hs_oracle_context_cb(const hs_oracle_opts *o, hs_oracle_session *s, uint32_t n_ctx,
+                               uint32_t n_batch, uint32_t n_ubatch, uint32_t n_seq, int kv_default,
+                               int fa_default, ggml_backend_sched_eval_callback cb, void *cb_data,
+                               struct llama_context **out) {
     struct llama_context_params cp = llama_context_default_params();
+    cp.cb_eval = cb;
+    cp.cb_eval_user_data = cb_data;
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
     cp.n_ubatch = n_ubatch;

@@ -76,7 +76,27 @@ typedef struct hs_oracle_opts {
     int distill_ctx;             /* KV rows per sequence (default 512) */
     int distill_batch;           /* most tokens per llama_decode (default 2048) */
     double distill_minutes;      /* start no new job after this long (0: no limit) */
+    const char *distill_feats;   /* appended feature records (HSF1 below) per answered job; NULL: none */
 } hs_oracle_opts;
+
+/* --feats FILE: one record per answered job, appended before its answer line, little-endian:
+ *   char     magic[4]   "HSF1"
+ *   int64    idx        the job's IDX
+ *   int32    stop       1: ended by an end-of-generation token, 0: by --max-new
+ *   int32    n_prompt
+ *   int32    n          prompt + answer tokens
+ *   int32    d3         HS_ORACLE_TAPS * n_embd
+ *   int32    k          HS_ORACLE_TOP_K
+ *   int32    tokens[n]
+ *   uint16   taps[n-1][d3]   f16: at position p < n - 1, the inputs of layers 2, L/2 and L-3 (heterospec's
+ *                            EAGLE-3 taps), i.e. llama.cpp's l_out of layers 1, L/2 - 1 and L-4
+ *   int32    top_id[n-1][k]  the k most probable next tokens at position p (largest first; zero
+ *   uint16   top_p[n-1][k]   at the prompt's positions before its last), f16 probabilities
+ * the layout of the trainer's feature shards (tools/hs_train/distill.py, pack-feats), computed while the
+ * answer is generated instead of in a second pass. */
+#define HS_ORACLE_FEATS_MAGIC "HSF1"
+#define HS_ORACLE_TAPS        3
+#define HS_ORACLE_TOP_K       32
 
 /* Backends, the loaded model and the device list; contexts are made per use. */
 typedef struct hs_oracle_session {
@@ -101,6 +121,11 @@ void hs_oracle_session_destroy(hs_oracle_session *s);
 hs_status hs_oracle_context(const hs_oracle_opts *opts, hs_oracle_session *s, uint32_t n_ctx,
                             uint32_t n_batch, uint32_t n_ubatch, uint32_t n_seq, int kv_default,
                             int fa_default, struct llama_context **out);
+/* The same with llama.cpp's eval callback (cb_eval, called for the graph's tensors; NULL: none). */
+hs_status hs_oracle_context_cb(const hs_oracle_opts *opts, hs_oracle_session *s, uint32_t n_ctx,
+                               uint32_t n_batch, uint32_t n_ubatch, uint32_t n_seq, int kv_default,
+                               int fa_default, ggml_backend_sched_eval_callback cb, void *cb_data,
+                               struct llama_context **out);
 
 /* Index of the largest logit; the lowest id wins a tie (as numpy's argmax). */
 llama_token hs_oracle_argmax(const float *row, int32_t n);

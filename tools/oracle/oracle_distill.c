@@ -10,13 +10,21 @@
  * restart with the same ANSWERS skips the jobs already there (a job in flight at a kill is redone).
  * --minutes M: no new job starts after M minutes; the running ones finish.
  *
- * The answers are llama.cpp's greedy choice (lowest id on a tie); the trainer computes its features
- * (taps, target probabilities) from the token ids in a separate pass, so nothing here needs to match
- * heterospec bit for bit. */
+ * The answers are llama.cpp's greedy choice (lowest id on a tie), so nothing here needs to match
+ * heterospec bit for bit. The trainer's features (the EAGLE-3 taps of every position, the top 32
+ * probabilities of every answer position) come either from a second pass over the token ids
+ * (tools/hs_train/distill.py feats) or, with --feats FILE, from this pass: llama.cpp's eval callback
+ * copies the tap layers' outputs of every row, and each finished job's record (oracle.h, HSF1) is appended
+ * to FILE before its answer line. The callback sees rows in the order of the ubatches, which for a
+ * multi-stream cache are runs of consecutive sequence ids with equal token counts (llama.cpp's
+ * split_equal): so with --feats the running sequences decode together (one token each, in slot order,
+ * which that split keeps) and each new prompt decodes alone; every call checks that each tap layer
+ * delivered exactly the batch's rows. */
 #define _GNU_SOURCE /* getline */
 #include "oracle.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +41,84 @@ typedef struct slot {
     llama_token *ans;  /* answer so far */
     int n_ans;
     int batch_row;     /* row of this step's batch whose logits are ours; -1: none */
+    /* --feats: per fed position (distill_ctx rows) */
+    ggml_fp16_t *taps; /* [pos][d3] */
+    int32_t *top_id;   /* [pos][HS_ORACLE_TOP_K] */
+    ggml_fp16_t *top_p;
 } slot;
+
+/* --feats: the tap layers' rows of one llama_decode call, in batch order. */
+typedef struct tap_capture {
+    int layer[HS_ORACLE_TAPS]; /* l_out index of each tap */
+    int dim;
+    int cap;                   /* rows of rows[] */
+    float *rows;               /* [row][tap][dim] */
+    int seen[HS_ORACLE_TAPS];  /* rows delivered this call */
+    bool bad;                  /* a tap tensor of an unexpected shape or type, or too many rows */
+} tap_capture;
+
+/* The layer index of a tensor named "l_out-N" (-1: another tensor). */
+static int l_out_layer(const char *name) {
+    int il;
+    char tail;
+    return sscanf(name, "l_out-%d%c", &il, &tail) == 1 ? il : -1;
+}
+
+static bool tap_wanted(const tap_capture *c, int il) {
+    for (int t = 0; t < HS_ORACLE_TAPS; t++)
+        if (il >= 0 && c->layer[t] == il) return true;
+    return false;
+}
+
+/* llama.cpp's eval callback: asked for each tensor of the graph, then given the wanted ones' data. A
+ * layer may be several taps (a small model's 2, L/2 and L-3 can coincide). */
+static bool tap_callback(struct ggml_tensor *t, bool ask, void *user) {
+    tap_capture *c = user;
+    const int il = l_out_layer(t->name);
+    if (ask) return tap_wanted(c, il);
+    if (!tap_wanted(c, il)) return true;
+    const int n = (int)t->ne[1];
+    for (int k = 0; k < HS_ORACLE_TAPS; k++) {
+        if (c->layer[k] != il) continue;
+        if (t->type != GGML_TYPE_F32 || t->ne[0] != c->dim || t->ne[2] != 1 || t->ne[3] != 1 ||
+            c->seen[k] + n > c->cap) {
+            c->bad = true;
+            return true;
+        }
+        for (int r = 0; r < n; r++)
+            ggml_backend_tensor_get(t, c->rows + ((size_t)(c->seen[k] + r) * HS_ORACLE_TAPS + k) * c->dim,
+                                    (size_t)r * t->nb[1], (size_t)c->dim * sizeof(float));
+        c->seen[k] += n;
+    }
+    return true;
+}
+
+/* The HS_ORACLE_TOP_K most probable ids of softmax(row) and their probabilities, largest first (lower
+ * id first on a tie). */
+static void top_probs(const float *row, int32_t n_vocab, int32_t *ids, ggml_fp16_t *probs) {
+    enum { K = HS_ORACLE_TOP_K };
+    float mx = row[0];
+    for (int32_t i = 1; i < n_vocab; i++)
+        if (row[i] > mx) mx = row[i];
+    double sum = 0.0;
+    for (int32_t i = 0; i < n_vocab; i++)
+        sum += exp((double)row[i] - mx);
+    int32_t best[K];
+    int nb = 0;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        if (nb == K && row[i] <= row[best[K - 1]]) continue;
+        int j = nb < K ? nb++ : K - 1;
+        while (j > 0 && row[best[j - 1]] < row[i]) {
+            best[j] = best[j - 1];
+            j--;
+        }
+        best[j] = i;
+    }
+    for (int j = 0; j < K; j++) {
+        ids[j] = j < nb ? best[j] : 0;
+        probs[j] = ggml_fp32_to_fp16(j < nb ? (float)(exp((double)row[best[j]] - mx) / sum) : 0.0f);
+    }
+}
 
 static double now_s(void) { return 1e-9 * (double)hs_oracle_now_ns(); }
 
@@ -161,6 +246,22 @@ fail:
     return st;
 }
 
+/* The HSF1 record of a finished job (oracle.h). */
+static hs_status write_feats(FILE *f, const job *j, const slot *s, bool stopped, int d3) {
+    const int32_t n = j->n + s->n_ans, k = HS_ORACLE_TOP_K, head[5] = {stopped ? 1 : 0, j->n, n, d3, k};
+    const int64_t idx = j->idx;
+    bool ok = fwrite(HS_ORACLE_FEATS_MAGIC, 1, 4, f) == 4 && fwrite(&idx, sizeof idx, 1, f) == 1 &&
+              fwrite(head, sizeof head, 1, f) == 1 &&
+              fwrite(j->ids, sizeof *j->ids, (size_t)j->n, f) == (size_t)j->n &&
+              fwrite(s->ans, sizeof *s->ans, (size_t)s->n_ans, f) == (size_t)s->n_ans &&
+              fwrite(s->taps, sizeof *s->taps * d3, (size_t)(n - 1), f) == (size_t)(n - 1) &&
+              fwrite(s->top_id, sizeof *s->top_id * k, (size_t)(n - 1), f) == (size_t)(n - 1) &&
+              fwrite(s->top_p, sizeof *s->top_p * k, (size_t)(n - 1), f) == (size_t)(n - 1);
+    if (!ok || fflush(f) != 0 || ferror(f))
+        return HS_FAIL(HS_ERR_IO, "writing features: %s", strerror(errno));
+    return HS_OK;
+}
+
 static hs_status write_answer(FILE *out, const job *j, const slot *s, bool stopped) {
     fprintf(out, "%ld\t%d\t%d\t", j->idx, stopped ? 1 : 0, j->n);
     for (int i = 0; i < s->n_ans; i++)
@@ -170,15 +271,92 @@ static hs_status write_answer(FILE *out, const job *j, const slot *s, bool stopp
     return HS_OK;
 }
 
+/* One llama_decode of b, then each participating slot's next token (and with --feats the rows' taps and
+ * the slot's top probabilities); finished jobs are written and free their slot. */
+static hs_status decode_step(struct llama_context *ctx, struct llama_batch *b, hs_oracle_session *s,
+                             const hs_oracle_opts *o, job *jobs, slot *slots, int P, tap_capture *cap,
+                             FILE *out, FILE *feats, int *n_finished, long *n_tokens) {
+    hs_status st = HS_OK;
+    if (b->n_tokens == 0) return HS_OK;
+    if (cap) {
+        memset(cap->seen, 0, sizeof cap->seen);
+        cap->bad = false;
+    }
+    int32_t rc = llama_decode(ctx, *b);
+    if (rc != 0)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "llama_decode failed (%d) on a batch of %d tokens", rc,
+                       b->n_tokens);
+    const int d3 = cap ? HS_ORACLE_TAPS * cap->dim : 0;
+    if (cap) {
+        for (int t = 0; t < HS_ORACLE_TAPS; t++)
+            if (cap->bad || cap->seen[t] != b->n_tokens)
+                return HS_FAIL(HS_ERR_FORMAT,
+                               "--feats: tap layer l_out-%d delivered %d rows for a batch of %d%s (another "
+                               "llama.cpp graph?)",
+                               cap->layer[t], cap->seen[t], b->n_tokens,
+                               cap->bad ? ", or rows of another shape" : "");
+        for (int r = 0; r < b->n_tokens; r++) {
+            slot *sl = &slots[b->seq_id[r][0]];
+            ggml_fp32_to_fp16_row(cap->rows + (size_t)r * d3, sl->taps + (size_t)b->pos[r] * d3, d3);
+            if (!b->logits[r]) { /* a prompt position before the last: no probabilities (unused) */
+                const size_t at = (size_t)b->pos[r] * HS_ORACLE_TOP_K;
+                memset(sl->top_id + at, 0, HS_ORACLE_TOP_K * sizeof(int32_t));
+                memset(sl->top_p + at, 0, HS_ORACLE_TOP_K * sizeof(ggml_fp16_t));
+            }
+        }
+    }
+    for (int i = 0; i < P; i++) {
+        slot *sl = &slots[i];
+        if (sl->batch_row < 0) continue;
+        const float *row = llama_get_logits_ith(ctx, sl->batch_row);
+        if (!row) return HS_FAIL(HS_ERR_INVALID_ARG, "no logits for batch row %d", sl->batch_row);
+        if (cap) {
+            const size_t at = (size_t)b->pos[sl->batch_row] * HS_ORACLE_TOP_K;
+            top_probs(row, s->n_vocab, sl->top_id + at, sl->top_p + at);
+        }
+        sl->batch_row = -1;
+        llama_token t = hs_oracle_argmax(row, s->n_vocab);
+        sl->ans[sl->n_ans++] = t;
+        (*n_tokens)++;
+        bool stopped = llama_vocab_is_eog(s->vocab, t);
+        if (stopped || sl->n_ans >= o->distill_max_new) {
+            if (feats) HS_TRY(write_feats(feats, &jobs[sl->job], sl, stopped, d3));
+            HS_TRY(write_answer(out, &jobs[sl->job], sl, stopped));
+            (*n_finished)++;
+            sl->job = -1;
+        }
+    }
+fail:
+    return st;
+}
+
+/* Appends job j's prompt to b for slot i (a fresh KV stream). */
+static void start_job(struct llama_batch *b, llama_memory_t mem, slot *sl, int i, const job *j, int j_index) {
+    sl->job = j_index;
+    sl->n_fed = 0;
+    sl->n_ans = 0;
+    llama_memory_seq_rm(mem, i, -1, -1);
+    for (int k = 0; k < j->n; k++) {
+        int r = b->n_tokens++;
+        b->token[r] = j->ids[k];
+        b->pos[r] = sl->n_fed++;
+        b->n_seq_id[r] = 1;
+        b->seq_id[r][0] = i;
+        b->logits[r] = k == j->n - 1;
+    }
+    sl->batch_row = b->n_tokens - 1;
+}
+
 hs_status hs_oracle_distill(const hs_oracle_opts *o, hs_oracle_session *s) {
     hs_status st = HS_OK;
     job *jobs = NULL;
     int n_jobs = 0;
     slot *slots = NULL;
     struct llama_context *ctx = NULL;
-    FILE *out = NULL;
+    FILE *out = NULL, *feats = NULL;
     struct llama_batch b = {0};
     bool have_batch = false;
+    tap_capture tc = {0}, *cap = NULL;
     const int P = o->distill_parallel;
     HS_TRY(read_jobs(o, s->n_vocab, &jobs, &n_jobs));
     if (n_jobs == 0) goto fail;
@@ -188,8 +366,34 @@ hs_status hs_oracle_distill(const hs_oracle_opts *o, hs_oracle_session *s) {
         goto fail;
     }
     const int n_batch = o->distill_batch;
-    HS_TRY(hs_oracle_context(o, s, (uint32_t)(P * o->distill_ctx), (uint32_t)n_batch, 512u, (uint32_t)P,
-                             GGML_TYPE_F16, LLAMA_FLASH_ATTN_TYPE_AUTO, &ctx));
+    if (o->distill_feats) {
+        /* heterospec's taps: the inputs of layers 2, L/2 and L-3 = the outputs of the layers before. */
+        const int L = llama_model_n_layer(s->model), in[HS_ORACLE_TAPS] = {2, L / 2, L - 3};
+        for (int t = 0; t < HS_ORACLE_TAPS; t++) {
+            if (in[t] < 1 || in[t] >= L) {
+                st = HS_FAIL(HS_ERR_INVALID_ARG, "--feats: a model of %d layers has no tap layer %d", L,
+                             in[t]);
+                goto fail;
+            }
+            tc.layer[t] = in[t] - 1;
+        }
+        tc.dim = llama_model_n_embd(s->model);
+        tc.cap = n_batch;
+        tc.rows = malloc((size_t)n_batch * HS_ORACLE_TAPS * tc.dim * sizeof(float));
+        if (!tc.rows) {
+            st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "--feats: tap rows");
+            goto fail;
+        }
+        cap = &tc;
+        feats = fopen(o->distill_feats, "ab");
+        if (!feats) {
+            st = HS_FAIL(HS_ERR_IO, "cannot append to '%s': %s", o->distill_feats, strerror(errno));
+            goto fail;
+        }
+    }
+    HS_TRY(hs_oracle_context_cb(o, s, (uint32_t)(P * o->distill_ctx), (uint32_t)n_batch, 512u, (uint32_t)P,
+                                GGML_TYPE_F16, LLAMA_FLASH_ATTN_TYPE_AUTO, cap ? tap_callback : NULL, cap,
+                                &ctx));
     llama_memory_t mem = llama_get_memory(ctx);
     b = llama_batch_init(n_batch, 0, 1);
     have_batch = true;
@@ -198,11 +402,17 @@ hs_status hs_oracle_distill(const hs_oracle_opts *o, hs_oracle_session *s) {
         st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "slots");
         goto fail;
     }
+    const size_t d3 = (size_t)HS_ORACLE_TAPS * tc.dim, rows = (size_t)o->distill_ctx;
     for (int i = 0; i < P; i++) {
         slots[i].job = -1;
         slots[i].ans = malloc((size_t)o->distill_max_new * sizeof(llama_token));
-        if (!slots[i].ans) {
-            st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "slot answers");
+        if (cap) {
+            slots[i].taps = malloc(rows * d3 * sizeof(ggml_fp16_t));
+            slots[i].top_id = malloc(rows * HS_ORACLE_TOP_K * sizeof(int32_t));
+            slots[i].top_p = malloc(rows * HS_ORACLE_TOP_K * sizeof(ggml_fp16_t));
+        }
+        if (!slots[i].ans || (cap && (!slots[i].taps || !slots[i].top_id || !slots[i].top_p))) {
+            st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "slot buffers");
             goto fail;
         }
     }
@@ -213,7 +423,8 @@ hs_status hs_oracle_distill(const hs_oracle_opts *o, hs_oracle_session *s) {
         bool accept_new = o->distill_minutes <= 0 || now_s() - t0 < 60.0 * o->distill_minutes;
         b.n_tokens = 0;
         int active = 0;
-        /* Running sequences first (one token each), then new prompts while the batch has room. */
+        /* Running sequences first (one token each, in slot order), then new prompts while the batch has
+         * room (with --feats each new prompt in a call of its own, below). */
         for (int i = 0; i < P; i++) {
             slot *sl = &slots[i];
             sl->batch_row = -1;
@@ -227,24 +438,17 @@ hs_status hs_oracle_distill(const hs_oracle_opts *o, hs_oracle_session *s) {
             sl->batch_row = r;
             active++;
         }
+        if (cap) HS_TRY(decode_step(ctx, &b, s, o, jobs, slots, P, cap, out, feats, &n_finished, &n_tokens));
         for (int i = 0; i < P; i++) {
             slot *sl = &slots[i];
-            if (sl->job >= 0 || !accept_new || next >= n_jobs || b.n_tokens + jobs[next].n > n_batch) continue;
-            const job *j = &jobs[next];
-            sl->job = next++;
-            sl->n_fed = 0;
-            sl->n_ans = 0;
-            llama_memory_seq_rm(mem, i, -1, -1);
-            for (int k = 0; k < j->n; k++) {
-                int r = b.n_tokens++;
-                b.token[r] = j->ids[k];
-                b.pos[r] = sl->n_fed++;
-                b.n_seq_id[r] = 1;
-                b.seq_id[r][0] = i;
-                b.logits[r] = k == j->n - 1;
-            }
-            sl->batch_row = b.n_tokens - 1;
+            if (cap) b.n_tokens = 0;
+            if (sl->job >= 0 || !accept_new || next >= n_jobs || b.n_tokens + jobs[next].n > n_batch)
+                continue;
+            start_job(&b, mem, sl, i, &jobs[next], next);
+            next++;
             active++;
+            if (cap)
+                HS_TRY(decode_step(ctx, &b, s, o, jobs, slots, P, cap, out, feats, &n_finished, &n_tokens));
         }
         if (active == 0) {
             /* Every slot free and still nothing started: the next prompt exceeds the batch. */
@@ -255,29 +459,7 @@ hs_status hs_oracle_distill(const hs_oracle_opts *o, hs_oracle_session *s) {
             }
             break;
         }
-        int32_t rc = llama_decode(ctx, b);
-        if (rc != 0) {
-            st = HS_FAIL(HS_ERR_INVALID_ARG, "llama_decode failed (%d) on a batch of %d tokens", rc, b.n_tokens);
-            goto fail;
-        }
-        for (int i = 0; i < P; i++) {
-            slot *sl = &slots[i];
-            if (sl->batch_row < 0) continue;
-            const float *row = llama_get_logits_ith(ctx, sl->batch_row);
-            if (!row) {
-                st = HS_FAIL(HS_ERR_INVALID_ARG, "no logits for batch row %d", sl->batch_row);
-                goto fail;
-            }
-            llama_token t = hs_oracle_argmax(row, s->n_vocab);
-            sl->ans[sl->n_ans++] = t;
-            n_tokens++;
-            bool stopped = llama_vocab_is_eog(s->vocab, t);
-            if (stopped || sl->n_ans >= o->distill_max_new) {
-                HS_TRY(write_answer(out, &jobs[sl->job], sl, stopped));
-                n_finished++;
-                sl->job = -1;
-            }
-        }
+        if (!cap) HS_TRY(decode_step(ctx, &b, s, o, jobs, slots, P, NULL, out, NULL, &n_finished, &n_tokens));
         double t = now_s();
         if (t - t_log >= 30.0) {
             fprintf(stderr, "hs-oracle distill: %d/%d answered, %ld tokens, %.1f tokens/s, %.0f s\n",
@@ -292,9 +474,16 @@ fail:
     if (have_batch) llama_batch_free(b);
     if (ctx) llama_free(ctx);
     if (out && fclose(out) != 0 && st == HS_OK) st = HS_FAIL(HS_ERR_IO, "closing answers: %s", strerror(errno));
-    for (int i = 0; slots && i < P; i++)
+    if (feats && fclose(feats) != 0 && st == HS_OK)
+        st = HS_FAIL(HS_ERR_IO, "closing features: %s", strerror(errno));
+    for (int i = 0; slots && i < P; i++) {
         free(slots[i].ans);
+        free(slots[i].taps);
+        free(slots[i].top_id);
+        free(slots[i].top_p);
+    }
     free(slots);
+    free(tc.rows);
     for (int i = 0; i < n_jobs; i++)
         free(jobs[i].ids);
     free(jobs);

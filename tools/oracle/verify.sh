@@ -7,7 +7,10 @@
 #      within TOL (default 2e-5; llama.cpp's CPU backend is within about 1.05e-5);
 #   3. the binary logits file (-o) holds the same numbers as --print-logits;
 #   4. --distill (both prompts decoded together, CPU backend) answers each with a prefix of its golden ids,
-#      ending at the end token or at --max-new.
+#      ending at the end token or at --max-new;
+#   5. --feats records hold each answer's tokens, the same taps when the two prompts decode together as
+#      when each decodes alone (rows are not mixed up between sequences), and at every answer position
+#      top-1 = the next token, probabilities in decreasing order.
 #
 #   tools/oracle/verify.sh [--vulkan] [TOL]
 #
@@ -39,6 +42,10 @@ trap 'rm -rf "$work"' EXIT
 printf '0\t1\n1\t1,403,407,261,378\n' >"$work/jobs.txt"
 "$oracle" --distill "$work/jobs.txt" --answers "$work/answers.txt" --parallel 2 --max-new 100 --ctx 128 -t 1 \
   "$model" 2>/dev/null
+"$oracle" --distill "$work/jobs.txt" --answers "$work/answers2.txt" --feats "$work/feats2.hsf" --parallel 2 \
+  --max-new 100 --ctx 128 -t 1 "$model" 2>/dev/null
+"$oracle" --distill "$work/jobs.txt" --answers "$work/answers1.txt" --feats "$work/feats1.hsf" --parallel 1 \
+  --max-new 100 --ctx 128 -t 1 "$model" 2>/dev/null
 
 python3 - "$ref" "$work" "$tol" <<'EOF'
 import ast, re, struct, sys
@@ -86,6 +93,44 @@ for line in open(f"{work}/answers.txt"):
     want = g[: g.index(2) + 1] if 2 in g[:100] else g[:100]
     check(f"distill {prompt!r}", ids == want and int(stop) == (ids[-1] == 2) and int(n_prompt) == len(golden[prompt]["prompt"]),
           f"{len(ids)} ids (stop {stop}), golden prefix {len(want)}")
+
+# --feats: HSF1 records (oracle.h)
+TAPS_TOL = 1e-2
+def hsf(path):
+    data, o, out = open(path, "rb").read(), 0, {}
+    while o < len(data):
+        magic, idx, stop, n_prompt, n, d3, k = struct.unpack_from("<4sqiiiii", data, o)
+        o += 32
+        toks = list(struct.unpack_from(f"<{n}i", data, o)); o += 4 * n
+        taps = struct.unpack_from(f"<{(n - 1) * d3}e", data, o); o += 2 * (n - 1) * d3
+        top_id = struct.unpack_from(f"<{(n - 1) * k}i", data, o); o += 4 * (n - 1) * k
+        top_p = struct.unpack_from(f"<{(n - 1) * k}e", data, o); o += 2 * (n - 1) * k
+        out[idx] = dict(magic=magic, stop=stop, n_prompt=n_prompt, toks=toks, d3=d3, k=k, taps=taps, top_id=top_id,
+                        top_p=top_p)
+    return out
+
+answers = {}
+for line in open(f"{work}/answers2.txt"):
+    idx, stop, n_prompt, ids = line.rstrip("\n").split("\t")
+    answers[int(idx)] = (int(stop), int(n_prompt), [int(x) for x in ids.split(",")])
+f2, f1 = hsf(f"{work}/feats2.hsf"), hsf(f"{work}/feats1.hsf")
+check("feats records", sorted(f2) == sorted(answers) == sorted(f1), f"{sorted(f2)} {sorted(f1)}")
+for idx, r in f2.items():
+    stop, n_prompt, ans = answers[idx]
+    n, k = len(r["toks"]), r["k"]
+    # llama.cpp's products differ slightly with the batch's size: equal within TAPS_TOL of each row's
+    # largest value, far below what rows of another position or sequence would give
+    d3, t1 = r["d3"], f1[idx]["taps"]
+    dev = max(max(abs(a - b) for a, b in zip(r["taps"][p * d3 : (p + 1) * d3], t1[p * d3 : (p + 1) * d3]))
+              / max(1e-6, max(abs(a) for a in t1[p * d3 : (p + 1) * d3])) for p in range(n - 1))
+    same = r["toks"] == f1[idx]["toks"] and dev <= TAPS_TOL
+    top1 = all(r["top_id"][p * k] == r["toks"][p + 1] for p in range(n_prompt - 1, n - 1))
+    desc = all(r["top_p"][p * k + j] >= r["top_p"][p * k + j + 1] for p in range(n_prompt - 1, n - 1) for j in range(k - 1))
+    zero = all(x == 0 for x in r["top_p"][: (n_prompt - 1) * k])
+    check(f"feats {idx}", r["magic"] == b"HSF1" and r["toks"][n_prompt:] == ans and r["stop"] == stop and
+          r["n_prompt"] == n_prompt and same and top1 and desc and zero and r["d3"] % 3 == 0,
+          f"{n} tokens, taps {r['d3']} wide, alone - batched {dev:.2g}, top-1 = next {top1}, decreasing {desc}, "
+          f"prompt rows empty {zero}")
 
 def floats(path):
     return [float(x) for x in open(path).read().split("\n") if x and not x[0].isalpha()]
