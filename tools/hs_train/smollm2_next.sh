@@ -104,6 +104,7 @@ train)
     shift 2
   fi
   answers="${ANSWERS:-$( (committed ""; committed -long) | paste -sd, -)}"
+  answers="$(tr , '\n' <<<"$answers" | xargs realpath | paste -sd, -)" # $ANSWERS may be relative; cd below
   cd "$repo/tools"
   # Sequences whose features hs-oracle recorded while answering (gen --feats), then the JAX target's
   # features for the rest (the committed answers of another machine, or of runs before --feats).
