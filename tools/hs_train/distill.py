@@ -507,12 +507,17 @@ HSF_MAGIC = b"HSF1"
 
 
 def read_hsf(path):
-    """The records of an hs-oracle --feats file (tools/oracle/oracle.h, HSF1), in file order: dicts idx,
+    """The records of an hs-oracle --feats file (tools/oracle/oracle.h, HSF1), one by one in file order: dicts idx,
     stop, prompt_len, tokens and feats [taps f16 [n-1, d3], top_p f16 [n-1, k], top_id int32 [n-1, k]], as
-    feats computes them. A record cut short by a kill ends the file; anything else malformed is an error."""
+    feats computes them (views of the memory-mapped file, which can be several GB). A record cut short by a
+    kill ends the file; anything else malformed is an error."""
+    import mmap
+
     with open(path, "rb") as f:
-        buf = f.read()
-    o, out = 0, []
+        if os.fstat(f.fileno()).st_size == 0:
+            return
+        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    o = 0
     while o < len(buf):
         if len(buf) - o < 32:
             break  # cut by a kill
@@ -533,10 +538,8 @@ def read_hsf(path):
         top_id = np.frombuffer(buf, np.int32, (n - 1) * k, q).reshape(n - 1, k)
         q += 4 * (n - 1) * k
         top_p = np.frombuffer(buf, np.float16, (n - 1) * k, q).reshape(n - 1, k)
-        out.append({"idx": idx, "stop": stop, "prompt_len": n_prompt, "tokens": toks,
-                    "feats": [taps, top_p, top_id]})
+        yield {"idx": idx, "stop": stop, "prompt_len": n_prompt, "tokens": toks, "feats": [taps, top_p, top_id]}
         o += size
-    return out
 
 
 def cmd_pack_feats(a):
