@@ -496,20 +496,24 @@ uint64_t hs_oracle_now_ns(void) {
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static void print_top_k(const float *row, int32_t n_vocab, int k, int pos, llama_token tok) {
-    int32_t idx[64];
-    int kk = k < 64 ? k : 64;
-    if (kk > n_vocab) kk = n_vocab;
+int hs_oracle_top_ids(const float *row, int32_t n, int k, int32_t *idx) {
     int have = 0;
-    for (int32_t i = 0; i < n_vocab; i++) { /* insertion into a sorted top list; ties: lower id first */
-        if (have == kk && row[i] <= row[idx[kk - 1]]) continue;
-        int j = have < kk ? have++ : kk - 1;
+    if (k > n) k = n;
+    for (int32_t i = 0; i < n; i++) { /* insertion into a sorted top list; ties: lower id first */
+        if (have == k && row[i] <= row[idx[k - 1]]) continue;
+        int j = have < k ? have++ : k - 1;
         while (j > 0 && row[idx[j - 1]] < row[i]) {
             idx[j] = idx[j - 1];
             j--;
         }
         idx[j] = i;
     }
+    return have;
+}
+
+static void print_top_k(const float *row, int32_t n_vocab, int k, int pos, llama_token tok) {
+    int32_t idx[64];
+    const int have = hs_oracle_top_ids(row, n_vocab, k < 64 ? k : 64, idx);
     printf("pos %d token %d top", pos, tok);
     for (int j = 0; j < have; j++)
         printf(" %d:%.6f", idx[j], row[idx[j]]);

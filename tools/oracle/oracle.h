@@ -129,6 +129,9 @@ hs_status hs_oracle_context_cb(const hs_oracle_opts *opts, hs_oracle_session *s,
 
 /* Index of the largest logit; the lowest id wins a tie (as numpy's argmax). */
 llama_token hs_oracle_argmax(const float *row, int32_t n);
+/* The ids of the min(k, n) largest logits into idx, largest first (the lower id first on a tie); returns
+ * their count. */
+int hs_oracle_top_ids(const float *row, int32_t n, int k, int32_t *idx);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t hs_oracle_now_ns(void);
 

@@ -104,16 +104,7 @@ static void top_probs(const float *row, int32_t n_vocab, int32_t *ids, ggml_fp16
     for (int32_t i = 0; i < n_vocab; i++)
         sum += exp((double)row[i] - mx);
     int32_t best[K];
-    int nb = 0;
-    for (int32_t i = 0; i < n_vocab; i++) {
-        if (nb == K && row[i] <= row[best[K - 1]]) continue;
-        int j = nb < K ? nb++ : K - 1;
-        while (j > 0 && row[best[j - 1]] < row[i]) {
-            best[j] = best[j - 1];
-            j--;
-        }
-        best[j] = i;
-    }
+    const int nb = hs_oracle_top_ids(row, n_vocab, K, best);
     for (int j = 0; j < K; j++) {
         ids[j] = j < nb ? best[j] : 0;
         probs[j] = ggml_fp32_to_fp16(j < nb ? (float)(exp((double)row[best[j]] - mx) / sum) : 0.0f);
