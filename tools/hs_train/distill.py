@@ -66,13 +66,19 @@ def log(f, msg):
         f.flush()
 
 
+def read_meta(out_dir):
+    """meta.json of DIR ({} when there is none)."""
+    path = os.path.join(out_dir, "meta.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
 def write_meta(out_dir, info):
     """meta.json of DIR: info over what is there (pack-feats and feats fill one DIR in turn)."""
-    path = os.path.join(out_dir, "meta.json")
-    if os.path.exists(path):
-        with open(path) as f:
-            info = {**json.load(f), **info}
-    with open(path, "w") as f:
+    info = {**read_meta(out_dir), **info}
+    with open(os.path.join(out_dir, "meta.json"), "w") as f:
         json.dump(info, f, indent=1)
 
 
@@ -568,14 +574,11 @@ def cmd_pack_feats(a):
             n_new += 1
     shards.flush()
     if n_new:
-        meta = {}
-        if os.path.exists(os.path.join(a.out, "meta.json")):
-            with open(os.path.join(a.out, "meta.json")) as f:
-                meta = json.load(f)
+        before = read_meta(a.out).get("oracle_feats", {}).get("sequences", 0)
         write_meta(a.out, {"oracle_feats": {
             "generator": "hs-oracle --distill --feats (llama.cpp CPU backend: its taps and top 32)",
             "files": [os.path.abspath(p) for p in a.feats.split(",")],
-            "sequences": meta.get("oracle_feats", {}).get("sequences", 0) + n_new}})
+            "sequences": before + n_new}})
     log(logf, f"pack-feats: {n_new} sequences with hs-oracle's features; {n_skip} records of other answers "
         f"skipped; {len(have)} sequences in shards, {len(answers)} answers")
     return 0

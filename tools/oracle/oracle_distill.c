@@ -65,8 +65,8 @@ static int l_out_layer(const char *name) {
 }
 
 static bool tap_wanted(const tap_capture *c, int il) {
-    for (int t = 0; t < HS_ORACLE_TAPS; t++)
-        if (il >= 0 && c->layer[t] == il) return true;
+    for (int t = 0; il >= 0 && t < HS_ORACLE_TAPS; t++)
+        if (c->layer[t] == il) return true;
     return false;
 }
 
