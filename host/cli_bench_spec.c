@@ -42,8 +42,9 @@ static void usage(FILE *f) {
                "  --seed S           sampling seed (default 0)\n"
                "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
                "                     ar | chain[/dD] | static[/B1xB2x..] | eagle2[/kK][/dD][/nN]\n"
-               "                     | heterospec | eagle2-tuned\n"
-               "                     (d: depth, k: draft top-k, n: tree size; defaults as generate;\n"
+               "                     | heterospec[/lL] | eagle2-tuned\n"
+               "                     (d: depth, k: draft top-k, n: tree size, l: context lookup\n"
+               "                     chain length, 0 off; defaults as generate;\n"
                "                     heterospec and eagle2-tuned take this device's calibration,\n"
                "                     see heterospec calibrate)\n"
                "  --calibration F    calibration JSON for heterospec and eagle2-tuned\n"
@@ -57,6 +58,7 @@ typedef struct method {
     float temp;
     int ar_ref; /* the ar method at the same temperature, -1 if none */
     hs_tree_policy policy;
+    int lookup;    /* heterospec/lN: context lookup chain length (0: off); -1: the calibration's */
     hs_spec *spec; /* NULL for ar and plain */
     bool plain;    /* heterospec whose calibration found that no tree pays here: decodes plainly */
 } method;
@@ -153,6 +155,7 @@ static hs_status parse_method(const char *text, method *m) {
     hs_status st = HS_OK;
     memset(m, 0, sizeof *m);
     snprintf(m->label, sizeof m->label, "%s", text);
+    m->lookup = -1;
     char buf[64];
     snprintf(buf, sizeof buf, "%s", text);
     char *save = NULL, *name = strtok_r(buf, "/", &save);
@@ -175,6 +178,7 @@ static hs_status parse_method(const char *text, method *m) {
         int *dst = part[0] == 'd'   ? &s.depth
                    : part[0] == 'k' ? &s.top_k
                    : part[0] == 'n' ? &s.tree_size
+                   : part[0] == 'l' && !strcmp(name, "heterospec") ? &m->lookup
                                     : NULL;
         if (!strcmp(name, "static")) {
             snprintf(tree, sizeof tree, "%s", part);
@@ -183,6 +187,9 @@ static hs_status parse_method(const char *text, method *m) {
             s.tree = tree;
         } else if (dst && part[1] >= '0' && part[1] <= '9') {
             *dst = atoi(part + 1);
+            if (dst == &m->lookup && *dst > (int)HS_LOOKUP_MAX_LEN)
+                return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: a lookup chain is 0..%u tokens", text,
+                               HS_LOOKUP_MAX_LEN);
         } else {
             return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: unknown part '%s'", text, part);
         }
@@ -353,6 +360,10 @@ int hs_cli_bench_spec(int argc, char **argv) {
         }
         if (hx) {
             ms[i].policy = hs_heterospec_policy(&hxs[mode].model);
+            if (ms[i].lookup >= 0) {
+                ms[i].policy.lookup = (uint32_t)ms[i].lookup;
+                if (!ms[i].policy.lookup_min) ms[i].policy.lookup_min = 1;
+            }
             ms[i].plain = hxs[mode].model.plain;
             if (ms[i].plain) {
                 fprintf(stderr,

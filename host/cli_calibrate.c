@@ -291,7 +291,7 @@ static void observe(void *user, const hs_spec_round_info *info) {
     recorder *rec = user;
     hs_hx_round r;
     if (rec->st != HS_OK) return;
-    rec->st = hs_hx_round_copy(info->tree, &r);
+    rec->st = hs_hx_round_copy(info->tree, info->lookup, info->n_lookup, info->lookup_match, &r);
     if (rec->st != HS_OK) return;
     stbds_arrput(rec->rounds, r);
     stbds_arrput(rec->pos, rec->next_pos);
@@ -319,6 +319,7 @@ int hs_cli_calibrate(int argc, char **argv) {
     hs_cli_hx base = {0};
     recorder rec = {.st = HS_OK};
     hs_hx_record *records = NULL;
+    hs_hx_lookup_record *lk_records = NULL;
     cJSON *o = NULL;
     char *text = NULL;
     rc = 1;
@@ -336,6 +337,7 @@ int hs_cli_calibrate(int argc, char **argv) {
     so.top_k = (int)a.rec_k;
     so.depth = (int)a.rec_d;
     so.tree_size = (int)a.rec_n;
+    so.lookup = (int)HS_LOOKUP_MAX_LEN; /* every round records its longest lookup chain */
     hs_llama_options lo = {.max_batch = HS_HX_MAX_N};
     if (hs_cli_spec_load(&so, ops, g, &lo, &sm) != HS_OK) goto fail;
     hs_cli_hx_id id;
@@ -434,12 +436,15 @@ int hs_cli_calibrate(int argc, char **argv) {
         fprintf(stderr, "\r%70s\r", "");
         const uint32_t n_rounds = (uint32_t)stbds_arrlen(rec.rounds);
         for (uint32_t i = 0; i < n_rounds; i++)
-            if (hs_hx_round_records(&rec.rounds[i], &records) != HS_OK) goto fail;
+            if (hs_hx_round_records(&rec.rounds[i], &records) != HS_OK ||
+                hs_hx_round_lookup_records(&rec.rounds[i], &lk_records) != HS_OK)
+                goto fail;
         const uint32_t n_rec = (uint32_t)stbds_arrlen(records);
         printf("\n%u questions, %u rounds, %u node records\n", n_questions, n_rounds, n_rec);
         hs_hx_fit_options fo = {.n_strata = (uint32_t)a.strata, .feature = -1};
         if (hs_hx_fit(records, n_rec, &fo, &m) != HS_OK) goto fail;
-        hs_hx_replay_result r_fit, r_tuned, r_e2d;
+        hs_hx_fit_lookup(lk_records, (uint32_t)stbds_arrlen(lk_records), &m.lookup);
+        hs_hx_replay_result r_fit, r_tuned, r_e2d, r_nolk;
         const hs_tree_policy hp = hs_heterospec_policy(&m);
         if (hs_hx_replay(&hp, &m.cost, rec.rounds, n_rounds, &r_fit) != HS_OK) goto fail;
         fprintf(stderr, "[calibrate] searching pruning thresholds and depth caps\n");
@@ -447,6 +452,10 @@ int hs_cli_calibrate(int argc, char **argv) {
         fprintf(stderr, "[calibrate] searching the EAGLE-2 grid\n");
         if (hs_hx_search_eagle2(&m.cost, rec.rounds, n_rounds, &e2) != HS_OK) goto fail;
         have_e2 = true;
+        hs_hx_model nolk = m;
+        nolk.lookup.max_len = 0;
+        const hs_tree_policy hp_nolk = hs_heterospec_policy(&nolk);
+        if (hs_hx_replay(&hp_nolk, &m.cost, rec.rounds, n_rounds, &r_nolk) != HS_OK) goto fail;
         const hs_tree_policy e2d = hs_tree_eagle2(10, 5, 60);
         if (hs_hx_replay(&e2d, &m.cost, rec.rounds, n_rounds, &r_e2d) != HS_OK) goto fail;
         printf("\nstrata on %s (log-likelihood %.4f per record):\n\n| stratum | records | accept | look | "
@@ -456,11 +465,26 @@ int hs_cli_calibrate(int argc, char **argv) {
         for (uint32_t b = 0; b < m.n_strata; b++)
             printf("| [%.3f, %.3f) | %u | %.3f | %.3f | %u | %.2f |\n", m.s[b].lo, m.s[b].hi, m.s[b].records,
                    m.s[b].rate, m.s[b].look, m.s[b].depth_cap, m.s[b].prune);
+        printf("\ncontext lookup: %u records; P(accepted | parent accepted) by match length and place in "
+               "the chain, lookup only / also the head's:\n\n| match | 1st | 2nd | 3rd | 4th+ |\n"
+               "| --- | --- | --- | --- | --- |\n",
+               m.lookup.records);
+        for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++) {
+            printf("| %u%s |", mb + 1, mb + 1 == HS_HX_LK_MATCH ? "+" : "");
+            for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
+                printf(" %.2f / %.2f |", m.lookup.accept[mb][pb][0], m.lookup.accept[mb][pb][1]);
+            printf("\n");
+        }
+        printf("\ntuned lookup: chains of %u after matches of %u+ tokens, no draft levels after matches of "
+               "%u+ "
+               "(0: always drafts)\n",
+               m.lookup.max_len, m.lookup.min_match, m.lookup.nodraft);
         printf("\nreplayed on the recorded rounds, priced by the cost model (ar: one token per plain step at "
                "the round's context):\n\n"
                "| policy | tokens/s | vs ar | tau | verified/round |\n| --- | ---: | ---: | ---: | ---: |\n");
         print_replay("heterospec (fitted)", &r_fit);
         print_replay("heterospec (tuned)", &r_tuned);
+        print_replay("heterospec (tuned, lookup off)", &r_nolk);
         printf("| (heterospec rests %u rounds after a round without candidates: %.0f%% of its rounds) |\n",
                m.rest, r_tuned.rounds ? 100 * r_tuned.rest_rounds / r_tuned.rounds : 0.0);
         char label[96];
@@ -524,6 +548,7 @@ fail:
     stbds_arrfree(rec.rounds);
     stbds_arrfree(rec.pos);
     stbds_arrfree(records);
+    stbds_arrfree(lk_records);
     hs_cli_spec_unload(&sm);
     hs_ops_destroy(ops);
     hs_vk_ctx_destroy(vk);

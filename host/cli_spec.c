@@ -19,11 +19,12 @@ void hs_cli_spec_defaults(hs_cli_spec *s) {
     s->depth = -1;
     s->top_k = -1;
     s->tree_size = -1;
+    s->lookup = -1;
 }
 
 int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
-    const char *const valued[] = {"--spec", "--head",        "--depth",       "--draft-top-k",
-                                  "--tree-size", "--tree", "--calibration", "--head-weights"};
+    const char *const valued[] = {"--spec",      "--head", "--depth",        "--draft-top-k", "--tree-size",
+                                  "--tree",      "--calibration", "--head-weights", "--lookup"};
     int which = -1;
     for (int i = 0; i < (int)(sizeof valued / sizeof valued[0]); i++)
         if (!strcmp(o, valued[i])) which = i;
@@ -40,7 +41,18 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     case 4: s->tree_size = atoi(v); break;
     case 5: s->tree = v; break;
     case 6: s->calib = v; break;
-    default: s->head_weights = v; break;
+    case 7: s->head_weights = v; break;
+    default: {
+        char *end;
+        const long n = strtol(v, &end, 10);
+        if (end == v || *end || n < 0 || n > (long)HS_LOOKUP_MAX_LEN) {
+            fprintf(stderr, "heterospec: --lookup %s: expected a chain length 0..%u (0: off)\n", v,
+                    HS_LOOKUP_MAX_LEN);
+            return -1;
+        }
+        s->lookup = (int)n;
+        break;
+    }
     }
     return 2;
 }
@@ -190,8 +202,14 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
             resolved.method = "none";
             out->policy = (hs_tree_policy){0};
         } else {
+            if (s->lookup >= 0) out->hx.model.lookup.max_len = (uint32_t)s->lookup;
+            if (!out->hx.model.lookup.min_match) out->hx.model.lookup.min_match = 1;
             out->policy = hs_heterospec_policy(&out->hx.model);
         }
+    } else if (s->lookup > 0 && out->policy.name) {
+        /* Other policies never select lookup nodes; calibration records them. */
+        out->policy.lookup = (uint32_t)s->lookup;
+        out->policy.lookup_min = 1;
     }
     if (hs_cli_spec_on(s)) {
         HS_TRY(hs_gguf_open(out->head_path, &out->head_gguf));
@@ -234,6 +252,9 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
             hs_cli_head_weights_name(m->head));
     if (m->policy.expand && !strcmp(m->policy.name, "heterospec"))
         fprintf(f, "[heterospec] calibration: %s\n", m->hx.source);
+    if (m->policy.lookup)
+        fprintf(f, "[heterospec] context lookup: chains of up to %u tokens after matches of %u+ tokens\n",
+                m->policy.lookup, m->policy.lookup_min);
     fprintf(f,
             "[heterospec] n_drafted = %llu, n_accept = %llu, draft acceptance rate = %.3f, mean accepted "
             "length = "
@@ -246,6 +267,12 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
             "head rows = %.1f per round, resting rounds = %u\n",
             s->rounds, hs_spec_tau(s), hs_spec_verified_per_round(s),
             s->rounds ? (double)s->head_rows / s->rounds : 0.0, s->rest_rounds);
+    if (m->policy.lookup)
+        fprintf(f,
+                "[heterospec] context lookup: %llu candidates verified, %llu accepted (%llu that the head "
+                "did not propose)\n",
+                (unsigned long long)s->lookup_verified, (unsigned long long)s->lookup_accepted,
+                (unsigned long long)s->lookup_only_accepted);
     fprintf(f, "[heterospec] acceptance per depth:");
     for (uint32_t d = 0; d < HS_SPEC_MAX_LEN && s->tried_depth[d]; d++)
         fprintf(f, " %u:%.3f", d + 1, s->rounds ? (double)s->accept_depth[d] / s->rounds : 0.0);
@@ -269,6 +296,10 @@ void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result
     cJSON_AddNumberToObject(o, "accepted", (double)s->accepted);
     cJSON_AddNumberToObject(o, "head_rows_per_round", s->rounds ? (double)s->head_rows / s->rounds : 0.0);
     cJSON_AddNumberToObject(o, "rest_rounds", s->rest_rounds);
+    cJSON_AddNumberToObject(o, "lookup", m->spec ? m->policy.lookup : 0);
+    cJSON_AddNumberToObject(o, "lookup_verified", (double)s->lookup_verified);
+    cJSON_AddNumberToObject(o, "lookup_accepted", (double)s->lookup_accepted);
+    cJSON_AddNumberToObject(o, "lookup_only_accepted", (double)s->lookup_only_accepted);
     cJSON *a = cJSON_AddArrayToObject(o, "accept_per_depth");
     for (uint32_t d = 0; d < HS_SPEC_MAX_LEN && s->tried_depth[d]; d++)
         cJSON_AddItemToArray(a, cJSON_CreateNumber(s->rounds ? (double)s->accept_depth[d] / s->rounds : 0.0));

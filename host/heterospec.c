@@ -46,12 +46,23 @@ float hs_hx_accept(const hs_hx_stratum *s, float q) {
     return s->map_p[s->n_map - 1];
 }
 
+float hs_hx_lookup_accept(const hs_hx_lookup *l, const hs_tree_node *v) {
+    const uint32_t mb = v->match < 1 ? 0 : v->match > HS_HX_LK_MATCH ? HS_HX_LK_MATCH - 1 : v->match - 1u;
+    const uint32_t pb = v->lpos >= HS_HX_LK_POS ? HS_HX_LK_POS - 1 : v->lpos;
+    return l->accept[mb][pb][(v->src & HS_NODE_HEAD) ? 1 : 0];
+}
+
 void hs_hx_values(const hs_hx_model *m, const hs_tree *t, float *V) {
     V[0] = 1.0f;
     /* Parents precede their children in node order. */
     for (uint32_t v = 1; v < t->n; v++) {
         const hs_tree_node *x = &t->nodes[v];
-        V[v] = V[x->parent] * hs_hx_accept(&m->s[hs_hx_stratum_of(m, x)], x->q);
+        float f = (x->src & HS_NODE_HEAD) ? hs_hx_accept(&m->s[hs_hx_stratum_of(m, x)], x->q) : 0.0f;
+        if (x->src & HS_NODE_LOOKUP) {
+            const float g = hs_hx_lookup_accept(&m->lookup, x);
+            if (g > f) f = g;
+        }
+        V[v] = V[x->parent] * f;
     }
 }
 
@@ -207,7 +218,8 @@ static uint32_t hx_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t le
             const cand *c = &w.c[i];
             const hs_tree_node *v = &t->nodes[c->node];
             const hs_hx_stratum *s = &m->s[hs_hx_stratum_of(m, v)];
-            if (v->depth == level && v->slot < 0 && level < s->depth_cap && c->v >= s->prune && c->v > 0)
+            if (v->depth == level && v->slot < 0 && (v->src & HS_NODE_HEAD) && level < s->depth_cap &&
+                c->v >= s->prune && c->v > 0)
                 f[nf++] = *c;
         }
         qsort(f, nf, sizeof *f, cand_cmp);
@@ -257,6 +269,9 @@ hs_tree_policy hs_heterospec_policy(const hs_hx_model *m) {
     p.max_verify = m->max_verify;
     p.max_drafted = m->max_depth * m->max_width;
     p.rest = m->rest;
+    p.lookup = m->lookup.max_len;
+    p.lookup_min = m->lookup.min_match;
+    p.lookup_nodraft = m->lookup.nodraft;
     return p;
 }
 
@@ -476,6 +491,34 @@ fail:
     return st;
 }
 
+void hs_hx_fit_lookup(const hs_hx_lookup_record *r, uint32_t n, hs_hx_lookup *l) {
+    double a[HS_HX_LK_MATCH][HS_HX_LK_POS][2] = {{{0}}}, c[HS_HX_LK_MATCH][HS_HX_LK_POS][2] = {{{0}}};
+    double all_a = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t mb = r[i].match < 1                ? 0
+                            : r[i].match > HS_HX_LK_MATCH ? HS_HX_LK_MATCH - 1
+                                                          : r[i].match - 1;
+        const uint32_t pb = r[i].pos >= HS_HX_LK_POS ? HS_HX_LK_POS - 1 : r[i].pos;
+        a[mb][pb][r[i].head] += r[i].accepted;
+        c[mb][pb][r[i].head]++;
+        all_a += r[i].accepted;
+    }
+    /* Shrinkage: prior weights of a few records each level up. */
+    const double w_row = 5, w_all = 10, p_all = (all_a + 1) / (n + 2.0);
+    for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++)
+        for (uint32_t h = 0; h < 2; h++) {
+            double ra = 0, rc = 0;
+            for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++) {
+                ra += a[mb][pb][h];
+                rc += c[mb][pb][h];
+            }
+            const double p_row = (ra + w_all * p_all) / (rc + w_all);
+            for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
+                l->accept[mb][pb][h] = (float)((a[mb][pb][h] + w_row * p_row) / (c[mb][pb][h] + w_row));
+        }
+    l->records = n;
+}
+
 /* ---- files ---- */
 
 static cJSON *pairs(const double *t, uint32_t n) {
@@ -526,6 +569,24 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
         }
         cJSON_AddItemToArray(sa, j);
     }
+    const hs_hx_lookup *l = &m->lookup;
+    cJSON *lk = cJSON_AddObjectToObject(o, "lookup");
+    cJSON_AddNumberToObject(lk, "max_len", l->max_len);
+    cJSON_AddNumberToObject(lk, "min_match", l->min_match);
+    cJSON_AddNumberToObject(lk, "nodraft", l->nodraft);
+    cJSON_AddNumberToObject(lk, "records", l->records);
+    /* accept[match bucket][place bucket] = [lookup only, also the head's] */
+    cJSON *la = cJSON_AddArrayToObject(lk, "accept");
+    for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++) {
+        cJSON *row = cJSON_CreateArray();
+        for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++) {
+            cJSON *cell = cJSON_CreateArray();
+            for (uint32_t h = 0; h < 2; h++)
+                cJSON_AddItemToArray(cell, cJSON_CreateNumber(l->accept[mb][pb][h]));
+            cJSON_AddItemToArray(row, cell);
+        }
+        cJSON_AddItemToArray(la, row);
+    }
     cJSON *c = cJSON_AddObjectToObject(o, "cost");
     cJSON_AddNumberToObject(c, "t_consume_s", m->cost.t_consume);
     if (m->cost.t_consume_cache > 0) cJSON_AddNumberToObject(c, "t_consume_cache_s", m->cost.t_consume_cache);
@@ -573,7 +634,7 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
     const cJSON *kind = cJSON_GetObjectItemCaseSensitive(o, "kind");
     if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "heterospec-calibration"))
         return HS_FAIL(HS_ERR_FORMAT, "calibration: \"kind\" is not \"heterospec-calibration\"");
-    double d;
+    double d = 0;
     if (cJSON_GetObjectItemCaseSensitive(o, "max_depth")) {
         HS_TRY(get_num(o, "max_depth", 1, HS_TREE_MAX_DEPTH - 1, &d));
         r.max_depth = (uint32_t)d;
@@ -657,6 +718,41 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
             }
         }
     }
+    const cJSON *lk = cJSON_GetObjectItemCaseSensitive(o, "lookup");
+    if (lk) {
+        hs_hx_lookup *l = &r.lookup;
+        HS_TRY(get_num(lk, "max_len", 0, HS_LOOKUP_MAX_LEN, &d));
+        l->max_len = (uint32_t)d;
+        HS_TRY(get_num(lk, "min_match", 1, HS_LOOKUP_MAX_MATCH, &d));
+        l->min_match = (uint32_t)d;
+        HS_TRY(get_num(lk, "nodraft", 0, HS_LOOKUP_MAX_MATCH, &d));
+        l->nodraft = (uint32_t)d;
+        l->records = 0;
+        if (cJSON_GetObjectItemCaseSensitive(lk, "records")) {
+            HS_TRY(get_num(lk, "records", 0, 4e9, &d));
+            l->records = (uint32_t)d;
+        }
+        const cJSON *la = cJSON_GetObjectItemCaseSensitive(lk, "accept");
+        bool ok = cJSON_IsArray(la) && cJSON_GetArraySize(la) == HS_HX_LK_MATCH;
+        for (int mb = 0; ok && mb < HS_HX_LK_MATCH; mb++) {
+            const cJSON *row = cJSON_GetArrayItem(la, mb);
+            ok = cJSON_IsArray(row) && cJSON_GetArraySize(row) == HS_HX_LK_POS;
+            for (int pb = 0; ok && pb < HS_HX_LK_POS; pb++) {
+                const cJSON *cell = cJSON_GetArrayItem(row, pb);
+                ok = cJSON_IsArray(cell) && cJSON_GetArraySize(cell) == 2;
+                for (int h = 0; ok && h < 2; h++) {
+                    const cJSON *x = cJSON_GetArrayItem(cell, h);
+                    ok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= 1;
+                    if (ok) l->accept[mb][pb][h] = (float)x->valuedouble;
+                }
+            }
+        }
+        if (!ok)
+            return HS_FAIL(HS_ERR_FORMAT,
+                           "calibration: lookup.accept must be %d rows of %d [lookup only, with the head] "
+                           "pairs of numbers in [0, 1]",
+                           HS_HX_LK_MATCH, HS_HX_LK_POS);
+    }
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "cost");
     if (c) {
         HS_TRY(get_num(c, "t_consume_s", 0, 1e3, &r.cost.t_consume));
@@ -718,4 +814,12 @@ void hs_hx_model_default(hs_hx_model *m) {
     m->cost.t_draft[1] = 0.1;
     m->cost.t_draft[2] = 0.1 + 0.1 / 63;
     m->cost.t_consume = 0.1;
+    /* Context lookup on, valued by a guess (calibration measures it): a
+     * chain continuing a longer match is likelier to be right. */
+    m->lookup.max_len = 8;
+    m->lookup.min_match = 2;
+    for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++)
+        for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
+            for (uint32_t h = 0; h < 2; h++)
+                m->lookup.accept[mb][pb][h] = 0.3f + 0.15f * (float)mb;
 }

@@ -12,6 +12,10 @@
  *          of v, the probability that the target accepts v given u accepted;
  *   V(v)   = V(u) * f_{b(v)}(q(v)), V(root) = 1: the probability that v is
  *          accepted; E[tau] of a verified set S = 1 + sum over S of V.
+ * Context lookup nodes (the sequence's own continuation of its longest
+ * repeated suffix, merged into the tree after drafting, host/spec) have
+ * f = the lookup table's rate for their match length and place in the chain
+ * (hs_hx_lookup); a node both sources propose takes the larger f.
  * Device cost of a round that drafts levels of widths w_1 .. w_L and verifies
  * N nodes besides the root, after c rows of context, accepting A of them:
  *   T = t_consume + sum_l t_draft(w_l) + t_verify(N + 1, c) + A t_head
@@ -112,6 +116,23 @@ typedef struct hs_hx_cost {
     double t_head;
 } hs_hx_cost;
 
+/* The context lookup chain's nodes (host/spec, hs_tree_add_lookup): their
+ * acceptance given the parent accepted, by match length (buckets 1, 2, 3,
+ * >= 4 tokens), place in the chain (0, 1, 2, >= 3) and whether the head also
+ * proposed the node; such a node is worth the larger of the two estimates. */
+#define HS_HX_LK_MATCH 4
+#define HS_HX_LK_POS   4
+typedef struct hs_hx_lookup {
+    uint32_t max_len;   /* chain length (hs_tree_policy.lookup; 0: lookup off) */
+    uint32_t min_match; /* shortest match used */
+    uint32_t nodraft;   /* a match this long skips the head's draft levels (0: never) */
+    float accept[HS_HX_LK_MATCH][HS_HX_LK_POS][2];
+    uint32_t records;
+} hs_hx_lookup;
+
+/* f for a lookup node (HS_NODE_LOOKUP set). */
+float hs_hx_lookup_accept(const hs_hx_lookup *l, const hs_tree_node *v);
+
 typedef struct hs_hx_model {
     hs_hx_feature feature;
     uint32_t n_strata;
@@ -128,6 +149,7 @@ typedef struct hs_hx_model {
      * tokens, hs_hx_speculation_pays): generation decodes plainly, without
      * the head's consume. */
     bool plain;
+    hs_hx_lookup lookup;
 } hs_hx_model;
 #define HS_HX_MAX_REST 16
 
@@ -161,6 +183,18 @@ typedef struct hs_hx_record {
     /* When accepted: whether any child of it was verified, and accepted. */
     bool children_tried, child_accepted;
 } hs_hx_record;
+
+/* One verified lookup node whose parent was accepted (or is the root). */
+typedef struct hs_hx_lookup_record {
+    uint32_t match, pos;
+    bool head; /* the head proposed it too */
+    bool accepted;
+} hs_hx_lookup_record;
+
+/* The lookup acceptance table from records: each cell's rate shrunk toward
+ * its (match, head) row and that toward the records' overall rate. Keeps
+ * max_len, min_match and nodraft. */
+void hs_hx_fit_lookup(const hs_hx_lookup_record *r, uint32_t n, hs_hx_lookup *l);
 
 /* Feature value of a record (as hs_hx_stratum_of sees a node). */
 float hs_hx_record_x(hs_hx_feature f, const hs_hx_record *r);

@@ -63,6 +63,7 @@ typedef struct hs_cli_spec {
     const char *method, *head, *tree, *calib;
     const char *head_weights; /* auto | file | q4_1 (hs_eagle3_weights); NULL: auto */
     int depth, top_k, tree_size;
+    int lookup; /* --lookup N: heterospec's context lookup chain length (0: off); -1: the calibration's */
     bool sampling;
 } hs_cli_spec;
 void hs_cli_spec_defaults(hs_cli_spec *s);

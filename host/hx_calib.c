@@ -6,8 +6,13 @@
 
 #include "stb_ds.h"
 
-hs_status hs_hx_round_copy(const hs_tree *t, hs_hx_round *r) {
+hs_status hs_hx_round_copy(const hs_tree *t, const int32_t *lookup, uint32_t n_lookup, uint32_t match,
+                           hs_hx_round *r) {
     memset(r, 0, sizeof *r);
+    if (n_lookup > HS_LOOKUP_MAX_LEN) n_lookup = HS_LOOKUP_MAX_LEN;
+    if (n_lookup) memcpy(r->lookup, lookup, sizeof *lookup * n_lookup);
+    r->n_lookup = n_lookup;
+    r->lookup_match = match;
     r->nodes = malloc(sizeof *r->nodes * t->n);
     if (!r->nodes) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_hx_round_copy: out of memory");
     memcpy(r->nodes, t->nodes, sizeof *r->nodes * t->n);
@@ -40,7 +45,8 @@ static bool on_truth(const hs_hx_round *r, uint32_t v) {
 hs_status hs_hx_round_records(const hs_hx_round *r, hs_hx_record **out) {
     for (uint32_t v = 1; v < r->n; v++) {
         const hs_tree_node *x = &r->nodes[v];
-        if (x->depth > HS_TREE_MAX_DEPTH || r->truth[x->depth - 1] < 0 || !on_truth(r, (uint32_t)x->parent))
+        if (!(x->src & HS_NODE_HEAD) || x->depth > HS_TREE_MAX_DEPTH || r->truth[x->depth - 1] < 0 ||
+            !on_truth(r, (uint32_t)x->parent))
             continue;
         hs_hx_record rec = {.q = x->q,
                             .parent_ent = x->parent_ent,
@@ -54,6 +60,27 @@ hs_status hs_hx_round_records(const hs_hx_round *r, hs_hx_record **out) {
                 rec.child_accepted = rec.child_accepted || r->nodes[c].token == r->truth[x->depth];
         }
         stbds_arrput(*out, rec);
+    }
+    return HS_OK;
+}
+
+hs_status hs_hx_round_lookup_records(const hs_hx_round *r, hs_hx_lookup_record **out) {
+    /* The chain as it would be merged: whether the head proposed each token
+     * is read off the recorded tree (a child of the chain's previous node). */
+    int32_t cur = 0;
+    for (uint32_t i = 0; i < r->n_lookup && i < HS_TREE_MAX_DEPTH && r->truth[i] >= 0; i++) {
+        int32_t c = -1;
+        for (uint32_t v = (uint32_t)cur + 1; cur >= 0 && v < r->n && c < 0; v++)
+            if (r->nodes[v].parent == cur && (r->nodes[v].src & HS_NODE_HEAD) &&
+                r->nodes[v].token == r->lookup[i])
+                c = (int32_t)v;
+        const hs_hx_lookup_record rec = {.match = r->lookup_match,
+                                         .pos = i,
+                                         .head = c >= 0,
+                                         .accepted = r->lookup[i] == r->truth[i]};
+        stbds_arrput(*out, rec);
+        if (!rec.accepted) break;
+        cur = c; /* -1: below a lookup-only node the head proposed nothing */
     }
     return HS_OK;
 }
@@ -97,6 +124,8 @@ static void copy_children(const hs_hx_round *r, uint32_t rec, hs_tree *t, uint32
         n.slot = -1;
         n.entropy = -1.0f;
         n.first_child = n.n_children = 0;
+        n.src = HS_NODE_HEAD; /* the replay merges the lookup chain itself */
+        n.match = n.lpos = 0;
         rec_of[t->n] = x->first_child + c;
         t->nodes[t->n++] = n;
     }
@@ -109,6 +138,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
     uint32_t cap = 1;
     for (uint32_t i = 0; i < n; i++)
         if (rounds[i].n > cap) cap = rounds[i].n;
+    cap += HS_LOOKUP_MAX_LEN;
     hs_tree t = {0};
     uint32_t *rec_of = malloc(sizeof *rec_of * cap), *sel = malloc(sizeof *sel * cap);
     if (!rec_of || !sel) {
@@ -131,7 +161,11 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         rec_of[0] = 0;
         if (r->nodes[0].n_children) copy_children(r, 0, &t, 0, rec_of);
         double time = cost->t_consume;
-        for (uint32_t level = 1; level < HS_TREE_MAX_DEPTH; level++) {
+        const uint32_t n_lk = p->lookup && r->lookup_match >= (p->lookup_min ? p->lookup_min : 1)
+                                  ? (r->n_lookup < p->lookup ? r->n_lookup : p->lookup)
+                                  : 0;
+        const bool no_draft = n_lk && p->lookup_nodraft && r->lookup_match >= p->lookup_nodraft;
+        for (uint32_t level = 1; level < HS_TREE_MAX_DEPTH && !no_draft; level++) {
             const uint32_t w = p->expand(p, &t, level, sel, cap);
             if (w == 0) break;
             time += hs_hx_t_draft(cost, w);
@@ -145,6 +179,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
                     out->unknown++;
             }
         }
+        if (n_lk) HS_TRY(hs_tree_add_lookup(&t, r->lookup, n_lk, r->lookup_match));
         const uint32_t ns = p->select(p, &t, sel, cap);
         time += hs_hx_t_verify_at(cost, ns + 1, r->ctx);
         if (ns == 0) rest_left = p->rest;
@@ -159,9 +194,8 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         uint32_t cur = 0, acc = 0;
         for (bool more = true; more && acc < HS_TREE_MAX_DEPTH && r->truth[acc] >= 0;) {
             more = false;
-            const hs_tree_node *x = &t.nodes[cur];
-            for (uint32_t c = x->first_child; x->slot >= 0 && c < x->first_child + x->n_children; c++)
-                if (in[c] && t.nodes[c].token == r->truth[acc]) {
+            for (uint32_t c = cur + 1; c < t.n; c++)
+                if (in[c] && t.nodes[c].parent == (int32_t)cur && t.nodes[c].token == r->truth[acc]) {
                     cur = c;
                     acc++;
                     more = true;
@@ -178,27 +212,48 @@ fail:
     return st;
 }
 
-hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *out) {
+/* m->rest by replays, if one beats *best (updated). */
+static hs_status search_rest(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n,
+                             hs_hx_replay_result *best) {
+    hs_status st = HS_OK;
+    static const uint32_t rests[] = {0, 1, 2, 3, 4, 6, 8, 12, 16};
+    const uint32_t rest0 = m->rest;
+    const hs_tree_policy p = hs_heterospec_policy(m);
+    for (uint32_t i = 0; i < sizeof rests / sizeof *rests; i++) {
+        if (rests[i] == rest0) continue;
+        hs_tree_policy q = p;
+        q.rest = rests[i];
+        hs_hx_replay_result r;
+        HS_TRY(hs_hx_replay(&q, &m->cost, rounds, n, &r));
+        if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(best) * (1 + 1e-6)) {
+            *best = r;
+            m->rest = rests[i];
+        }
+    }
+fail:
+    return st;
+}
+
+/* Per-stratum prune and depth_cap by coordinate search (passes over the
+ * strata), if a setting beats *best (updated). */
+static hs_status search_strata(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, int passes,
+                               hs_hx_replay_result *best) {
     hs_status st = HS_OK;
     static const float prunes[] = {0.0f, 0.02f, 0.05f, 0.1f, 0.2f, 0.35f, 0.5f};
-    const hs_tree_policy p = hs_heterospec_policy(m); /* reads *m as it changes */
-    hs_hx_replay_result best;
-    HS_TRY(hs_hx_replay(&p, &m->cost, rounds, n, &best));
-    for (int pass = 0; pass < 2; pass++)
+    const hs_tree_policy p = hs_heterospec_policy(m); /* reads the strata of *m as they change */
+    for (int pass = 0; pass < passes; pass++)
         for (uint32_t b = 0; b < m->n_strata; b++) {
             hs_hx_stratum *s = &m->s[b];
-            const float prune0 = s->prune;
-            const uint32_t cap0 = s->depth_cap;
-            float best_prune = prune0;
-            uint32_t best_cap = cap0;
+            float best_prune = s->prune;
+            uint32_t best_cap = s->depth_cap;
             for (uint32_t cap = 1; cap <= m->max_depth; cap++)
                 for (uint32_t i = 0; i < sizeof prunes / sizeof prunes[0]; i++) {
                     s->depth_cap = cap;
                     s->prune = prunes[i];
                     hs_hx_replay_result r;
                     HS_TRY(hs_hx_replay(&p, &m->cost, rounds, n, &r));
-                    if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(&best) * (1 + 1e-6)) {
-                        best = r;
+                    if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(best) * (1 + 1e-6)) {
+                        *best = r;
                         best_prune = prunes[i];
                         best_cap = cap;
                     }
@@ -206,19 +261,57 @@ hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs
             s->prune = best_prune;
             s->depth_cap = best_cap;
         }
-    static const uint32_t rests[] = {0, 1, 2, 3, 4, 6, 8, 12, 16};
-    const uint32_t rest0 = m->rest;
-    for (uint32_t i = 0; i < sizeof rests / sizeof *rests; i++) {
-        if (rests[i] == rest0) continue;
-        hs_tree_policy q = p;
-        q.rest = rests[i];
+fail:
+    return st;
+}
+
+/* The lookup's chain length and shortest match, then the match that skips
+ * drafting, if a setting beats *best (updated). */
+static hs_status search_lookup(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n,
+                               hs_hx_replay_result *best) {
+    hs_status st = HS_OK;
+    static const uint32_t lens[] = {0, 2, 3, 4, 6, 8, 12, 16}, mins[] = {1, 2, 3, 4},
+                          nodrafts[] = {0, 2, 3, 4, 6, 8};
+    hs_hx_lookup *l = &m->lookup;
+    for (uint32_t a = 0; a < sizeof lens / sizeof *lens; a++)
+        for (uint32_t b = 0; b < sizeof mins / sizeof *mins; b++) {
+            const hs_hx_lookup l0 = *l;
+            l->max_len = lens[a];
+            l->min_match = mins[b];
+            const hs_tree_policy q = hs_heterospec_policy(m);
+            hs_hx_replay_result r;
+            HS_TRY(hs_hx_replay(&q, &m->cost, rounds, n, &r));
+            if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(best) * (1 + 1e-6))
+                *best = r;
+            else
+                *l = l0;
+        }
+    for (uint32_t c = 0; l->max_len && c < sizeof nodrafts / sizeof *nodrafts; c++) {
+        const hs_hx_lookup l0 = *l;
+        l->nodraft = nodrafts[c];
+        const hs_tree_policy q = hs_heterospec_policy(m);
         hs_hx_replay_result r;
         HS_TRY(hs_hx_replay(&q, &m->cost, rounds, n, &r));
-        if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(&best) * (1 + 1e-6)) {
-            best = r;
-            m->rest = rests[i];
-        }
+        if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(best) * (1 + 1e-6))
+            *best = r;
+        else
+            *l = l0;
     }
+fail:
+    return st;
+}
+
+hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *out) {
+    hs_status st = HS_OK;
+    const hs_tree_policy p = hs_heterospec_policy(m);
+    hs_hx_replay_result best;
+    HS_TRY(hs_hx_replay(&p, &m->cost, rounds, n, &best));
+    HS_TRY(search_strata(m, rounds, n, 2, &best));
+    HS_TRY(search_rest(m, rounds, n, &best));
+    HS_TRY(search_lookup(m, rounds, n, &best));
+    /* The strata and rest again, with the lookup's nodes in the trees. */
+    HS_TRY(search_strata(m, rounds, n, 1, &best));
+    HS_TRY(search_rest(m, rounds, n, &best));
     *out = best;
 fail:
     return st;

@@ -32,17 +32,28 @@ typedef struct hs_hx_round {
     uint32_t n;
     uint32_t ctx;                     /* context rows before the root (the tree's ctx) */
     int32_t truth[HS_TREE_MAX_DEPTH]; /* tokens after the root; -1 past the end of the output */
+    /* The round's context lookup chain (recorded long: HS_LOOKUP_MAX_LEN
+     * tokens from matches of 1 token up) and its match; replays merge its
+     * first hs_tree_policy.lookup tokens when the match is long enough. */
+    int32_t lookup[HS_LOOKUP_MAX_LEN];
+    uint32_t n_lookup, lookup_match;
 } hs_hx_round;
 
-/* Copies a round's tree (truth all -1 until hs_hx_round_set_truth). */
-hs_status hs_hx_round_copy(const hs_tree *t, hs_hx_round *r);
+/* Copies a round's tree (truth all -1 until hs_hx_round_set_truth) and its
+ * lookup chain (n_lookup tokens, may be 0). */
+hs_status hs_hx_round_copy(const hs_tree *t, const int32_t *lookup, uint32_t n_lookup, uint32_t match,
+                           hs_hx_round *r);
 void hs_hx_round_free(hs_hx_round *r);
 /* truth[i] = ids[pos + 1 + i] while inside ids[0 .. n_ids). */
 void hs_hx_round_set_truth(hs_hx_round *r, const int32_t *ids, uint32_t n_ids, uint32_t pos);
 
-/* Appends the round's records to *out (stb_ds array): every drafted node
- * whose parent is on the true path. */
+/* Appends the round's records to *out (stb_ds array): every node the head
+ * drafted whose parent is on the true path. */
 hs_status hs_hx_round_records(const hs_hx_round *r, hs_hx_record **out);
+/* Appends the round's lookup records to *out (stb_ds array): every node of
+ * its lookup chain whose parent is on the true path (the chain's nodes after
+ * its first miss are not). */
+hs_status hs_hx_round_lookup_records(const hs_hx_round *r, hs_hx_lookup_record **out);
 
 typedef struct hs_hx_replay_result {
     double tokens;   /* decided tokens (accepted + bonus) */
@@ -70,8 +81,10 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
                        hs_hx_replay_result *out);
 
 /* Tunes m's per-stratum prune and depth_cap on replays (coordinate search,
- * a few passes), then m->rest (0, 1, 2, 3, 4, 6, 8, 12, 16); *out receives
- * the final replay. */
+ * a few passes), then m->rest (0, 1, 2, 3, 4, 6, 8, 12, 16), then the
+ * lookup's chain length (0 = off, 2 .. 16), shortest match (1 .. 4) and
+ * no-draft match (never, 2 .. 8), then rest once more; *out receives the
+ * final replay. */
 hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *out);
 
 typedef struct hs_hx_eagle2_setting {

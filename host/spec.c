@@ -19,6 +19,12 @@ struct hs_spec {
     uint32_t *sel, *parent_slots, *list_nodes, *path;
     int32_t *draft_tokens, *tokens, *parents, *next;
     float *probs;
+    /* The sequence: the target's cached tokens, then the root (for the
+     * context lookup); hist_cap = the target's context + 1. */
+    int32_t *hist;
+    uint32_t hist_cap;
+    int32_t lookup[HS_LOOKUP_MAX_LEN];
+    uint32_t n_lookup, lookup_match;
     hs_spec_stats stats;
     hs_spec_observer observer;
     void *observer_user;
@@ -26,7 +32,8 @@ struct hs_spec {
 
 /* Candidates per tree: every expanded node adds the head's K children. */
 static uint32_t tree_cap(const hs_spec *s) {
-    return 1 + (1 + hs_tree_policy_max_drafted(&s->policy)) * hs_eagle3_top_k(s->head);
+    return 1 + (1 + hs_tree_policy_max_drafted(&s->policy)) * hs_eagle3_top_k(s->head) +
+           (s->policy.lookup ? HS_LOOKUP_MAX_LEN : 0);
 }
 
 hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy *policy, hs_spec **out) {
@@ -54,8 +61,10 @@ hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy
     s->parents = malloc(sizeof *s->parents * cap);
     s->next = malloc(sizeof *s->next * rows);
     s->probs = malloc(sizeof *s->probs * v);
+    s->hist_cap = hs_llama_n_ctx(target) + 1;
+    s->hist = malloc(sizeof *s->hist * s->hist_cap);
     if (!s->sel || !s->parent_slots || !s->draft_tokens || !s->list_nodes || !s->path || !s->tokens ||
-        !s->parents || !s->next || !s->probs) {
+        !s->parents || !s->next || !s->probs || !s->hist) {
         st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_spec_create: out of memory");
         goto fail;
     }
@@ -78,6 +87,7 @@ void hs_spec_destroy(hs_spec *s) {
     free(s->parents);
     free(s->next);
     free(s->probs);
+    free(s->hist);
     free(s);
 }
 
@@ -117,6 +127,12 @@ hs_status hs_spec_consume_prompt(hs_spec *s, const int32_t *chunk, uint32_t n, i
     if (n == 0 || n > hs_llama_max_batch(s->target))
         return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_consume_prompt: %u rows (the target's batch limit is %u)",
                        n, hs_llama_max_batch(s->target));
+    /* The target has cached the chunk: it ends at n_past. */
+    const uint32_t at = hs_llama_n_past(s->target);
+    if (at < n || at > s->hist_cap)
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "hs_spec_consume_prompt: the target holds %u rows, not the %u-row chunk", at, n);
+    memcpy(s->hist + at - n, chunk, sizeof *chunk * n);
     for (uint32_t i = 0; i < n; i++) {
         s->path[i] = i;
         s->next[i] = i + 1 < n ? chunk[i + 1] : after;
@@ -135,10 +151,19 @@ static hs_status draft(hs_spec *s, int32_t root, uint32_t max_new, uint32_t room
     hs_tree_reset(t, root);
     t->ctx = hs_llama_n_past(s->target);
     /* Deepest useful node: max_new - 1 drafts plus the bonus. */
-    const uint32_t max_depth = s->have_root ? max_new - 1 : 0;
+    const uint32_t max_useful = max_new - 1, max_depth = s->have_root ? max_useful : 0;
+    /* The context lookup (from the cached tokens and the root). */
+    s->n_lookup = s->lookup_match = 0;
+    if (p->lookup && max_useful > 0 && t->ctx < s->hist_cap) {
+        s->hist[t->ctx] = root;
+        const uint32_t len = p->lookup < max_useful ? p->lookup : max_useful;
+        const uint32_t want = len > HS_LOOKUP_MAX_LEN ? HS_LOOKUP_MAX_LEN : len;
+        s->n_lookup = hs_lookup(s->hist, t->ctx + 1, p->lookup_min, want, s->lookup, &s->lookup_match);
+    }
+    const bool no_draft = p->lookup_nodraft && s->n_lookup && s->lookup_match >= p->lookup_nodraft;
     if (max_depth > 0) HS_TRY(hs_tree_add_children(t, 0, &s->root_topk));
     hs_eagle3_reset_tree(s->head);
-    for (uint32_t level = 1; level < max_depth; level++) {
+    for (uint32_t level = 1; level < max_depth && !no_draft; level++) {
         /* Head slots: as many as its tree and its cache have left. */
         const uint32_t used = hs_eagle3_n_slots(s->head), max_nodes = hs_eagle3_max_nodes(s->head);
         uint32_t cap = room > used ? room - used : 0;
@@ -161,13 +186,14 @@ static hs_status draft(hs_spec *s, int32_t root, uint32_t max_new, uint32_t room
         s->stats.draft_steps++;
         s->stats.head_rows += w;
     }
+    if (s->n_lookup) HS_TRY(hs_tree_add_lookup(t, s->lookup, s->n_lookup, s->lookup_match));
     /* Candidates to verify: what fits the batch and the cache, no deeper
      * than useful (dropping the deepest keeps the set closed under ancestors). */
     uint32_t vcap = s->max_verify - 1;
     if (room - 1 < vcap) vcap = room - 1;
-    uint32_t n = max_depth > 0 && vcap > 0 ? p->select(p, t, s->sel, vcap) : 0, k = 0;
+    uint32_t n = t->n > 1 && max_useful > 0 && vcap > 0 ? p->select(p, t, s->sel, vcap) : 0, k = 0;
     for (uint32_t i = 0; i < n; i++)
-        if (t->nodes[s->sel[i]].depth <= max_depth) s->sel[k++] = s->sel[i];
+        if (t->nodes[s->sel[i]].depth <= max_useful) s->sel[k++] = s->sel[i];
     HS_TRY(hs_tree_verify_list(t, s->sel, k, s->tokens, s->parents, s->list_nodes));
     *n_list = k + 1;
 fail:
@@ -259,6 +285,10 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     }
     out[(*n_out)++] = bonus;
     HS_TRY(hs_sampler_accept(smp, bonus));
+    /* The kept tokens (root and accepted drafts) extend the sequence. */
+    const uint32_t at = hs_llama_n_past(s->target);
+    for (uint32_t i = 0; i < len && at + i < s->hist_cap; i++)
+        s->hist[at + i] = s->tokens[s->path[i]];
     HS_TRY(hs_llama_accept(s->target, s->path, len));
     double t2 = hs_now_s();
     s->stats.verify_s += t2 - t1;
@@ -269,7 +299,10 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
                                          .n_list = n_list,
                                          .path = s->path,
                                          .len = len,
-                                         .greedy = greedy};
+                                         .greedy = greedy,
+                                         .lookup = s->lookup,
+                                         .n_lookup = s->n_lookup,
+                                         .lookup_match = s->lookup_match};
         s->observer(s->observer_user, &info);
     }
 
@@ -300,6 +333,13 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
         S->tried_depth[d - 1]++;
     for (uint32_t d = 1; d < len && d <= HS_SPEC_MAX_LEN; d++)
         S->accept_depth[d - 1]++;
+    for (uint32_t i = 1; i < n_list; i++)
+        S->lookup_verified += (s->tree.nodes[s->list_nodes[i]].src & HS_NODE_LOOKUP) != 0;
+    for (uint32_t i = 1; i < len; i++) {
+        const uint8_t src = s->tree.nodes[s->list_nodes[s->path[i]]].src;
+        S->lookup_accepted += (src & HS_NODE_LOOKUP) != 0;
+        S->lookup_only_accepted += src == HS_NODE_LOOKUP;
+    }
 fail:
     return st;
 }

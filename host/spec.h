@@ -16,6 +16,13 @@
  *   4. the target keeps the accepted path (hs_llama_accept: KV compaction),
  *      and the head consumes the path's taps with the tokens after them,
  *      which yields the Top-K for the next round's root (the bonus token).
+ * Context lookup (hs_tree_policy.lookup > 0): after drafting, the tokens
+ * that followed the latest earlier occurrence of the sequence's longest
+ * suffix (prompt and output so far, root included) join the tree as a chain
+ * (hs_lookup, hs_tree_add_lookup), also in rounds the head does not draft;
+ * select weighs them with the head's nodes. Verification is unchanged, so
+ * exactness and lossless sampling hold whatever the chain proposes (every
+ * candidate set is fixed before the target's pass).
  * Rest (hs_tree_policy.rest = R > 0): after a round that verified no
  * candidate, the next R rounds verify the root alone and the head consumes
  * cache-only (hs_eagle3_consume_cache), since no draft distribution is
@@ -53,6 +60,9 @@ typedef struct hs_spec_stats {
     uint64_t head_rows;   /* rows the head drafted (sum of level widths) */
     uint32_t draft_steps; /* head draft calls (levels) */
     uint32_t rest_rounds; /* rounds that decoded plainly under the policy's rest (counted in rounds) */
+    uint64_t lookup_verified; /* candidates verified that the context lookup proposed (the head too, maybe) */
+    uint64_t lookup_accepted; /* of those, accepted */
+    uint64_t lookup_only_accepted; /* accepted candidates only the lookup proposed */
     /* Rounds whose accepted path reached depth d (d >= 1): accept_depth[d - 1]. */
     uint32_t accept_depth[HS_SPEC_MAX_LEN];
     /* Rounds that verified at least one candidate at depth d: tried_depth[d - 1]. */
@@ -77,6 +87,10 @@ typedef struct hs_spec_round_info {
     const uint32_t *path;
     uint32_t len;
     bool greedy;
+    /* The context lookup chain of the round (merged into the tree; n_lookup
+     * 0 when the policy has lookup off or nothing matched) and its match. */
+    const int32_t *lookup;
+    uint32_t n_lookup, lookup_match;
 } hs_spec_round_info;
 typedef void (*hs_spec_observer)(void *user, const hs_spec_round_info *r);
 

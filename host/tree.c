@@ -46,9 +46,68 @@ hs_status hs_tree_add_children(hs_tree *t, uint32_t node, const hs_topk_result *
                                           .path_ent = p->path_ent + topk->entropy,
                                           .parent_ent = topk->entropy,
                                           .entropy = -1.0f,
-                                          .slot = -1};
+                                          .slot = -1,
+                                          .src = HS_NODE_HEAD};
     }
     return HS_OK;
+}
+
+hs_status hs_tree_add_lookup(hs_tree *t, const int32_t *tokens, uint32_t n, uint32_t match) {
+    uint32_t cur = 0;
+    const uint8_t m8 = match > 255 ? 255 : (uint8_t)match;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t c = 0;
+        for (uint32_t v = cur + 1; v < t->n && !c; v++)
+            if (t->nodes[v].parent == (int32_t)cur && t->nodes[v].token == tokens[i]) c = v;
+        if (!c) {
+            if (t->n == t->cap)
+                return HS_FAIL(HS_ERR_OUT_OF_RANGE, "hs_tree_add_lookup: the tree's %u nodes are full",
+                               t->cap);
+            const hs_tree_node *p = &t->nodes[cur];
+            c = t->n++;
+            t->nodes[c] = (hs_tree_node){.token = tokens[i],
+                                         .parent = (int32_t)cur,
+                                         .depth = p->depth + 1,
+                                         .rank = UINT32_MAX,
+                                         .logq = -INFINITY,
+                                         .path_logp = -INFINITY,
+                                         .path_ent = p->path_ent,
+                                         .parent_ent = -1.0f,
+                                         .entropy = -1.0f,
+                                         .slot = -1};
+        }
+        t->nodes[c].src |= HS_NODE_LOOKUP;
+        t->nodes[c].match = m8;
+        t->nodes[c].lpos = (uint8_t)i;
+        cur = c;
+    }
+    return HS_OK;
+}
+
+uint32_t hs_lookup(const int32_t *hist, uint32_t n, uint32_t min_match, uint32_t max_len, int32_t *out,
+                   uint32_t *match) {
+    *match = 0;
+    if (n < 2 || max_len == 0) return 0;
+    if (min_match < 1) min_match = 1;
+    uint32_t best = 0, best_e = 0;
+    /* Latest end first: among equally long matches the most recent wins. */
+    for (uint32_t e = n - 1; e-- > 0 && best < HS_LOOKUP_MAX_MATCH;) {
+        uint32_t m = 0;
+        while (m < HS_LOOKUP_MAX_MATCH && m <= e && hist[e - m] == hist[n - 1 - m])
+            m++;
+        if (m > best) {
+            best = m;
+            best_e = e;
+        }
+    }
+    if (best < min_match) return 0;
+    /* out[i] is the token after position best_e + i: from hist while inside
+     * it, then from the chain itself (period n - 1 - best_e). */
+    const uint32_t period = n - 1 - best_e;
+    for (uint32_t i = 0; i < max_len; i++)
+        out[i] = best_e + 1 + i < n ? hist[best_e + 1 + i] : out[i - period];
+    *match = best;
+    return max_len;
 }
 
 hs_status hs_tree_verify_list(const hs_tree *t, const uint32_t *sel, uint32_t n, int32_t *tokens,
@@ -104,7 +163,8 @@ fail:
 static bool static_kept(const hs_tree_policy *p, const hs_tree *t, uint32_t v) {
     for (; v != 0; v = (uint32_t)t->nodes[v].parent) {
         const hs_tree_node *x = &t->nodes[v];
-        if (x->depth > p->depth || x->rank >= p->branch[x->depth - 1]) return false;
+        if (x->depth > p->depth || !(x->src & HS_NODE_HEAD) || x->rank >= p->branch[x->depth - 1])
+            return false;
     }
     return true;
 }
@@ -188,7 +248,7 @@ static bool better(const hs_tree *t, uint32_t a, uint32_t b) {
 static uint32_t ranked(const hs_tree *t, uint32_t level, uint32_t *idx) {
     uint32_t m = 0;
     for (uint32_t v = 1; v < t->n; v++) {
-        if (level != 0 && t->nodes[v].depth != level) continue;
+        if ((level != 0 && t->nodes[v].depth != level) || !(t->nodes[v].src & HS_NODE_HEAD)) continue;
         uint32_t i = m++;
         for (; i > 0 && better(t, v, idx[i - 1]); i--)
             idx[i] = idx[i - 1];

@@ -51,8 +51,18 @@ typedef struct hs_tree_node {
     float parent_ent;                 /* H_K of the parent's Top-K */
     float entropy;                    /* H_K of v's own Top-K, once expanded; -1 before */
     int32_t slot;                     /* head slot once expanded (root: 0); -1 before */
-    uint32_t first_child, n_children; /* candidates, contiguous */
+    uint32_t first_child, n_children; /* the head's candidates, contiguous */
+    uint8_t src;                      /* HS_NODE_HEAD and/or HS_NODE_LOOKUP (the root: 0) */
+    uint8_t match;                    /* lookup: the context match the chain continues (tokens, <= 255) */
+    uint8_t lpos;                     /* lookup: 0-based place in the chain (its depth - 1) */
 } hs_tree_node;
+
+/* Where a candidate came from: the head's Top-K of its parent, and/or the
+ * context lookup chain (hs_tree_add_lookup). A lookup-only node has q = 0,
+ * S = -inf, no Top-K entropy of its own parent (parent_ent -1) and is never
+ * drafted by the head; the chain, static and EAGLE-2 policies ignore it. */
+#define HS_NODE_HEAD   1u
+#define HS_NODE_LOOKUP 2u
 
 typedef struct hs_tree {
     hs_tree_node *nodes;
@@ -70,6 +80,15 @@ void hs_tree_reset(hs_tree *t, int32_t root_token);
 /* Adds the Top-K of an expanded node as its children (target ids, in Top-K
  * order), and records its entropy. HS_ERR_OUT_OF_RANGE when the tree is full. */
 hs_status hs_tree_add_children(hs_tree *t, uint32_t node, const hs_topk_result *topk);
+
+/* Merges a lookup chain (tokens[0 .. n): the tokens the context suggests
+ * after the root, continuing a match of `match` tokens) into the tree: from
+ * the root down, a child with the chain's token (one the head proposed, or
+ * an earlier lookup node) is marked HS_NODE_LOOKUP, else a lookup-only node
+ * is appended; the chain continues below it. Call it after the head's last
+ * draft level (the head's Top-K children of a node stay contiguous).
+ * HS_ERR_OUT_OF_RANGE when the tree is full. */
+hs_status hs_tree_add_lookup(hs_tree *t, const int32_t *tokens, uint32_t n, uint32_t match);
 
 /* The verification list: root at index 0, then the selected nodes in
  * increasing node order (parents precede children). tokens/parents/nodes get
@@ -102,7 +121,29 @@ struct hs_tree_policy {
     /* Bounds every policy declares, for sizing buffers: the most candidates
      * it verifies (root excluded) and the most nodes it drafts per tree. */
     uint32_t max_verify, max_drafted;
+    /* Context lookup (host/spec, hs_tree_add_lookup): after drafting, the
+     * tokens that followed the latest earlier occurrence of the longest
+     * suffix of the sequence (at least lookup_min tokens long, at most
+     * HS_LOOKUP_MAX_MATCH) are merged into the tree as a chain of up to
+     * `lookup` nodes for select to weigh; 0: off. When the match is at least
+     * lookup_nodraft tokens (0: never) the head drafts no level that round.
+     * Only policies whose select values lookup nodes set it (HeteroSpec). */
+    uint32_t lookup, lookup_min, lookup_nodraft;
 };
+
+/* Longest context match a lookup looks for (tokens). */
+#define HS_LOOKUP_MAX_MATCH 8u
+/* Longest lookup chain. */
+#define HS_LOOKUP_MAX_LEN 16u
+
+/* The lookup chain after hist[0 .. n) (whose last token is the root): the
+ * latest earlier end e with the longest common suffix m of hist[.. e] and
+ * hist (min_match <= m <= HS_LOOKUP_MAX_MATCH); the chain is the tokens
+ * after e, continued periodically past the end of hist (a repeating stretch
+ * keeps repeating). Writes up to max_len tokens to out; returns their count
+ * (0 when no match), m in *match. */
+uint32_t hs_lookup(const int32_t *hist, uint32_t n, uint32_t min_match, uint32_t max_len, int32_t *out,
+                   uint32_t *match);
 
 /* Chain: the top-1 child at every level, depth tokens. */
 hs_tree_policy hs_tree_chain(uint32_t depth);

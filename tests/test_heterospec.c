@@ -409,7 +409,7 @@ static void test_records_and_replay(void **state) {
     t.nodes[4].slot = 2;
     HS_CHECK(hs_tree_add_children(&t, 4, &c));
     hs_hx_round r;
-    HS_CHECK(hs_hx_round_copy(&t, &r));
+    HS_CHECK(hs_hx_round_copy(&t, NULL, 0, 0, &r));
     /* Generation after the root at output index 2: 100, 101, then 999 (not drafted). */
     const int32_t ids[] = {5, 6, 7, 100, 101, 999, 3};
     hs_hx_round_set_truth(&r, ids, 7, 2);
@@ -473,7 +473,7 @@ static void chain_round(float top, float ent, bool follows, hs_hx_round *r) {
         HS_CHECK(hs_tree_add_children(&t, v, &tk));
         v = t.nodes[v].first_child;
     }
-    HS_CHECK(hs_hx_round_copy(&t, r));
+    HS_CHECK(hs_hx_round_copy(&t, NULL, 0, 0, r));
     for (int i = 0; i < 5; i++)
         r->truth[i] = follows ? (int32_t)tk.ids[0] : 999;
     hs_tree_free(&t);
@@ -606,6 +606,186 @@ static void test_plain_decision(void **state) {
     hs_hx_round_free(&easy);
 }
 
+/* ---- context lookup ---- */
+
+/* A lookup table: f = hi for matches of 4+ tokens, lo for 1, mid between;
+ * with the head's proposal too, `both`. */
+static void set_lookup(hs_hx_model *m, float lo, float hi, float both) {
+    for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++)
+        for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++) {
+            m->lookup.accept[mb][pb][0] = mb == 0 ? lo : mb == HS_HX_LK_MATCH - 1 ? hi : 0.5f * (lo + hi);
+            m->lookup.accept[mb][pb][1] = both;
+        }
+    m->lookup.max_len = 8;
+    m->lookup.min_match = 1;
+    m->lookup.nodraft = 0;
+}
+
+/* Lookup nodes take the table's f (by match and place), a node both sources
+ * propose the larger of the two; select verifies a sure chain and not an
+ * unsure one; the chain's length bounds what spec merges. */
+static void test_lookup_values_and_select(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.8f, 0.2f);
+    set_cost(&m, 0.2);
+    set_lookup(&m, 0.1f, 0.9f, 0.95f);
+    hs_tree_policy p = hs_heterospec_policy(&m);
+    assert_int_equal(p.lookup, 8);
+    assert_int_equal(p.lookup_min, 1);
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 64));
+    for (int sure = 0; sure < 2; sure++) {
+        hs_tree_reset(&t, 7);
+        const hs_topk_result a = topk(3, 0.3f, 0.9f, 1); /* an unsure head: children of V 0.1 and below */
+        HS_CHECK(hs_tree_add_children(&t, 0, &a));       /* nodes 1..3; node 1 is token 101 */
+        const int32_t chain[] = {101, 501, 502, 503, 504, 505};
+        HS_CHECK(hs_tree_add_lookup(&t, chain, 6, sure ? 6 : 1));
+        float V[16];
+        hs_hx_values(&m, &t, V);
+        const float f = sure ? 0.9f : 0.1f;
+        assert_float_equal(V[1], 0.95f, 1e-6); /* both: max(f_hi(0.3) = 0.1, 0.95) */
+        assert_float_equal(V[2], (0.7f / 2 / 2) / 3.0f, 1e-6);
+        float want = 0.95f;
+        for (uint32_t v = 4; v < 9; v++) {
+            want *= f;
+            assert_float_equal(V[v], want, 1e-6);
+        }
+        uint32_t sel[64];
+        const uint32_t n = p.select(&p, &t, sel, 64);
+        uint32_t lk = 0;
+        for (uint32_t i = 0; i < n; i++)
+            lk += t.nodes[sel[i]].src == HS_NODE_LOOKUP;
+        /* Sure: each further node adds 0.95 * 0.9^k tokens for 0.2 of a step while that pays. */
+        if (sure)
+            assert_true(lk >= 4);
+        else
+            assert_int_equal(lk, 0);
+    }
+    hs_tree_free(&t);
+}
+
+/* A recorded round whose lookup chain spells the truth while the head's
+ * tree does not: the replay with lookup decides more tokens than without,
+ * drafts no level when the match reaches nodraft, and the lookup records say
+ * which chain nodes were accepted and whether the head proposed them. */
+static void test_lookup_replay_and_records(void **state) {
+    (void)state;
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 64));
+    hs_tree_reset(&t, 7);
+    const hs_topk_result a = topk(3, 0.3f, 0.9f, 1); /* node 1 is token 101 */
+    HS_CHECK(hs_tree_add_children(&t, 0, &a));
+    t.nodes[1].slot = 1;
+    const hs_topk_result b = topk(3, 0.3f, 0.9f, 2); /* node 1's children: 102, ... */
+    HS_CHECK(hs_tree_add_children(&t, 1, &b));
+    const int32_t chain[] = {101, 601, 602, 603, 604, 605};
+    hs_hx_round r;
+    HS_CHECK(hs_hx_round_copy(&t, chain, 6, 5, &r));
+    assert_int_equal(r.n_lookup, 6);
+    const int32_t ids[] = {7, 101, 601, 602, 603, 999, 1, 2, 3};
+    hs_hx_round_set_truth(&r, ids, 9, 0);
+    hs_hx_lookup_record *lr = NULL;
+    HS_CHECK(hs_hx_round_lookup_records(&r, &lr));
+    assert_int_equal(stbds_arrlen(lr), 5); /* 101, 601, 602, 603 accepted, 604 not */
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(lr[i].pos, i);
+        assert_int_equal(lr[i].match, 5);
+        assert_int_equal(lr[i].accepted, i < 4);
+        assert_int_equal(lr[i].head, i == 0);
+    }
+    /* The head's records leave the lookup alone. */
+    hs_hx_record *hr = NULL;
+    HS_CHECK(hs_hx_round_records(&r, &hr));
+    assert_int_equal(stbds_arrlen(hr), 6);
+    hs_hx_model m = two_strata(0.8f, 0.2f);
+    set_cost(&m, 0.1);
+    set_lookup(&m, 0.1f, 0.9f, 0.95f);
+    hs_tree_policy on = hs_heterospec_policy(&m), off = on;
+    off.lookup = 0;
+    hs_hx_replay_result ron, roff;
+    HS_CHECK(hs_hx_replay(&on, &m.cost, &r, 1, &ron));
+    HS_CHECK(hs_hx_replay(&off, &m.cost, &r, 1, &roff));
+    assert_float_equal(ron.tokens, 5, 0); /* 101 601 602 603 and the bonus */
+    assert_true(roff.tokens <= 2);
+    /* A chain shorter than the match wants, or a match below lookup_min, merges less or nothing. */
+    on.lookup = 2;
+    HS_CHECK(hs_hx_replay(&on, &m.cost, &r, 1, &ron));
+    assert_float_equal(ron.tokens, 3, 0);
+    on.lookup = 8;
+    on.lookup_min = 6;
+    HS_CHECK(hs_hx_replay(&on, &m.cost, &r, 1, &ron));
+    assert_float_equal(ron.tokens, roff.tokens, 0);
+    /* nodraft: no draft level is priced. */
+    on.lookup_min = 1;
+    m.s[1].look = 1.0f; /* make drafting the root's children worth it */
+    m.s[1].map_p[1] = 1.0f;
+    for (uint32_t w = 1; w <= HS_HX_MAX_WIDTH; w++)
+        m.cost.t_draft[w] = 0.001;
+    HS_CHECK(hs_hx_replay(&on, &m.cost, &r, 1, &ron));
+    assert_true(ron.time_s > m.cost.t_consume + hs_hx_t_verify(&m.cost, 1)); /* it drafted a level */
+    on.lookup_nodraft = 5;
+    hs_hx_replay_result rnd;
+    HS_CHECK(hs_hx_replay(&on, &m.cost, &r, 1, &rnd));
+    assert_true(ron.time_s > rnd.time_s);
+    assert_float_equal(rnd.tokens, 5, 0);
+    /* The root and the chain of 6, no draft level. */
+    assert_float_equal(rnd.time_s, m.cost.t_consume + hs_hx_t_verify(&m.cost, 7), 1e-9);
+    stbds_arrfree(lr);
+    stbds_arrfree(hr);
+    hs_hx_round_free(&r);
+    hs_tree_free(&t);
+}
+
+/* The fitted table follows each cell's rate where it has records, its row's
+ * where it has none; the calibration JSON keeps it; a bad table is refused. */
+static void test_lookup_fit_and_json(void **state) {
+    (void)state;
+    hs_hx_lookup_record *r = NULL;
+    uint64_t s = 7;
+    for (int i = 0; i < 4000; i++) {
+        const uint32_t match = 1 + (uint32_t)(lcg(&s) * 6), pos = (uint32_t)(lcg(&s) * 3);
+        /* True rate: 0.3 for one-token matches, 0.85 for 4+, 0.6 between; the head's agreement adds 0.1. */
+        const bool head = lcg(&s) < 0.3;
+        const double rate = (match == 1 ? 0.3 : match >= 4 ? 0.85 : 0.6) + (head ? 0.1 : 0);
+        const hs_hx_lookup_record x = {.match = match, .pos = pos, .head = head, .accepted = lcg(&s) < rate};
+        stbds_arrput(r, x);
+    }
+    hs_hx_model m;
+    hs_hx_model_default(&m);
+    hs_hx_fit_lookup(r, (uint32_t)stbds_arrlen(r), &m.lookup);
+    assert_int_equal(m.lookup.records, 4000);
+    assert_float_equal(m.lookup.accept[0][0][0], 0.3f, 0.06);
+    assert_float_equal(m.lookup.accept[3][1][0], 0.85f, 0.05);
+    assert_float_equal(m.lookup.accept[3][1][1], 0.95f, 0.05);
+    assert_float_equal(m.lookup.accept[1][2][0], 0.6f, 0.07);
+    /* No record at place 3+: the row's rate. */
+    assert_float_equal(m.lookup.accept[3][3][0], 0.85f, 0.05);
+    m.lookup.max_len = 12;
+    m.lookup.min_match = 3;
+    m.lookup.nodraft = 4;
+    cJSON *o = hs_hx_model_to_json(&m);
+    char *text = cJSON_PrintUnformatted(o);
+    cJSON *p = cJSON_Parse(text);
+    hs_hx_model back;
+    hs_hx_model_default(&back);
+    HS_CHECK(hs_hx_model_from_json(p, &back));
+    assert_int_equal(back.lookup.max_len, 12);
+    assert_int_equal(back.lookup.min_match, 3);
+    assert_int_equal(back.lookup.nodraft, 4);
+    for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++)
+        for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
+            for (uint32_t h = 0; h < 2; h++)
+                assert_float_equal(back.lookup.accept[mb][pb][h], m.lookup.accept[mb][pb][h], 1e-6);
+    cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "lookup"), "accept"), 2);
+    cJSON_DeleteItemFromArray(row, 0);
+    assert_int_equal(hs_hx_model_from_json(p, &back), HS_ERR_FORMAT);
+    assert_non_null(strstr(hs_last_error(), "lookup.accept"));
+    cJSON_Delete(p);
+    free(text);
+    cJSON_Delete(o);
+    stbds_arrfree(r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
@@ -619,6 +799,9 @@ int main(void) {
         cmocka_unit_test(test_records_and_replay),
         cmocka_unit_test(test_rest),
         cmocka_unit_test(test_plain_decision),
+        cmocka_unit_test(test_lookup_values_and_select),
+        cmocka_unit_test(test_lookup_replay_and_records),
+        cmocka_unit_test(test_lookup_fit_and_json),
     };
     return hs_test_run_group("heterospec", tests, NULL, NULL);
 }

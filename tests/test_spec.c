@@ -99,12 +99,23 @@ static hs_tree_policy policy_of(size_t i) {
 
 /* HeteroSpec models for the exactness tests: the built-in defaults with a
  * flat verification cost (large trees, deep where the head is sure), two
- * entropy strata with a steep one (small trees, often none), and that with
+ * entropy strata with a steep one (small trees, often none), that with
  * rest 2 (after a round without candidates, two plain rounds whose head
- * consumes are cache-only). */
-#define N_HX 3
+ * consumes are cache-only), and the first with the head's nodes worth
+ * nothing and the context lookup's 0.9 (lookup chains only). All have the
+ * lookup on (the defaults' chains of 8). */
+#define N_HX 4
 static void hx_model(int which, hs_hx_model *m) {
     hs_hx_model_default(m);
+    if (which == 3) { /* the context lookup alone: the head's nodes are worth nothing */
+        hx_model(0, m);
+        m->s[0].map_p[1] = 0.0f;
+        m->lookup.min_match = 1;
+        for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++)
+            for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
+                m->lookup.accept[mb][pb][0] = m->lookup.accept[mb][pb][1] = 0.9f;
+        return;
+    }
     m->cost.n_verify = HS_HX_MAX_N;
     for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
         m->cost.t_verify[n] = 1.0 + (which ? 0.3 : 0.001) * (n - 1);
@@ -143,7 +154,7 @@ static void test_greedy_equals_plain(void **state) {
     spec_env *e = *state;
     const int32_t prompts[][6] = {{1}, {1, 403, 407}, {1, 68, 401, 259, 400, 266}, {1, 80, 87, 79}};
     const size_t lens[] = {1, 3, 6, 4};
-    uint64_t accepted = 0, moved = 0, rested = 0, accepted_rest = 0;
+    uint64_t accepted = 0, moved = 0, rested = 0, accepted_rest = 0, lookup_acc = 0, lookup_only = 0;
     /* And a prompt longer than the batch (two chunks, each consumed by the
      * head): BOS and the two golden stories' tokens, 199 in all. */
     int32_t longp[200];
@@ -189,6 +200,13 @@ static void test_greedy_equals_plain(void **state) {
                 rested += r.spec.rest_rounds;
                 accepted_rest += r.spec.accepted;
             }
+            lookup_acc += r.spec.lookup_accepted;
+            if (hi == 3) {
+                lookup_only += r.spec.lookup_only_accepted;
+                if (r.spec.accepted != r.spec.lookup_accepted)
+                    fail_msg("%s: %llu accepted, %llu of them lookup nodes", what,
+                             (unsigned long long)r.spec.accepted, (unsigned long long)r.spec.lookup_accepted);
+            }
             accepted += r.spec.accepted;
             if (r.spec.verified > r.spec.rounds * 2) moved++;
             hs_gen_result_free(&r);
@@ -202,6 +220,10 @@ static void test_greedy_equals_plain(void **state) {
     if (rested < 10 || accepted_rest < 10)
         fail_msg("rest 2: %llu rest rounds, %llu tokens accepted", (unsigned long long)rested,
                  (unsigned long long)accepted_rest);
+    /* The lookup's chains were verified and accepted, also where the head had none. */
+    if (lookup_acc < 100 || lookup_only < 20)
+        fail_msg("context lookup: %llu accepted, %llu only the lookup proposed",
+                 (unsigned long long)lookup_acc, (unsigned long long)lookup_only);
 }
 
 /* A context that ends inside rounds: trees must shrink to what fits, and the
@@ -294,10 +316,17 @@ static double two_sample_chi2(const uint32_t *a, const uint32_t *b, uint32_t n_b
 static void test_sampling_distribution(void **state) {
     spec_env *e = *state;
     enum { SEEDS = 1000, POS = 4 };
-    const int32_t prompt[] = {1, 385, 328, 432, 261}; /* "One day, a": open continuations */
-    const char *const which[] = {"eagle2", "chain", "heterospec", "heterospec rest 1"};
-    hs_sampler_params sps[4] = {hs_sampler_default_params(), hs_sampler_default_params(),
-                                hs_sampler_default_params(), hs_sampler_default_params()};
+    const int32_t open_prompt[] = {1, 385, 328, 432, 261}; /* "One day, a": open continuations */
+    /* For the lookup: a story's first 48 tokens, then its first 12 again, so
+     * the context suggests the story's 13th token on. */
+    int32_t rep_prompt[1 + 48 + 12];
+    rep_prompt[0] = 1;
+    assert_int_equal(hs_test_golden_ids(1, "greedy_generated_ids", rep_prompt + 1, 48), 48);
+    memcpy(rep_prompt + 49, rep_prompt + 1, 12 * sizeof *rep_prompt);
+    const char *const which[] = {"eagle2", "chain", "heterospec", "heterospec rest 1", "heterospec lookup"};
+    hs_sampler_params sps[5] = {hs_sampler_default_params(), hs_sampler_default_params(),
+                                hs_sampler_default_params(), hs_sampler_default_params(),
+                                hs_sampler_default_params()};
     sps[0].top_k = 0;
     sps[0].top_p = 1.0f;
     sps[0].min_p = 0.0f;
@@ -305,33 +334,40 @@ static void test_sampling_distribution(void **state) {
     sps[1].temperature = 1.0f;
     sps[2] = sps[0];
     sps[3] = sps[0];
-    hs_hx_model hm, hr;
+    sps[4] = sps[0];
+    hs_hx_model hm, hr, hl;
     hx_model(0, &hm);
+    hx_model(3, &hl);
     /* Rest under sampling: a milder slope than model 2's, so that rounds
      * with candidates and rest rounds mix within the first POS tokens. */
     hx_model(2, &hr);
     for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
         hr.cost.t_verify[n] = 1.0 + 0.08 * (n - 1);
     hr.rest = 1;
-    for (int cfg = 0; cfg < 4; cfg++) {
+    for (int cfg = 0; cfg < 5; cfg++) {
+        const int32_t *prompt = cfg == 4 ? rep_prompt : open_prompt;
+        const size_t np =
+            cfg == 4 ? sizeof rep_prompt / sizeof *rep_prompt : sizeof open_prompt / sizeof *open_prompt;
         static uint32_t plain[POS][512], spec_h[POS][512];
         memset(plain, 0, sizeof plain);
         memset(spec_h, 0, sizeof spec_h);
         hs_tree_policy pol = cfg == 0   ? hs_tree_eagle2(4, 3, 12)
                              : cfg == 1 ? hs_tree_chain(4)
                              : cfg == 2 ? hs_heterospec_policy(&hm)
-                                        : hs_heterospec_policy(&hr);
+                             : cfg == 3 ? hs_heterospec_policy(&hr)
+                                        : hs_heterospec_policy(&hl);
         hs_spec *spec;
         HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
-        uint64_t accepted = 0, rested = 0;
+        uint64_t accepted = 0, rested = 0, lookup_only = 0;
         for (uint32_t seed = 0; seed < SEEDS; seed++) {
             hs_sampler_params sp = sps[cfg];
             sp.seed = seed;
             hs_gen_result a, b;
-            gen(e->m, e->tok, NULL, prompt, sizeof prompt / sizeof prompt[0], POS + 1, &sp, &a);
+            gen(e->m, e->tok, NULL, prompt, np, POS + 1, &sp, &a);
             sp.seed = seed + 1000003u; /* independent draws for the other sample */
-            gen(e->m, e->tok, spec, prompt, sizeof prompt / sizeof prompt[0], POS + 1, &sp, &b);
+            gen(e->m, e->tok, spec, prompt, np, POS + 1, &sp, &b);
             accepted += b.spec.accepted;
+            lookup_only += b.spec.lookup_only_accepted;
             rested += b.spec.rest_rounds;
             for (uint32_t k = 1; k <= POS; k++) {
                 if (k < a.n_gen) plain[k - 1][a.ids[k]]++;
@@ -342,9 +378,12 @@ static void test_sampling_distribution(void **state) {
         }
         hs_spec_destroy(spec);
         /* Drafts were accepted, so acceptance was exercised (and with rest, rest rounds sampled). */
-        if (accepted <= (cfg == 3 ? SEEDS / 8 : SEEDS / 2) || (cfg == 3 && rested < SEEDS / 4))
-            fail_msg("%s: %llu tokens accepted, %llu rest rounds over %d seeds", which[cfg],
-                     (unsigned long long)accepted, (unsigned long long)rested, SEEDS);
+        if (accepted <= (cfg == 3 ? SEEDS / 8 : SEEDS / 2) || (cfg == 3 && rested < SEEDS / 4) ||
+            (cfg == 4 && lookup_only < SEEDS / 2))
+            fail_msg("%s: %llu tokens accepted (%llu only the lookup proposed), %llu rest rounds over %d "
+                     "seeds",
+                     which[cfg], (unsigned long long)accepted, (unsigned long long)lookup_only,
+                     (unsigned long long)rested, SEEDS);
         /* Each position alone, and all together (sum of the statistics and
          * of the degrees of freedom). */
         double worst = 0, all = 0;
@@ -361,8 +400,9 @@ static void test_sampling_distribution(void **state) {
         }
         const double z_all = chi2_z(all, all_dof);
         snprintf(report + strlen(report), sizeof report - strlen(report), "; together z %.1f", z_all);
-        fprintf(stderr, "sampling %s, filters %d:%s (%llu accepted, %llu rest rounds)\n", which[cfg],
-                cfg == 1, report, (unsigned long long)accepted, (unsigned long long)rested);
+        fprintf(stderr, "sampling %s, filters %d:%s (%llu accepted, %llu lookup-only, %llu rest rounds)\n",
+                which[cfg], cfg == 1, report, (unsigned long long)accepted, (unsigned long long)lookup_only,
+                (unsigned long long)rested);
         if (worst > 4.5 || z_all > 4.0)
             fail_msg("%s, filters %d: speculative tokens differ from plain sampling:%s", which[cfg], cfg == 1,
                      report);

@@ -243,6 +243,136 @@ static void test_verify_list_errors(void **state) {
     hs_tree_free(&t);
 }
 
+/* ---- context lookup ---- */
+
+/* The reference lookup, written independently: the match length at every
+ * earlier end (capped), the longest (latest on ties) at least min_match long,
+ * then the chain by extending a copy of the sequence one token at a time. */
+static uint32_t ref_lookup(const int32_t *hist, uint32_t n, uint32_t min_match, uint32_t len, int32_t *out,
+                           uint32_t *match) {
+    int32_t ext[256];
+    uint32_t best = 0, best_e = 0;
+    for (uint32_t e = 0; e + 1 < n; e++) {
+        uint32_t m = 0;
+        while (m < HS_LOOKUP_MAX_MATCH && m <= e && hist[e - m] == hist[n - 1 - m])
+            m++;
+        if (m >= best && m > 0) {
+            best = m;
+            best_e = e;
+        }
+    }
+    *match = 0;
+    if (best < (min_match ? min_match : 1)) return 0;
+    memcpy(ext, hist, sizeof *hist * n);
+    for (uint32_t i = 0; i < len; i++) {
+        ext[n + i] = ext[best_e + 1 + i];
+        out[i] = ext[n + i];
+    }
+    *match = best;
+    return len;
+}
+
+static void test_lookup(void **state) {
+    (void)state;
+    int32_t out[HS_LOOKUP_MAX_LEN], ref[HS_LOOKUP_MAX_LEN];
+    uint32_t m, rm;
+    /* 5 6 7 5 6: "5 6" ended at 1, then 7 5 6 and the period 7 5 6 again. */
+    const int32_t a[] = {5, 6, 7, 5, 6};
+    assert_int_equal(hs_lookup(a, 5, 1, 6, out, &m), 6);
+    assert_int_equal(m, 2);
+    const int32_t want[] = {7, 5, 6, 7, 5, 6};
+    assert_memory_equal(out, want, sizeof want);
+    assert_int_equal(hs_lookup(a, 5, 3, 6, out, &m), 0); /* shorter than min_match */
+    assert_int_equal(m, 0);
+    const int32_t b[] = {1, 2, 3};
+    assert_int_equal(hs_lookup(b, 3, 1, 4, out, &m), 0);
+    /* The latest of equally long matches: 9 1 4 ... 9 1 8 ... 9 1 -> 8. */
+    const int32_t c[] = {9, 1, 4, 0, 9, 1, 8, 0, 3, 9, 1};
+    assert_int_equal(hs_lookup(c, 11, 1, 2, out, &m), 2);
+    assert_int_equal(m, 2);
+    assert_int_equal(out[0], 8);
+    assert_int_equal(out[1], 0);
+    /* Against the reference on random sequences over small alphabets. */
+    uint32_t seed = 12345, found = 0;
+    for (int trial = 0; trial < 2000; trial++) {
+        int32_t h[120];
+        const uint32_t n = 2 + trial % 110, alpha = 2 + (uint32_t)trial % 5, min = 1 + (uint32_t)trial % 4,
+                       len = 1 + (uint32_t)trial % HS_LOOKUP_MAX_LEN;
+        for (uint32_t i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            h[i] = (int32_t)((seed >> 16) % alpha);
+        }
+        const uint32_t got = hs_lookup(h, n, min, len, out, &m), exp = ref_lookup(h, n, min, len, ref, &rm);
+        assert_int_equal(got, exp);
+        assert_int_equal(m, rm);
+        if (got) assert_memory_equal(out, ref, sizeof *out * got);
+        found += got > 0;
+    }
+    assert_true(found > 1000);
+}
+
+static void test_add_lookup(void **state) {
+    (void)state;
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 64));
+    hs_tree_reset(&t, 7);
+    hs_topk_result r = fake_topk(0, K);
+    HS_CHECK(hs_tree_add_children(&t, 0, &r)); /* nodes 1..4 */
+    r = fake_topk(3, K);
+    HS_CHECK(hs_tree_add_children(&t, 3, &r)); /* nodes 5..8, children of 3 */
+    const int32_t t3 = t.nodes[3].token, t6 = t.nodes[6].token;
+    /* The chain follows the head's nodes 3 and 6, then adds two lookup-only nodes. */
+    const int32_t chain[] = {t3, t6, 1001, 1002};
+    HS_CHECK(hs_tree_add_lookup(&t, chain, 4, 5));
+    assert_int_equal(t.n, 11);
+    assert_int_equal(t.nodes[3].src, HS_NODE_HEAD | HS_NODE_LOOKUP);
+    assert_int_equal(t.nodes[6].src, HS_NODE_HEAD | HS_NODE_LOOKUP);
+    assert_int_equal(t.nodes[6].lpos, 1);
+    assert_int_equal(t.nodes[1].src, HS_NODE_HEAD);
+    for (uint32_t v = 9; v <= 10; v++) {
+        const hs_tree_node *x = &t.nodes[v];
+        assert_int_equal(x->src, HS_NODE_LOOKUP);
+        assert_int_equal(x->token, chain[v - 7]);
+        assert_int_equal(x->parent, v == 9 ? 6 : 9);
+        assert_int_equal(x->depth, v - 6);
+        assert_int_equal(x->lpos, v - 7);
+        assert_int_equal(x->match, 5);
+        assert_true(x->q == 0 && x->slot < 0);
+    }
+    assert_int_equal(t.nodes[3].n_children, K); /* the head's children stay contiguous */
+    /* Merging the same chain again adds nothing; a diverging one branches. */
+    HS_CHECK(hs_tree_add_lookup(&t, chain, 4, 5));
+    assert_int_equal(t.n, 11);
+    const int32_t other[] = {t3, 2002};
+    HS_CHECK(hs_tree_add_lookup(&t, other, 2, 1));
+    assert_int_equal(t.n, 12);
+    assert_int_equal(t.nodes[11].parent, 3);
+    assert_int_equal(t.nodes[3].match, 1);
+    /* EAGLE-2 and static trees never select lookup-only nodes; the list takes them. */
+    uint32_t sel[64];
+    const hs_tree_policy e2 = hs_tree_eagle2(4, 4, 60), st = hs_tree_static((uint32_t[]){4, 4}, 2);
+    uint32_t n = e2.select(&e2, &t, sel, 64);
+    assert_int_equal(n, 8);
+    for (uint32_t i = 0; i < n; i++)
+        assert_true(t.nodes[sel[i]].src & HS_NODE_HEAD);
+    n = st.select(&st, &t, sel, 64);
+    assert_int_equal(n, 8);
+    for (uint32_t i = 0; i < n; i++)
+        assert_true(t.nodes[sel[i]].src & HS_NODE_HEAD);
+    int32_t tokens[16], parents[16];
+    uint32_t nodes[16];
+    HS_CHECK(hs_tree_verify_list(&t, (uint32_t[]){3, 6, 9, 10}, 4, tokens, parents, nodes));
+    assert_int_equal(tokens[3], 1001);
+    assert_int_equal(parents[4], 3);
+    /* A full tree refuses the chain. */
+    hs_tree small;
+    HS_CHECK(hs_tree_init(&small, 2));
+    hs_tree_reset(&small, 1);
+    assert_int_equal(hs_tree_add_lookup(&small, chain, 4, 2), HS_ERR_OUT_OF_RANGE);
+    hs_tree_free(&small);
+    hs_tree_free(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chain),
@@ -250,6 +380,8 @@ int main(void) {
         cmocka_unit_test(test_eagle2),
         cmocka_unit_test(test_eagle2_small_total),
         cmocka_unit_test(test_verify_list_errors),
+        cmocka_unit_test(test_lookup),
+        cmocka_unit_test(test_add_lookup),
     };
     return hs_test_run_group("tree", tests, NULL, NULL);
 }
