@@ -42,9 +42,11 @@ static void usage(FILE *f) {
                "  --seed S           sampling seed (default 0)\n"
                "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
                "                     ar | chain[/dD] | static[/B1xB2x..] | eagle2[/kK][/dD][/nN]\n"
-               "                     | heterospec[/lL] | eagle2-tuned\n"
+               "                     | heterospec[/lL] | eagle2-tuned | lookup[/lL][/mM]\n"
                "                     (d: depth, k: draft top-k, n: tree size, l: context lookup\n"
-               "                     chain length, 0 off; defaults as generate;\n"
+               "                     chain length, 0 off; lookup: prompt lookup decoding without\n"
+               "                     the head, chains of L (default 3) after matches of M+ tokens\n"
+               "                     (default 2); other defaults as generate;\n"
                "                     heterospec and eagle2-tuned take this device's calibration,\n"
                "                     see heterospec calibrate)\n"
                "  --calibration F    calibration JSON for heterospec and eagle2-tuned\n"
@@ -178,7 +180,8 @@ static hs_status parse_method(const char *text, method *m) {
         int *dst = part[0] == 'd'   ? &s.depth
                    : part[0] == 'k' ? &s.top_k
                    : part[0] == 'n' ? &s.tree_size
-                   : part[0] == 'l' && !strcmp(name, "heterospec") ? &m->lookup
+                   : part[0] == 'l' && (!strcmp(name, "heterospec") || !strcmp(name, "lookup")) ? &m->lookup
+                   : part[0] == 'm' && !strcmp(name, "lookup")                                 ? &s.depth
                                     : NULL;
         if (!strcmp(name, "static")) {
             snprintf(tree, sizeof tree, "%s", part);
@@ -194,6 +197,7 @@ static hs_status parse_method(const char *text, method *m) {
             return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: unknown part '%s'", text, part);
         }
     }
+    s.lookup = m->lookup;
     HS_TRY(hs_cli_spec_policy(&s, &m->policy));
 fail:
     return st;
@@ -387,7 +391,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
     }
     for (int i = 0; i < nm; i++)
         if (!ms[i].ar && !ms[i].plain &&
-            hs_spec_create(sm.target, sm.head, &ms[i].policy, &ms[i].spec) != HS_OK)
+            hs_spec_create(sm.target, strcmp(ms[i].policy.name, "lookup") ? sm.head : NULL, &ms[i].policy,
+                           &ms[i].spec) != HS_OK)
             goto fail;
     const bool json = !strcmp(a.out, "json");
     if (!json) {

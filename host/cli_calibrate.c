@@ -456,6 +456,22 @@ int hs_cli_calibrate(int argc, char **argv) {
         nolk.lookup.max_len = 0;
         const hs_tree_policy hp_nolk = hs_heterospec_policy(&nolk);
         if (hs_hx_replay(&hp_nolk, &m.cost, rec.rounds, n_rounds, &r_nolk) != HS_OK) goto fail;
+        /* Prompt lookup without the head (bench-spec's lookup method): no consume to pay. */
+        hs_hx_cost no_head = m.cost;
+        no_head.t_consume = no_head.t_consume_cache = 0;
+        static const uint32_t lk_lens[] = {1, 2, 3, 4, 6, 8, 12, 16};
+        hs_hx_replay_result r_lk = {0}, r;
+        uint32_t lk_len = 0, lk_min = 0;
+        for (uint32_t a = 0; a < sizeof lk_lens / sizeof *lk_lens; a++)
+            for (uint32_t b = 1; b <= 4; b++) {
+                const hs_tree_policy lp = hs_tree_lookup(lk_lens[a], b);
+                if (hs_hx_replay(&lp, &no_head, rec.rounds, n_rounds, &r) != HS_OK) goto fail;
+                if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(&r_lk)) {
+                    r_lk = r;
+                    lk_len = lk_lens[a];
+                    lk_min = b;
+                }
+            }
         const hs_tree_policy e2d = hs_tree_eagle2(10, 5, 60);
         if (hs_hx_replay(&e2d, &m.cost, rec.rounds, n_rounds, &r_e2d) != HS_OK) goto fail;
         printf("\nstrata on %s (log-likelihood %.4f per record):\n\n| stratum | records | accept | look | "
@@ -491,6 +507,8 @@ int hs_cli_calibrate(int argc, char **argv) {
         snprintf(label, sizeof label, "eagle2 best: k%u/d%u/n%u", e2.top_k, e2.depth, e2.total);
         print_replay(label, &e2.replay);
         print_replay("eagle2 k10/d5/n60", &r_e2d);
+        snprintf(label, sizeof label, "lookup without the head, best: l%u/m%u", lk_len, lk_min);
+        print_replay(label, &r_lk);
         m.plain = !hs_hx_speculation_pays(&r_tuned);
         if (m.plain)
             printf("\nno tree pays here (tuned heterospec %.2fx plain decoding): generation with this "

@@ -95,12 +95,21 @@ hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out) {
             return HS_FAIL(HS_ERR_INVALID_ARG, "--depth %d: must be 1..%u", d, HS_TREE_MAX_DEPTH - 2);
         if (n < 1) return HS_FAIL(HS_ERR_INVALID_ARG, "--tree-size %d: must be >= 1", n);
         *out = hs_tree_eagle2((uint32_t)k, (uint32_t)d, (uint32_t)n);
+    } else if (!strcmp(s->method, "lookup")) {
+        /* Chains of 3 after matches of 2+ tokens: what `calibrate` (greedy, SmolLM2 on lavapipe, questions
+         * 1-5 of each set) replays best of chains 1..16 x matches 1..4 ("lookup without the head, best"). */
+        const int n = s->lookup >= 0 ? s->lookup : 3, m = pick(s->depth, 2);
+        if (n < 1 || m < 1 || m > (int)HS_LOOKUP_MAX_MATCH)
+            return HS_FAIL(HS_ERR_INVALID_ARG,
+                           "--spec lookup: --lookup %d must be 1..%u, --depth (the shortest match) %d 1..%u", n,
+                           HS_LOOKUP_MAX_LEN, m, HS_LOOKUP_MAX_MATCH);
+        *out = hs_tree_lookup((uint32_t)n, (uint32_t)m);
     } else if (!strcmp(s->method, "heterospec")) {
         /* Its calibration is attached once the head is known (hs_cli_spec_load). */
         *out = (hs_tree_policy){.name = "heterospec"};
     } else {
-        return HS_FAIL(HS_ERR_INVALID_ARG, "--spec %s: expected none, chain, static, eagle2 or heterospec",
-                       s->method);
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "--spec %s: expected none, chain, static, eagle2, heterospec or lookup", s->method);
     }
 fail:
     return st;
@@ -184,6 +193,13 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
         else
             fprintf(stderr, "[heterospec] no draft head fits this model: plain decoding (%s)\n", hs_last_error());
     }
+    const bool lookup_only = !strcmp(s->method, "lookup");
+    if (lookup_only) {
+        HS_TRY(hs_cli_spec_policy(s, &out->policy));
+        HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
+        HS_TRY(hs_spec_create(out->target, NULL, &out->policy, &out->spec));
+        return HS_OK;
+    }
     if (hs_cli_spec_on(s)) {
         HS_TRY(hs_cli_spec_policy(s, &out->policy));
         if (s->head)
@@ -248,8 +264,11 @@ double hs_spec_verified_per_round(const hs_spec_stats *s) {
 void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result *r) {
     const hs_spec_stats *s = &r->spec;
     if (!m->spec) return;
-    fprintf(f, "[heterospec] draft: %s, head %s (%s weights)\n", m->policy.name, m->head_path,
-            hs_cli_head_weights_name(m->head));
+    if (m->head)
+        fprintf(f, "[heterospec] draft: %s, head %s (%s weights)\n", m->policy.name, m->head_path,
+                hs_cli_head_weights_name(m->head));
+    else
+        fprintf(f, "[heterospec] draft: %s (no head)\n", m->policy.name);
     if (m->policy.expand && !strcmp(m->policy.name, "heterospec"))
         fprintf(f, "[heterospec] calibration: %s\n", m->hx.source);
     if (m->policy.lookup)
@@ -284,7 +303,7 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
 void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result *r) {
     const hs_spec_stats *s = &r->spec;
     cJSON_AddStringToObject(o, "spec", m->spec ? m->policy.name : "none");
-    if (m->spec) {
+    if (m->spec && m->head) {
         cJSON_AddStringToObject(o, "head", m->head_path);
         cJSON_AddStringToObject(o, "head_weights", hs_cli_head_weights_name(m->head));
     }

@@ -32,7 +32,7 @@ struct hs_spec {
 
 /* Candidates per tree: every expanded node adds the head's K children. */
 static uint32_t tree_cap(const hs_spec *s) {
-    return 1 + (1 + hs_tree_policy_max_drafted(&s->policy)) * hs_eagle3_top_k(s->head) +
+    return 1 + (s->head ? (1 + hs_tree_policy_max_drafted(&s->policy)) * hs_eagle3_top_k(s->head) : 0) +
            (s->policy.lookup ? HS_LOOKUP_MAX_LEN : 0);
 }
 
@@ -41,6 +41,12 @@ hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy
     *out = NULL;
     hs_spec *s = calloc(1, sizeof *s);
     if (!s) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_spec_create: out of memory");
+    if (!head && !policy->lookup) {
+        free(s);
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_create: policy %s needs a draft head (only the context "
+                                           "lookup drafts without one)",
+                       policy->name ? policy->name : "?");
+    }
     s->target = target;
     s->head = head;
     s->policy = *policy;
@@ -92,7 +98,7 @@ void hs_spec_destroy(hs_spec *s) {
 }
 
 void hs_spec_reset(hs_spec *s) {
-    hs_eagle3_reset(s->head);
+    if (s->head) hs_eagle3_reset(s->head);
     s->have_root = false;
     s->rest_left = 0;
     memset(&s->stats, 0, sizeof s->stats);
@@ -109,6 +115,7 @@ void hs_spec_set_observer(hs_spec *s, hs_spec_observer fn, void *user) {
 static hs_status consume(hs_spec *s, const uint32_t *slots, const int32_t *next, uint32_t n) {
     hs_status st = HS_OK;
     const hs_topk_result *root;
+    if (!s->head) return HS_OK; /* the lookup alone: nothing to consume */
     const double t0 = hs_now_s();
     if (s->rest_left) {
         HS_TRY(hs_eagle3_consume_cache(s->head, slots, next, n));
@@ -162,7 +169,7 @@ static hs_status draft(hs_spec *s, int32_t root, uint32_t max_new, uint32_t room
     }
     const bool no_draft = p->lookup_nodraft && s->n_lookup && s->lookup_match >= p->lookup_nodraft;
     if (max_depth > 0) HS_TRY(hs_tree_add_children(t, 0, &s->root_topk));
-    hs_eagle3_reset_tree(s->head);
+    if (s->head) hs_eagle3_reset_tree(s->head);
     for (uint32_t level = 1; level < max_depth && !no_draft; level++) {
         /* Head slots: as many as its tree and its cache have left. */
         const uint32_t used = hs_eagle3_n_slots(s->head), max_nodes = hs_eagle3_max_nodes(s->head);
@@ -241,9 +248,9 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
                         uint32_t *n_out) {
     hs_status st = HS_OK;
     *n_out = 0;
-    if (!s->have_root && !s->rest_left)
+    if (s->head && !s->have_root && !s->rest_left)
         return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_round: the head has consumed nothing yet");
-    const bool resting = !s->have_root;
+    const bool resting = s->head && !s->have_root;
     if (max_new == 0) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_round: max_new is 0");
     const uint32_t n_vocab = hs_llama_cfg(s->target)->n_vocab;
     const uint32_t room = hs_llama_n_ctx(s->target) - hs_llama_n_past(s->target);

@@ -94,6 +94,8 @@ typedef struct hs_spec_round_info {
 } hs_spec_round_info;
 typedef void (*hs_spec_observer)(void *user, const hs_spec_round_info *r);
 
+/* head may be NULL for a policy that drafts with the context lookup alone
+ * (hs_tree_lookup): no head consumes, no draft levels. */
 hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy *policy, hs_spec **out);
 void hs_spec_destroy(hs_spec *s);
 /* Forgets the head's context and the statistics (the engine resets the target). */

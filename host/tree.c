@@ -303,5 +303,28 @@ hs_tree_policy hs_tree_eagle2(uint32_t top_k, uint32_t depth, uint32_t total) {
     return p;
 }
 
+/* ---- context lookup alone ---- */
+
+static uint32_t lookup_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t level, uint32_t *sel,
+                              uint32_t cap) {
+    return 0;
+}
+
+static uint32_t lookup_select(const hs_tree_policy *p, const hs_tree *t, uint32_t *sel, uint32_t cap) {
+    uint32_t n = 0;
+    for (uint32_t v = 1; v < t->n && n < cap; v++) /* the chain, root side first */
+        if (t->nodes[v].src & HS_NODE_LOOKUP) sel[n++] = v;
+    return n;
+}
+
+hs_tree_policy hs_tree_lookup(uint32_t len, uint32_t min_match) {
+    hs_tree_policy p = {.name = "lookup", .expand = lookup_expand, .select = lookup_select};
+    p.lookup = len > HS_LOOKUP_MAX_LEN ? HS_LOOKUP_MAX_LEN : len;
+    p.lookup_min = min_match ? min_match : 1;
+    p.depth = p.lookup;
+    p.max_verify = p.lookup;
+    return p;
+}
+
 uint32_t hs_tree_policy_max_verify(const hs_tree_policy *p) { return p->max_verify; }
 uint32_t hs_tree_policy_max_drafted(const hs_tree_policy *p) { return p->max_drafted; }

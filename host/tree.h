@@ -157,6 +157,11 @@ hs_status hs_tree_static_parse(const char *text, hs_tree_policy *out);
  * whose nodes could not be among them (level >= total) are not drafted. */
 hs_tree_policy hs_tree_eagle2(uint32_t top_k, uint32_t depth, uint32_t total);
 
+/* Context lookup alone (prompt lookup decoding, as llama.cpp's lookup
+ * example; no head): every round verifies the lookup chain of up to len
+ * tokens after a match of at least min_match tokens, and nothing else. */
+hs_tree_policy hs_tree_lookup(uint32_t len, uint32_t min_match);
+
 /* p->max_verify and p->max_drafted. */
 uint32_t hs_tree_policy_max_verify(const hs_tree_policy *p);
 uint32_t hs_tree_policy_max_drafted(const hs_tree_policy *p);

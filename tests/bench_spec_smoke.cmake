@@ -1,14 +1,16 @@
 # bench-spec end to end on stories260K with its committed head: every method
 # (heterospec and eagle2-tuned with a calibration file written here) runs on
-# the same questions, exits 0, and in the JSON report every method's greedy
+# the same questions (also heterospec without its context lookup and prompt
+# lookup without a head), exits 0, and in the JSON report every method's greedy
 # output equals ar's on every question, and tau >= 1; then two temperatures
 # in one run.
 #   cmake -DHS=<heterospec> -DMODEL=<gguf> -DDATA=<bench dir> -DWORK=<dir> -P bench_spec_smoke.cmake
 file(MAKE_DIRECTORY ${WORK})
 # Only the EAGLE-2 choice: heterospec keeps its built-in strata and costs.
 file(WRITE ${WORK}/cal.json "{\"kind\": \"heterospec-calibration\", \"eagle2_tuned\": {\"top_k\": 2, \"depth\": 3, \"total\": 6}}")
+set(methods "chain/d3,ar,eagle2/k4/d3/n8,static/2x2,heterospec,eagle2-tuned,heterospec/l0,lookup/l6/m1")
 execute_process(COMMAND ${HS} bench-spec -m ${MODEL} --no-chat --data ${DATA} --sets gsm8k,alpaca --questions 1-2
-                        -n 12 --methods chain/d3,ar,eagle2/k4/d3/n8,static/2x2,heterospec,eagle2-tuned
+                        -n 12 --methods ${methods}
                         --calibration ${WORK}/cal.json -o json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
@@ -18,8 +20,8 @@ if(NOT err MATCHES "\\[bench-spec\\] alpaca 2/2  question 2/2")
   message(FATAL_ERROR "bench-spec printed no progress line:\n${err}")
 endif()
 string(JSON n LENGTH "${out}" all)
-if(NOT n EQUAL 6)
-  message(FATAL_ERROR "expected 6 methods in \"all\", got ${n}:\n${out}")
+if(NOT n EQUAL 8)
+  message(FATAL_ERROR "expected 8 methods in \"all\", got ${n}:\n${out}")
 endif()
 string(JSON tuned GET "${out}" all 5 method)
 if(NOT tuned STREQUAL "eagle2-tuned (k2/d3/n6)")

@@ -154,7 +154,8 @@ static void test_greedy_equals_plain(void **state) {
     spec_env *e = *state;
     const int32_t prompts[][6] = {{1}, {1, 403, 407}, {1, 68, 401, 259, 400, 266}, {1, 80, 87, 79}};
     const size_t lens[] = {1, 3, 6, 4};
-    uint64_t accepted = 0, moved = 0, rested = 0, accepted_rest = 0, lookup_acc = 0, lookup_only = 0;
+    uint64_t accepted = 0, moved = 0, rested = 0, accepted_rest = 0, lookup_acc = 0, lookup_only = 0,
+             lookup_headless = 0;
     /* And a prompt longer than the batch (two chunks, each consumed by the
      * head): BOS and the two golden stories' tokens, 199 in all. */
     int32_t longp[200];
@@ -212,8 +213,34 @@ static void test_greedy_equals_plain(void **state) {
             hs_gen_result_free(&r);
             hs_spec_destroy(spec);
         }
+        /* Prompt lookup decoding without the head (chains of 4 after 2+ tokens, of 8 after 1+). */
+        for (int li = 0; li < 2; li++) {
+            const hs_tree_policy pol = li ? hs_tree_lookup(8, 1) : hs_tree_lookup(4, 2);
+            hs_spec *spec;
+            HS_CHECK(hs_spec_create(e->m, NULL, &pol, &spec));
+            hs_gen_result r;
+            gen(e->m, e->tok, spec, prompt, np, 200, NULL, &r);
+            char what[96];
+            snprintf(what, sizeof what, "prompt %zu, lookup %u/%u without a head", pi, pol.lookup,
+                     pol.lookup_min);
+            assert_same(&ref, &r, what);
+            if (r.spec.accepted != r.spec.lookup_only_accepted || r.spec.head_rows)
+                fail_msg("%s: %llu accepted, %llu lookup-only, %llu head rows", what,
+                         (unsigned long long)r.spec.accepted, (unsigned long long)r.spec.lookup_only_accepted,
+                         (unsigned long long)r.spec.head_rows);
+            lookup_headless += r.spec.accepted;
+            hs_gen_result_free(&r);
+            hs_spec_destroy(spec);
+        }
         hs_gen_result_free(&ref);
     }
+    if (lookup_headless < 100)
+        fail_msg("lookup without a head: %llu tokens accepted", (unsigned long long)lookup_headless);
+    /* Only the lookup drafts without a head. */
+    const hs_tree_policy chain = hs_tree_chain(2);
+    hs_spec *none = NULL;
+    assert_int_equal(hs_spec_create(e->m, NULL, &chain, &none), HS_ERR_INVALID_ARG);
+    assert_null(none);
     if (accepted < 100) fail_msg("the head got only %llu tokens accepted", (unsigned long long)accepted);
     assert_true(moved > 0);
     /* Rest happened, and drafting resumed after it. */

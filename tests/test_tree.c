@@ -364,6 +364,16 @@ static void test_add_lookup(void **state) {
     HS_CHECK(hs_tree_verify_list(&t, (uint32_t[]){3, 6, 9, 10}, 4, tokens, parents, nodes));
     assert_int_equal(tokens[3], 1001);
     assert_int_equal(parents[4], 3);
+    /* The lookup policy alone verifies the chain's nodes, head-proposed or not, and drafts nothing. */
+    const hs_tree_policy lp = hs_tree_lookup(4, 2);
+    assert_int_equal(lp.lookup, 4);
+    assert_int_equal(lp.lookup_min, 2);
+    assert_int_equal(lp.expand(&lp, &t, 1, sel, 64), 0);
+    n = lp.select(&lp, &t, sel, 64);
+    assert_int_equal(n, 5); /* 3, 6, 9, 10 and the diverging 11 */
+    assert_int_equal(sel[0], 3);
+    assert_int_equal(sel[4], 11);
+    assert_int_equal(lp.select(&lp, &t, sel, 2), 2);
     /* A full tree refuses the chain. */
     hs_tree small;
     HS_CHECK(hs_tree_init(&small, 2));
