@@ -46,10 +46,14 @@ float hs_hx_accept(const hs_hx_stratum *s, float q) {
     return s->map_p[s->n_map - 1];
 }
 
+/* The table cell of a match length (buckets 1, 2, 3, 4+) and a place in the chain (0, 1, 2, 3+). */
+static uint32_t lk_match_bucket(uint32_t match) {
+    return match < 1 ? 0 : match > HS_HX_LK_MATCH ? HS_HX_LK_MATCH - 1 : match - 1;
+}
+static uint32_t lk_pos_bucket(uint32_t pos) { return pos >= HS_HX_LK_POS ? HS_HX_LK_POS - 1 : pos; }
+
 float hs_hx_lookup_accept(const hs_hx_lookup *l, const hs_tree_node *v) {
-    const uint32_t mb = v->match < 1 ? 0 : v->match > HS_HX_LK_MATCH ? HS_HX_LK_MATCH - 1 : v->match - 1u;
-    const uint32_t pb = v->lpos >= HS_HX_LK_POS ? HS_HX_LK_POS - 1 : v->lpos;
-    return l->accept[mb][pb][(v->src & HS_NODE_HEAD) ? 1 : 0];
+    return l->accept[lk_match_bucket(v->match)][lk_pos_bucket(v->lpos)][(v->src & HS_NODE_HEAD) ? 1 : 0];
 }
 
 void hs_hx_values(const hs_hx_model *m, const hs_tree *t, float *V) {
@@ -495,10 +499,7 @@ void hs_hx_fit_lookup(const hs_hx_lookup_record *r, uint32_t n, hs_hx_lookup *l)
     double a[HS_HX_LK_MATCH][HS_HX_LK_POS][2] = {{{0}}}, c[HS_HX_LK_MATCH][HS_HX_LK_POS][2] = {{{0}}};
     double all_a = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const uint32_t mb = r[i].match < 1                ? 0
-                            : r[i].match > HS_HX_LK_MATCH ? HS_HX_LK_MATCH - 1
-                                                          : r[i].match - 1;
-        const uint32_t pb = r[i].pos >= HS_HX_LK_POS ? HS_HX_LK_POS - 1 : r[i].pos;
+        const uint32_t mb = lk_match_bucket(r[i].match), pb = lk_pos_bucket(r[i].pos);
         a[mb][pb][r[i].head] += r[i].accepted;
         c[mb][pb][r[i].head]++;
         all_a += r[i].accepted;

@@ -265,6 +265,24 @@ fail:
     return st;
 }
 
+/* Replays m with its lookup set to *trial; keeps the trial (and *best) if it
+ * beats *best, else puts the lookup back. */
+static hs_status try_lookup(hs_hx_model *m, const hs_hx_lookup *trial, const hs_hx_round *rounds, uint32_t n,
+                            hs_hx_replay_result *best) {
+    hs_status st = HS_OK;
+    const hs_hx_lookup l0 = m->lookup;
+    m->lookup = *trial;
+    const hs_tree_policy q = hs_heterospec_policy(m);
+    hs_hx_replay_result r;
+    HS_TRY(hs_hx_replay(&q, &m->cost, rounds, n, &r));
+    if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(best) * (1 + 1e-6))
+        *best = r;
+    else
+        m->lookup = l0;
+fail:
+    return st;
+}
+
 /* The lookup's chain length and shortest match, then the match that skips
  * drafting, if a setting beats *best (updated). */
 static hs_status search_lookup(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n,
@@ -272,30 +290,17 @@ static hs_status search_lookup(hs_hx_model *m, const hs_hx_round *rounds, uint32
     hs_status st = HS_OK;
     static const uint32_t lens[] = {0, 2, 3, 4, 6, 8, 12, 16}, mins[] = {1, 2, 3, 4},
                           nodrafts[] = {0, 2, 3, 4, 6, 8};
-    hs_hx_lookup *l = &m->lookup;
     for (uint32_t a = 0; a < sizeof lens / sizeof *lens; a++)
         for (uint32_t b = 0; b < sizeof mins / sizeof *mins; b++) {
-            const hs_hx_lookup l0 = *l;
-            l->max_len = lens[a];
-            l->min_match = mins[b];
-            const hs_tree_policy q = hs_heterospec_policy(m);
-            hs_hx_replay_result r;
-            HS_TRY(hs_hx_replay(&q, &m->cost, rounds, n, &r));
-            if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(best) * (1 + 1e-6))
-                *best = r;
-            else
-                *l = l0;
+            hs_hx_lookup t = m->lookup;
+            t.max_len = lens[a];
+            t.min_match = mins[b];
+            HS_TRY(try_lookup(m, &t, rounds, n, best));
         }
-    for (uint32_t c = 0; l->max_len && c < sizeof nodrafts / sizeof *nodrafts; c++) {
-        const hs_hx_lookup l0 = *l;
-        l->nodraft = nodrafts[c];
-        const hs_tree_policy q = hs_heterospec_policy(m);
-        hs_hx_replay_result r;
-        HS_TRY(hs_hx_replay(&q, &m->cost, rounds, n, &r));
-        if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(best) * (1 + 1e-6))
-            *best = r;
-        else
-            *l = l0;
+    for (uint32_t c = 0; m->lookup.max_len && c < sizeof nodrafts / sizeof *nodrafts; c++) {
+        hs_hx_lookup t = m->lookup;
+        t.nodraft = nodrafts[c];
+        HS_TRY(try_lookup(m, &t, rounds, n, best));
     }
 fail:
     return st;
