@@ -42,9 +42,10 @@ static void usage(FILE *f) {
                "  --seed S           sampling seed (default 0)\n"
                "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
                "                     ar | chain[/dD] | static[/B1xB2x..] | eagle2[/kK][/dD][/nN]\n"
-               "                     | heterospec[/lL] | eagle2-tuned | lookup[/lL][/mM]\n"
+               "                     | heterospec[/lL][/f0] | eagle2-tuned | lookup[/lL][/mM]\n"
                "                     (d: depth, k: draft top-k, n: tree size, l: context lookup\n"
-               "                     chain length, 0 off; lookup: prompt lookup decoding without\n"
+               "                     chain length, 0 off; f0: heterospec without its acceptance\n"
+               "                     feedback; lookup: prompt lookup decoding without\n"
                "                     the head, chains of L (default 3) after matches of M+ tokens\n"
                "                     (default 2); other defaults as generate;\n"
                "                     heterospec and eagle2-tuned take this device's calibration,\n"
@@ -61,6 +62,7 @@ typedef struct method {
     int ar_ref; /* the ar method at the same temperature, -1 if none */
     hs_tree_policy policy;
     int lookup;    /* heterospec/lN: context lookup chain length (0: off); -1: the calibration's */
+    int feedback;  /* heterospec/f0: 0 turns the acceptance feedback off; -1: the calibration's */
     hs_spec *spec; /* NULL for ar and plain */
     bool plain;    /* heterospec whose calibration found that no tree pays here: decodes plainly */
 } method;
@@ -158,6 +160,7 @@ static hs_status parse_method(const char *text, method *m) {
     memset(m, 0, sizeof *m);
     snprintf(m->label, sizeof m->label, "%s", text);
     m->lookup = -1;
+    m->feedback = -1;
     char buf[64];
     snprintf(buf, sizeof buf, "%s", text);
     char *save = NULL, *name = strtok_r(buf, "/", &save);
@@ -182,6 +185,7 @@ static hs_status parse_method(const char *text, method *m) {
                    : part[0] == 'n' ? &s.tree_size
                    : part[0] == 'l' && (!strcmp(name, "heterospec") || !strcmp(name, "lookup")) ? &m->lookup
                    : part[0] == 'm' && !strcmp(name, "lookup")                                 ? &s.depth
+                   : part[0] == 'f' && !strcmp(name, "heterospec")                             ? &m->feedback
                                     : NULL;
         if (!strcmp(name, "static")) {
             snprintf(tree, sizeof tree, "%s", part);
@@ -193,6 +197,9 @@ static hs_status parse_method(const char *text, method *m) {
             if (dst == &m->lookup && *dst > (int)HS_LOOKUP_MAX_LEN)
                 return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: a lookup chain is 0..%u tokens", text,
                                HS_LOOKUP_MAX_LEN);
+            if (dst == &m->feedback && *dst != 0)
+                return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: f0 (feedback off) is the only f option",
+                               text);
         } else {
             return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: unknown part '%s'", text, part);
         }
@@ -368,6 +375,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
                 ms[i].policy.lookup = (uint32_t)ms[i].lookup;
                 if (!ms[i].policy.lookup_min) ms[i].policy.lookup_min = 1;
             }
+            if (ms[i].feedback == 0) ms[i].policy.observe = NULL;
             ms[i].plain = hxs[mode].model.plain;
             if (ms[i].plain) {
                 fprintf(stderr,

@@ -293,6 +293,7 @@ static void observe(void *user, const hs_spec_round_info *info) {
     if (rec->st != HS_OK) return;
     rec->st = hs_hx_round_copy(info->tree, info->lookup, info->n_lookup, info->lookup_match, &r);
     if (rec->st != HS_OK) return;
+    r.first = rec->next_pos == 0;
     stbds_arrput(rec->rounds, r);
     stbds_arrput(rec->pos, rec->next_pos);
     rec->next_pos += info->len; /* the accepted drafts and the bonus: the next root */
@@ -444,7 +445,7 @@ int hs_cli_calibrate(int argc, char **argv) {
         hs_hx_fit_options fo = {.n_strata = (uint32_t)a.strata, .feature = -1};
         if (hs_hx_fit(records, n_rec, &fo, &m) != HS_OK) goto fail;
         hs_hx_fit_lookup(lk_records, (uint32_t)stbds_arrlen(lk_records), &m.lookup);
-        hs_hx_replay_result r_fit, r_tuned, r_e2d, r_nolk;
+        hs_hx_replay_result r_fit, r_tuned, r_e2d, r_nolk, r_nofb;
         const hs_tree_policy hp = hs_heterospec_policy(&m);
         if (hs_hx_replay(&hp, &m.cost, rec.rounds, n_rounds, &r_fit) != HS_OK) goto fail;
         fprintf(stderr, "[calibrate] searching pruning thresholds and depth caps\n");
@@ -456,6 +457,10 @@ int hs_cli_calibrate(int argc, char **argv) {
         nolk.lookup.max_len = 0;
         const hs_tree_policy hp_nolk = hs_heterospec_policy(&nolk);
         if (hs_hx_replay(&hp_nolk, &m.cost, rec.rounds, n_rounds, &r_nolk) != HS_OK) goto fail;
+        hs_hx_model nofb = m;
+        nofb.fb_prior = 0;
+        const hs_tree_policy hp_nofb = hs_heterospec_policy(&nofb);
+        if (hs_hx_replay(&hp_nofb, &m.cost, rec.rounds, n_rounds, &r_nofb) != HS_OK) goto fail;
         /* Prompt lookup without the head (bench-spec's lookup method): no consume to pay. */
         hs_hx_cost no_head = m.cost;
         no_head.t_consume = no_head.t_consume_cache = 0;
@@ -501,6 +506,10 @@ int hs_cli_calibrate(int argc, char **argv) {
         print_replay("heterospec (fitted)", &r_fit);
         print_replay("heterospec (tuned)", &r_tuned);
         print_replay("heterospec (tuned, lookup off)", &r_nolk);
+        print_replay("heterospec (tuned, feedback off)", &r_nofb);
+        if (m.fb_prior > 0)
+            printf("| (heterospec's feedback: prior %g acceptances, decay %g per round) |\n", m.fb_prior,
+                   m.fb_decay);
         printf("| (heterospec rests %u rounds after a round without candidates: %.0f%% of its rounds) |\n",
                m.rest, r_tuned.rounds ? 100 * r_tuned.rest_rounds / r_tuned.rounds : 0.0);
         char label[96];

@@ -292,6 +292,10 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
                 "did not propose)\n",
                 (unsigned long long)s->lookup_verified, (unsigned long long)s->lookup_accepted,
                 (unsigned long long)s->lookup_only_accepted);
+    if (m->policy.observe && s->rounds)
+        fprintf(f,
+                "[heterospec] feedback: the head's estimates scaled by %.3f on average (prior %g, decay %g)\n",
+                s->fb_gain_sum / s->rounds, m->hx.model.fb_prior, m->hx.model.fb_decay);
     fprintf(f, "[heterospec] acceptance per depth:");
     for (uint32_t d = 0; d < HS_SPEC_MAX_LEN && s->tried_depth[d]; d++)
         fprintf(f, " %u:%.3f", d + 1, s->rounds ? (double)s->accept_depth[d] / s->rounds : 0.0);
@@ -319,6 +323,8 @@ void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result
     cJSON_AddNumberToObject(o, "lookup_verified", (double)s->lookup_verified);
     cJSON_AddNumberToObject(o, "lookup_accepted", (double)s->lookup_accepted);
     cJSON_AddNumberToObject(o, "lookup_only_accepted", (double)s->lookup_only_accepted);
+    const bool fb = m->spec && m->policy.observe && s->rounds;
+    cJSON_AddNumberToObject(o, "feedback_gain", fb ? s->fb_gain_sum / s->rounds : 1.0);
     cJSON *a = cJSON_AddArrayToObject(o, "accept_per_depth");
     for (uint32_t d = 0; d < HS_SPEC_MAX_LEN && s->tried_depth[d]; d++)
         cJSON_AddItemToArray(a, cJSON_CreateNumber(s->rounds ? (double)s->accept_depth[d] / s->rounds : 0.0));

@@ -56,12 +56,21 @@ float hs_hx_lookup_accept(const hs_hx_lookup *l, const hs_tree_node *v) {
     return l->accept[lk_match_bucket(v->match)][lk_pos_bucket(v->lpos)][(v->src & HS_NODE_HEAD) ? 1 : 0];
 }
 
+/* The feedback's factor on head estimates (a zeroed tree's 0 counts as 1). */
+static float fb_gain(const hs_tree *t) { return t->fb.gain > 0 ? t->fb.gain : 1.0f; }
+static float gained(float f, float gain) {
+    f *= gain;
+    return f < 0.999f ? f : 0.999f;
+}
+
 void hs_hx_values(const hs_hx_model *m, const hs_tree *t, float *V) {
+    const float gain = fb_gain(t);
     V[0] = 1.0f;
     /* Parents precede their children in node order. */
     for (uint32_t v = 1; v < t->n; v++) {
         const hs_tree_node *x = &t->nodes[v];
-        float f = (x->src & HS_NODE_HEAD) ? hs_hx_accept(&m->s[hs_hx_stratum_of(m, x)], x->q) : 0.0f;
+        float f =
+            (x->src & HS_NODE_HEAD) ? gained(hs_hx_accept(&m->s[hs_hx_stratum_of(m, x)], x->q), gain) : 0.0f;
         if (x->src & HS_NODE_LOOKUP) {
             const float g = hs_hx_lookup_accept(&m->lookup, x);
             if (g > f) f = g;
@@ -237,7 +246,7 @@ static uint32_t hx_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t le
          * them sorted, merged with the sorted candidates into all. */
         for (uint32_t k = 1; k <= wmax; k++) {
             const hs_tree_node *v = &t->nodes[f[k - 1].node];
-            const cand kid = {.v = f[k - 1].v * m->s[hs_hx_stratum_of(m, v)].look,
+            const cand kid = {.v = f[k - 1].v * gained(m->s[hs_hx_stratum_of(m, v)].look, fb_gain(t)),
                               .depth = level + 1,
                               .node = -1,
                               .parent = f[k - 1].node};
@@ -265,8 +274,31 @@ static uint32_t hx_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t le
     return best_w;
 }
 
+void hs_hx_observe(const hs_tree_policy *p, hs_tree *t, const uint32_t *list_nodes, const int32_t *parents,
+                   uint32_t n_list, const uint32_t *path, uint32_t len) {
+    const hs_hx_model *m = p->state;
+    hs_tree_feedback *fb = &t->fb;
+    fb->pred *= m->fb_decay;
+    fb->acc *= m->fb_decay;
+    /* Path entries are increasing list entries: entry i's parent is on the
+     * path when it is one of path[0 .. len). */
+    for (uint32_t i = 1, k = 0; i < n_list; i++) {
+        while (k < len && path[k] < (uint32_t)parents[i])
+            k++;
+        if (k == len || path[k] != (uint32_t)parents[i]) continue;
+        const hs_tree_node *x = &t->nodes[list_nodes[i]];
+        if (x->src & HS_NODE_HEAD) fb->pred += hs_hx_accept(&m->s[hs_hx_stratum_of(m, x)], x->q);
+    }
+    for (uint32_t k = 1; k < len; k++)
+        fb->acc += (t->nodes[list_nodes[path[k]]].src & HS_NODE_HEAD) != 0;
+    const double g = (fb->acc + m->fb_prior) / (fb->pred + m->fb_prior);
+    const double hi = HS_HX_FB_MAX_GAIN;
+    fb->gain = (float)(g > hi ? hi : g < 1 / hi ? 1 / hi : g);
+}
+
 hs_tree_policy hs_heterospec_policy(const hs_hx_model *m) {
     hs_tree_policy p = {.name = "heterospec", .expand = hx_expand, .select = hx_select};
+    if (m->fb_prior > 0) p.observe = hs_hx_observe;
     p.state = (void *)m;
     p.depth = m->max_depth;
     p.total = m->max_verify;
@@ -588,6 +620,9 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
         }
         cJSON_AddItemToArray(la, row);
     }
+    cJSON *fb = cJSON_AddObjectToObject(o, "feedback");
+    cJSON_AddNumberToObject(fb, "prior", m->fb_prior);
+    cJSON_AddNumberToObject(fb, "decay", m->fb_decay);
     cJSON *c = cJSON_AddObjectToObject(o, "cost");
     cJSON_AddNumberToObject(c, "t_consume_s", m->cost.t_consume);
     if (m->cost.t_consume_cache > 0) cJSON_AddNumberToObject(c, "t_consume_cache_s", m->cost.t_consume_cache);
@@ -754,6 +789,13 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
                            "pairs of numbers in [0, 1]",
                            HS_HX_LK_MATCH, HS_HX_LK_POS);
     }
+    const cJSON *fb = cJSON_GetObjectItemCaseSensitive(o, "feedback");
+    if (fb) {
+        HS_TRY(get_num(fb, "prior", 0, 1e6, &d));
+        r.fb_prior = (float)d;
+        HS_TRY(get_num(fb, "decay", 0, 1, &d));
+        r.fb_decay = (float)d;
+    }
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "cost");
     if (c) {
         HS_TRY(get_num(c, "t_consume_s", 0, 1e3, &r.cost.t_consume));
@@ -819,6 +861,9 @@ void hs_hx_model_default(hs_hx_model *m) {
      * chain continuing a longer match is likelier to be right. */
     m->lookup.max_len = 8;
     m->lookup.min_match = 2;
+    /* The guessed maps are what feedback is for. */
+    m->fb_prior = 4.0f;
+    m->fb_decay = 0.9f;
     for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++)
         for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
             for (uint32_t h = 0; h < 2; h++)

@@ -43,8 +43,17 @@
  * So low-entropy strata (f near 1, look high) grow deep narrow chains and
  * high-entropy ones are pruned, and a steeper t_verify gives smaller trees.
  *
- * Decisions depend only on the tree and the model (no clocks), so a run is
- * repeatable. The model is calibrated by `heterospec calibrate` (host/
+ * Feedback (fb_prior > 0): the maps are averages over the calibration text,
+ * and a head can be much better or worse on the text at hand. After each
+ * round the policy compares, over the head's candidates that acceptance
+ * decided (verified, parent accepted), the acceptances f predicted with those
+ * that happened, in sums decayed by fb_decay per round (rest rounds too), and
+ * multiplies every head estimate f, and look, by
+ *   gain = (acc + fb_prior) / (pred + fb_prior)   (at most 0.999 after);
+ * where the head keeps failing the trees shrink to the lookup or to nothing
+ * (rest), and as the evidence decays the policy tries the head again.
+ * Decisions depend only on the tree, the model and the sequence's own
+ * acceptances (no clocks), so a run is repeatable. The model is calibrated by `heterospec calibrate` (host/
  * cli_calibrate.c): node records from a generous tree fit the strata, maps,
  * look-ahead values, depth caps and pruning thresholds; `calibrate --device`
  * times t_verify, t_draft and t_consume.
@@ -150,8 +159,13 @@ typedef struct hs_hx_model {
      * the head's consume. */
     bool plain;
     hs_hx_lookup lookup;
+    /* Acceptance feedback (hs_hx_observe): prior strength in acceptances
+     * (0: off) and the decay per round; chosen by calibration. */
+    float fb_prior, fb_decay;
 } hs_hx_model;
 #define HS_HX_MAX_REST 16
+/* The feedback's gain stays within [1 / HS_HX_FB_MAX_GAIN, HS_HX_FB_MAX_GAIN]. */
+#define HS_HX_FB_MAX_GAIN 4.0f
 
 /* ---- values and costs ---- */
 
@@ -170,6 +184,12 @@ double hs_hx_t_draft(const hs_hx_cost *c, uint32_t w);
 
 /* The policy (tree.h interface; name "heterospec"). */
 hs_tree_policy hs_heterospec_policy(const hs_hx_model *m);
+/* The policy's observe (with m->fb_prior > 0; see above): decays t->fb by
+ * fb_decay, adds f (ungained) of every verified head candidate whose parent
+ * is on the accepted path to pred and each accepted head candidate to acc,
+ * and sets gain = (acc + prior) / (pred + prior) within the bounds. */
+void hs_hx_observe(const hs_tree_policy *p, hs_tree *t, const uint32_t *list_nodes, const int32_t *parents,
+                   uint32_t n_list, const uint32_t *path, uint32_t len);
 
 /* ---- calibration ---- */
 

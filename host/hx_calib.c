@@ -141,7 +141,10 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
     cap += HS_LOOKUP_MAX_LEN;
     hs_tree t = {0};
     uint32_t *rec_of = malloc(sizeof *rec_of * cap), *sel = malloc(sizeof *sel * cap);
-    if (!rec_of || !sel) {
+    uint32_t *list_nodes = malloc(sizeof *list_nodes * (cap + 1)), *path = malloc(sizeof *path * (cap + 1));
+    int32_t *list_tok = malloc(sizeof *list_tok * (cap + 1));
+    int32_t *list_par = malloc(sizeof *list_par * (cap + 1));
+    if (!rec_of || !sel || !list_nodes || !path || !list_tok || !list_par) {
         st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_hx_replay: out of memory");
         goto fail;
     }
@@ -150,10 +153,19 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
     uint32_t rest_left = 0;
     for (uint32_t i = 0; i < n; i++) {
         const hs_hx_round *r = &rounds[i];
+        if (r->first) {
+            hs_tree_feedback_reset(&t);
+            rest_left = 0;
+        }
         if (rest_left) {
             rest_left--;
             tally(out, cost, r->ctx, 1, t_cache + hs_hx_t_verify_at(cost, 1, r->ctx), 1);
             out->rest_rounds++;
+            if (p->observe) { /* a round that verified the root alone */
+                const uint32_t zero = 0;
+                const int32_t none = -1;
+                p->observe(p, &t, &zero, &none, 1, &zero, 1);
+            }
             continue;
         }
         hs_tree_reset(&t, r->nodes[0].token);
@@ -196,19 +208,37 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
             more = false;
             for (uint32_t c = cur + 1; c < t.n; c++)
                 if (in[c] && t.nodes[c].parent == (int32_t)cur && t.nodes[c].token == r->truth[acc]) {
+                    in[c] = 2; /* on the accepted path */
                     cur = c;
                     acc++;
                     more = true;
                     break;
                 }
         }
+        /* The feedback sees the verification list as the generation would, and its path. */
+        const hs_status vs =
+            p->observe ? hs_tree_verify_list(&t, sel, ns, list_tok, list_par, list_nodes) : HS_OK;
+        if (p->observe && vs == HS_OK) {
+            uint32_t len = 0;
+            for (uint32_t k = 0; k <= ns; k++)
+                if (k == 0 || in[list_nodes[k]] == 2) path[len++] = k;
+            p->observe(p, &t, list_nodes, list_par, ns + 1, path, len);
+        }
         free(in);
+        if (vs != HS_OK) {
+            st = vs;
+            goto fail;
+        }
         tally(out, cost, r->ctx, acc + 1, time + acc * cost->t_head, ns + 1);
     }
 fail:
     hs_tree_free(&t);
     free(rec_of);
     free(sel);
+    free(list_nodes);
+    free(path);
+    free(list_tok);
+    free(list_par);
     return st;
 }
 
@@ -306,6 +336,31 @@ fail:
     return st;
 }
 
+/* The feedback's prior and decay (prior 0: off), if a setting beats *best (updated). */
+static hs_status search_feedback(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n,
+                                 hs_hx_replay_result *best) {
+    hs_status st = HS_OK;
+    static const float priors[] = {0, 1, 2, 4, 8, 16}, decays[] = {0.5f, 0.7f, 0.8f, 0.9f, 0.95f};
+    float best_prior = m->fb_prior, best_decay = m->fb_decay;
+    for (uint32_t a = 0; a < sizeof priors / sizeof *priors; a++)
+        for (uint32_t b = 0; b < (priors[a] > 0 ? sizeof decays / sizeof *decays : 1); b++) {
+            m->fb_prior = priors[a];
+            m->fb_decay = decays[b];
+            const hs_tree_policy q = hs_heterospec_policy(m);
+            hs_hx_replay_result r;
+            HS_TRY(hs_hx_replay(&q, &m->cost, rounds, n, &r));
+            if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(best) * (1 + 1e-6)) {
+                *best = r;
+                best_prior = priors[a];
+                best_decay = decays[b];
+            }
+        }
+fail:
+    m->fb_prior = best_prior;
+    m->fb_decay = best_decay;
+    return st;
+}
+
 hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *out) {
     hs_status st = HS_OK;
     const hs_tree_policy p = hs_heterospec_policy(m);
@@ -314,7 +369,8 @@ hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs
     HS_TRY(search_strata(m, rounds, n, 2, &best));
     HS_TRY(search_rest(m, rounds, n, &best));
     HS_TRY(search_lookup(m, rounds, n, &best));
-    /* The strata and rest again, with the lookup's nodes in the trees. */
+    HS_TRY(search_feedback(m, rounds, n, &best));
+    /* The strata and rest again, with the lookup's nodes in the trees and the feedback. */
     HS_TRY(search_strata(m, rounds, n, 1, &best));
     HS_TRY(search_rest(m, rounds, n, &best));
     *out = best;

@@ -37,6 +37,7 @@ typedef struct hs_hx_round {
      * first hs_tree_policy.lookup tokens when the match is long enough. */
     int32_t lookup[HS_LOOKUP_MAX_LEN];
     uint32_t n_lookup, lookup_match;
+    bool first; /* the first round of a generation (replays start the policy's feedback afresh) */
 } hs_hx_round;
 
 /* Copies a round's tree (truth all -1 until hs_hx_round_set_truth) and its

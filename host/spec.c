@@ -101,6 +101,7 @@ void hs_spec_reset(hs_spec *s) {
     if (s->head) hs_eagle3_reset(s->head);
     s->have_root = false;
     s->rest_left = 0;
+    hs_tree_feedback_reset(&s->tree);
     memset(&s->stats, 0, sizeof s->stats);
 }
 
@@ -257,6 +258,7 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     if (room == 0) return HS_FAIL(HS_ERR_OUT_OF_RANGE, "context full: %u tokens", hs_llama_n_ctx(s->target));
     if (max_new > HS_SPEC_MAX_LEN + 1) max_new = HS_SPEC_MAX_LEN + 1;
 
+    if (s->policy.observe) s->stats.fb_gain_sum += s->tree.fb.gain > 0 ? s->tree.fb.gain : 1.0;
     double t0 = hs_now_s();
     uint32_t n_list;
     HS_TRY(draft(s, root, max_new, room, &n_list));
@@ -299,6 +301,8 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     HS_TRY(hs_llama_accept(s->target, s->path, len));
     double t2 = hs_now_s();
     s->stats.verify_s += t2 - t1;
+    if (s->policy.observe)
+        s->policy.observe(&s->policy, &s->tree, s->list_nodes, s->parents, n_list, s->path, len);
     if (s->observer) {
         const hs_spec_round_info info = {.tree = &s->tree,
                                          .list_nodes = s->list_nodes,

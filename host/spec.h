@@ -63,6 +63,7 @@ typedef struct hs_spec_stats {
     uint64_t lookup_verified; /* candidates verified that the context lookup proposed (the head too, maybe) */
     uint64_t lookup_accepted; /* of those, accepted */
     uint64_t lookup_only_accepted; /* accepted candidates only the lookup proposed */
+    double fb_gain_sum; /* policies with feedback: the sum over rounds of the gain they drafted with */
     /* Rounds whose accepted path reached depth d (d >= 1): accept_depth[d - 1]. */
     uint32_t accept_depth[HS_SPEC_MAX_LEN];
     /* Rounds that verified at least one candidate at depth d: tried_depth[d - 1]. */

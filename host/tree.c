@@ -11,8 +11,11 @@ hs_status hs_tree_init(hs_tree *t, uint32_t cap) {
     t->nodes = calloc(cap ? cap : 1, sizeof *t->nodes);
     if (!t->nodes) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_tree_init: out of memory");
     t->cap = cap ? cap : 1;
+    hs_tree_feedback_reset(t);
     return HS_OK;
 }
+
+void hs_tree_feedback_reset(hs_tree *t) { t->fb = (hs_tree_feedback){.gain = 1.0f}; }
 
 void hs_tree_free(hs_tree *t) {
     free(t->nodes);

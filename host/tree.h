@@ -64,6 +64,15 @@ typedef struct hs_tree_node {
 #define HS_NODE_HEAD   1u
 #define HS_NODE_LOOKUP 2u
 
+/* What a policy learns across the rounds of one sequence from how its
+ * drafts fared (HeteroSpec's acceptance feedback, host/heterospec): decayed
+ * sums over the head's decided candidates of the acceptances it predicted
+ * and of those that happened, and the factor it applies to its estimates. */
+typedef struct hs_tree_feedback {
+    double pred, acc;
+    float gain; /* 1 (or 0, a zeroed tree's): the calibrated estimates as they are */
+} hs_tree_feedback;
+
 typedef struct hs_tree {
     hs_tree_node *nodes;
     uint32_t n, cap;
@@ -71,12 +80,17 @@ typedef struct hs_tree {
      * starts; host/spec sets it): verification costs more with a longer
      * context, and a cost-aware policy reads it. hs_tree_reset keeps it. */
     uint32_t ctx;
+    /* The policy's feedback (hs_tree_policy.observe); hs_tree_reset keeps it,
+     * hs_tree_init and hs_tree_feedback_reset start it afresh (gain 1). */
+    hs_tree_feedback fb;
 } hs_tree;
 
 hs_status hs_tree_init(hs_tree *t, uint32_t cap);
 void hs_tree_free(hs_tree *t);
 /* Starts a tree whose root carries token. */
 void hs_tree_reset(hs_tree *t, int32_t root_token);
+/* Forgets the feedback of earlier rounds (a new sequence). */
+void hs_tree_feedback_reset(hs_tree *t);
 /* Adds the Top-K of an expanded node as its children (target ids, in Top-K
  * order), and records its entropy. HS_ERR_OUT_OF_RANGE when the tree is full. */
 hs_status hs_tree_add_children(hs_tree *t, uint32_t node, const hs_topk_result *topk);
@@ -129,6 +143,13 @@ struct hs_tree_policy {
      * lookup_nodraft tokens (0: never) the head drafts no level that round.
      * Only policies whose select values lookup nodes set it (HeteroSpec). */
     uint32_t lookup, lookup_min, lookup_nodraft;
+    /* Optional (NULL for the built-in policies): after every round's
+     * acceptance, rest rounds included, the policy updates t->fb from the
+     * round's verification list (tree nodes list_nodes[i], parent entries
+     * parents[i], entry 0 the root; n_list 1 when nothing was verified) and
+     * the accepted path (list entries, path[0] = 0). */
+    void (*observe)(const hs_tree_policy *p, hs_tree *t, const uint32_t *list_nodes, const int32_t *parents,
+                    uint32_t n_list, const uint32_t *path, uint32_t len);
 };
 
 /* Longest context match a lookup looks for (tokens). */

@@ -786,6 +786,155 @@ static void test_lookup_fit_and_json(void **state) {
     stbds_arrfree(r);
 }
 
+/* Acceptance feedback: observe's sums and gain computed here from the
+ * definition (decayed predicted and actual acceptances of the head's decided
+ * candidates), the gain's effect on values and decisions, and replays where
+ * a head that the maps trust keeps failing: feedback stops verifying its
+ * drafts, a round marked first starts it afresh, and the search turns it on. */
+static void test_feedback(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.9f, 0.1f);
+    m.fb_prior = 2;
+    m.fb_decay = 0.5f;
+    const hs_tree_policy p = hs_heterospec_policy(&m);
+    assert_non_null(p.observe);
+    hs_hx_model off = m;
+    off.fb_prior = 0;
+    assert_null(hs_heterospec_policy(&off).observe);
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 64));
+    assert_float_equal(t.fb.gain, 1, 0);
+    hs_tree_reset(&t, 7);
+    /* Root entropy 0.2 (stratum 0: f = q): children 100 (q 0.8), 201, 202 (q 0.05 each). */
+    const hs_topk_result a = topk(3, 0.8f, 0.2f, 0);
+    HS_CHECK(hs_tree_add_children(&t, 0, &a));
+    t.nodes[1].slot = 1;
+    HS_CHECK(hs_tree_add_children(&t, 1, &a)); /* nodes 4..6 under node 1 */
+    const int32_t lk[] = {555};
+    HS_CHECK(hs_tree_add_lookup(&t, lk, 1, 4)); /* node 7: a lookup-only child of the root */
+    assert_int_equal(t.n, 8);
+    assert_int_equal(t.nodes[7].src, HS_NODE_LOOKUP);
+    /* List: root, 1, 2, 4, 7; path root -> 1. Decided: 1, 2, 7 (parent root) and 4
+     * (parent 1): the head's predicted 0.8 + 0.05 + 0.8, accepted 1. */
+    const uint32_t nodes1[] = {0, 1, 2, 4, 7}, path1[] = {0, 1};
+    const int32_t par1[] = {-1, 0, 0, 1, 0};
+    p.observe(&p, &t, nodes1, par1, 5, path1, 2);
+    double pred = 0.8 + 0.05 + 0.8, acc = 1;
+    assert_float_equal(t.fb.pred, pred, 1e-6);
+    assert_float_equal(t.fb.acc, acc, 1e-12);
+    assert_float_equal(t.fb.gain, (acc + 2) / (pred + 2), 1e-6);
+    /* List: root, 1, 4 (under 1: undecided); path root alone; then a lookup-only accept. */
+    const uint32_t nodes2[] = {0, 1, 4}, path2[] = {0};
+    const int32_t par2[] = {-1, 0, 1};
+    p.observe(&p, &t, nodes2, par2, 3, path2, 1);
+    pred = pred * 0.5 + 0.8;
+    acc = acc * 0.5;
+    assert_float_equal(t.fb.pred, pred, 1e-6);
+    assert_float_equal(t.fb.gain, (acc + 2) / (pred + 2), 1e-6);
+    const uint32_t nodes3[] = {0, 7}, path3[] = {0, 1};
+    const int32_t par3[] = {-1, 0};
+    p.observe(&p, &t, nodes3, par3, 2, path3, 2);
+    pred *= 0.5;
+    acc *= 0.5;
+    assert_float_equal(t.fb.pred, pred, 1e-6);
+    assert_float_equal(t.fb.acc, acc, 1e-12);
+    /* Rounds that verify nothing only decay the sums: the gain returns to 1. */
+    for (int i = 0; i < 40; i++)
+        p.observe(&p, &t, nodes3, par3, 1, path1, 1);
+    assert_float_equal(t.fb.gain, 1, 1e-6);
+    /* A head far better than its maps: the gain stops at HS_HX_FB_MAX_GAIN. */
+    t.fb = (hs_tree_feedback){.pred = 0.01, .acc = 30, .gain = 1};
+    p.observe(&p, &t, nodes1, par1, 5, path1, 2);
+    assert_float_equal(t.fb.gain, HS_HX_FB_MAX_GAIN, 0);
+    /* Values: the head's f scaled by the gain (at most 0.999); the lookup's unscaled. */
+    float V[8];
+    t.fb.gain = 0.5f;
+    hs_hx_values(&m, &t, V);
+    assert_float_equal(V[1], 0.4, 1e-6);
+    assert_float_equal(V[4], 0.4 * 0.4, 1e-6);
+    const float lk_f = hs_hx_lookup_accept(&m.lookup, &t.nodes[7]);
+    assert_float_equal(V[7], lk_f, 1e-6);
+    t.fb.gain = 4;
+    hs_hx_values(&m, &t, V);
+    assert_float_equal(V[1], 0.999, 1e-6);
+    assert_float_equal(V[7], lk_f, 1e-6);
+    hs_tree_feedback_reset(&t);
+    assert_float_equal(t.fb.gain, 1, 0);
+    assert_float_equal(t.fb.pred, 0, 0);
+    /* Decisions: a lower gain verifies fewer nodes, a higher one no fewer. */
+    hs_hx_model g = two_strata(0.9f, 0.1f);
+    set_cost(&g, 0.05);
+    g.lookup.max_len = 0;
+    const hs_tree_policy pg = hs_heterospec_policy(&g);
+    const hs_topk_result mid = topk(4, 0.6f, 0.2f, 3);
+    uint32_t n_sel[3], deepest[3];
+    const float gains[3] = {0.25f, 1, 2};
+    for (int i = 0; i < 3; i++) {
+        hs_tree u;
+        HS_CHECK(hs_tree_init(&u, 1024));
+        u.fb.gain = gains[i];
+        grow(&pg, &mid, &u, &n_sel[i], &deepest[i]);
+        hs_tree_free(&u);
+    }
+    assert_true(n_sel[0] < n_sel[1]);
+    assert_true(n_sel[1] <= n_sel[2]);
+    assert_true(deepest[0] < deepest[2]);
+    /* Replays: the maps trust the head (q 0.9 at low entropy) but its drafts never match. */
+    hs_hx_round hard;
+    chain_round(0.9f, 0.1f, false, &hard);
+    hs_hx_round rounds[30];
+    for (int i = 0; i < 30; i++)
+        rounds[i] = hard;
+    hs_hx_model h = two_strata(0.9f, 0.1f);
+    set_cost(&h, 0.1);
+    h.lookup.max_len = 0;
+    h.fb_prior = 0;
+    hs_tree_policy ph = hs_heterospec_policy(&h);
+    hs_hx_replay_result r_off, r_on, r_first;
+    HS_CHECK(hs_hx_replay(&ph, &h.cost, rounds, 30, &r_off));
+    assert_float_equal(r_off.tokens, 30, 0);
+    assert_true(r_off.verified > 2 * 30); /* every round verifies the head's chain */
+    h.fb_prior = 1;
+    h.fb_decay = 0.95f;
+    ph = hs_heterospec_policy(&h);
+    HS_CHECK(hs_hx_replay(&ph, &h.cost, rounds, 30, &r_on));
+    assert_float_equal(r_on.tokens, 30, 0);
+    assert_true(r_on.verified < r_off.verified / 2);
+    assert_true(r_on.time_s < r_off.time_s);
+    for (int i = 0; i < 30; i++)
+        rounds[i].first = true; /* every round a new generation: nothing to learn from */
+    HS_CHECK(hs_hx_replay(&ph, &h.cost, rounds, 30, &r_first));
+    assert_float_equal(r_first.verified, r_off.verified, 0);
+    assert_float_equal(r_first.time_s, r_off.time_s, 1e-9);
+    /* Two generations whose drafts look alike, the head right all through
+     * the first and wrong all through the second: no static setting serves
+     * both, so the search turns the feedback on. */
+    hs_hx_round easy;
+    chain_round(0.9f, 0.1f, true, &easy);
+    for (int i = 0; i < 30; i++) {
+        rounds[i] = i < 15 ? easy : hard;
+        rounds[i].first = i == 0 || i == 15;
+    }
+    h.fb_prior = 0;
+    HS_CHECK(hs_hx_search(&h, rounds, 30, &r_on));
+    assert_true(h.fb_prior > 0);
+    hs_hx_round_free(&easy);
+    /* The feedback's settings round-trip through JSON; a decay above 1 is refused by name. */
+    cJSON *o = hs_hx_model_to_json(&h);
+    hs_hx_model back;
+    hs_hx_model_default(&back);
+    back.fb_prior = 0;
+    HS_CHECK(hs_hx_model_from_json(o, &back));
+    assert_float_equal(back.fb_prior, h.fb_prior, 1e-6);
+    assert_float_equal(back.fb_decay, h.fb_decay, 1e-6);
+    cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "feedback"), "decay"), 1.5);
+    assert_int_equal(hs_hx_model_from_json(o, &back), HS_ERR_FORMAT);
+    assert_non_null(strstr(hs_last_error(), "\"decay\""));
+    cJSON_Delete(o);
+    hs_hx_round_free(&hard);
+    hs_tree_free(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
@@ -802,6 +951,7 @@ int main(void) {
         cmocka_unit_test(test_lookup_values_and_select),
         cmocka_unit_test(test_lookup_replay_and_records),
         cmocka_unit_test(test_lookup_fit_and_json),
+        cmocka_unit_test(test_feedback),
     };
     return hs_test_run_group("heterospec", tests, NULL, NULL);
 }
