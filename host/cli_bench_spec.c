@@ -42,10 +42,11 @@ static void usage(FILE *f) {
                "  --seed S           sampling seed (default 0)\n"
                "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
                "                     ar | chain[/dD] | static[/B1xB2x..] | eagle2[/kK][/dD][/nN]\n"
-               "                     | heterospec[/lL][/f0] | eagle2-tuned | lookup[/lL][/mM]\n"
+               "                     | heterospec[/lL][/f0][/h1] | eagle2-tuned | lookup[/lL][/mM]\n"
                "                     (d: depth, k: draft top-k, n: tree size, l: context lookup\n"
                "                     chain length, 0 off; f0: heterospec without its acceptance\n"
-               "                     feedback; lookup: prompt lookup decoding without\n"
+               "                     feedback; h1: with the head where the calibration drops it;\n"
+               "                     lookup: prompt lookup decoding without\n"
                "                     the head, chains of L (default 3) after matches of M+ tokens\n"
                "                     (default 2); other defaults as generate;\n"
                "                     heterospec and eagle2-tuned take this device's calibration,\n"
@@ -63,6 +64,8 @@ typedef struct method {
     hs_tree_policy policy;
     int lookup;    /* heterospec/lN: context lookup chain length (0: off); -1: the calibration's */
     int feedback;  /* heterospec/f0: 0 turns the acceptance feedback off; -1: the calibration's */
+    int with_head; /* heterospec/h1: 1 keeps the head where the calibration says headless; -1: as it says */
+    hs_hx_model hx; /* heterospec/h1: the calibration's model with the head (the policy points here) */
     hs_spec *spec; /* NULL for ar and plain */
     bool plain;    /* heterospec whose calibration found that no tree pays here: decodes plainly */
 } method;
@@ -161,6 +164,7 @@ static hs_status parse_method(const char *text, method *m) {
     snprintf(m->label, sizeof m->label, "%s", text);
     m->lookup = -1;
     m->feedback = -1;
+    m->with_head = -1;
     char buf[64];
     snprintf(buf, sizeof buf, "%s", text);
     char *save = NULL, *name = strtok_r(buf, "/", &save);
@@ -186,6 +190,7 @@ static hs_status parse_method(const char *text, method *m) {
                    : part[0] == 'l' && (!strcmp(name, "heterospec") || !strcmp(name, "lookup")) ? &m->lookup
                    : part[0] == 'm' && !strcmp(name, "lookup")                                 ? &s.depth
                    : part[0] == 'f' && !strcmp(name, "heterospec")                             ? &m->feedback
+                   : part[0] == 'h' && !strcmp(name, "heterospec")                             ? &m->with_head
                                     : NULL;
         if (!strcmp(name, "static")) {
             snprintf(tree, sizeof tree, "%s", part);
@@ -197,6 +202,9 @@ static hs_status parse_method(const char *text, method *m) {
             if (dst == &m->lookup && *dst > (int)HS_LOOKUP_MAX_LEN)
                 return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: a lookup chain is 0..%u tokens", text,
                                HS_LOOKUP_MAX_LEN);
+            if (dst == &m->with_head && *dst != 1)
+                return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: h1 (with the head) is the only h option",
+                               text);
             if (dst == &m->feedback && *dst != 0)
                 return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: f0 (feedback off) is the only f option",
                                text);
@@ -371,6 +379,11 @@ int hs_cli_bench_spec(int argc, char **argv) {
         }
         if (hx) {
             ms[i].policy = hs_heterospec_policy(&hxs[mode].model);
+            if (ms[i].with_head == 1) {
+                ms[i].hx = hxs[mode].model;
+                ms[i].hx.headless = false;
+                ms[i].policy = hs_heterospec_policy(&ms[i].hx);
+            }
             if (ms[i].lookup >= 0) {
                 ms[i].policy.lookup = (uint32_t)ms[i].lookup;
                 if (!ms[i].policy.lookup_min) ms[i].policy.lookup_min = 1;
@@ -383,6 +396,11 @@ int hs_cli_bench_spec(int argc, char **argv) {
                         ms[i].label);
                 const size_t len = strlen(ms[i].label);
                 snprintf(ms[i].label + len, sizeof ms[i].label - len, " (plain)");
+            } else if (ms[i].policy.headless) {
+                fprintf(stderr, "[bench-spec] %s: the calibration found that the head does not pay here: the "
+                        "context lookup alone\n", ms[i].label);
+                const size_t len = strlen(ms[i].label);
+                snprintf(ms[i].label + len, sizeof ms[i].label - len, " (no head)");
             }
         } else if (hxs[mode].have_eagle2) {
             ms[i].policy = hxs[mode].eagle2;

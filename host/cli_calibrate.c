@@ -461,16 +461,20 @@ int hs_cli_calibrate(int argc, char **argv) {
         nofb.fb_prior = 0;
         const hs_tree_policy hp_nofb = hs_heterospec_policy(&nofb);
         if (hs_hx_replay(&hp_nofb, &m.cost, rec.rounds, n_rounds, &r_nofb) != HS_OK) goto fail;
-        /* Prompt lookup without the head (bench-spec's lookup method): no consume to pay. */
-        hs_hx_cost no_head = m.cost;
-        no_head.t_consume = no_head.t_consume_cache = 0;
+        /* HeteroSpec without the head: the lookup alone, valued by its table and the cost model. */
+        hs_hx_model mh;
+        hs_hx_replay_result r_hl;
+        if (hs_hx_search_headless(&m, rec.rounds, n_rounds, &mh, &r_hl) != HS_OK) goto fail;
+        m.headless_len = mh.headless_len;
+        m.headless_min = mh.headless_min;
+        /* Prompt lookup without the head (bench-spec's lookup method), fixed chains. */
         static const uint32_t lk_lens[] = {1, 2, 3, 4, 6, 8, 12, 16};
         hs_hx_replay_result r_lk = {0}, r;
         uint32_t lk_len = 0, lk_min = 0;
         for (uint32_t a = 0; a < sizeof lk_lens / sizeof *lk_lens; a++)
             for (uint32_t b = 1; b <= 4; b++) {
                 const hs_tree_policy lp = hs_tree_lookup(lk_lens[a], b);
-                if (hs_hx_replay(&lp, &no_head, rec.rounds, n_rounds, &r) != HS_OK) goto fail;
+                if (hs_hx_replay(&lp, &m.cost, rec.rounds, n_rounds, &r) != HS_OK) goto fail;
                 if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(&r_lk)) {
                     r_lk = r;
                     lk_len = lk_lens[a];
@@ -505,6 +509,10 @@ int hs_cli_calibrate(int argc, char **argv) {
                "| policy | tokens/s | vs ar | tau | verified/round |\n| --- | ---: | ---: | ---: | ---: |\n");
         print_replay("heterospec (fitted)", &r_fit);
         print_replay("heterospec (tuned)", &r_tuned);
+        char label[96];
+        snprintf(label, sizeof label, "heterospec (tuned, without the head: chains of %u after %u+)",
+                 m.headless_len, m.headless_min);
+        print_replay(label, &r_hl);
         print_replay("heterospec (tuned, lookup off)", &r_nolk);
         print_replay("heterospec (tuned, feedback off)", &r_nofb);
         if (m.fb_prior > 0)
@@ -512,12 +520,18 @@ int hs_cli_calibrate(int argc, char **argv) {
                    m.fb_decay);
         printf("| (heterospec rests %u rounds after a round without candidates: %.0f%% of its rounds) |\n",
                m.rest, r_tuned.rounds ? 100 * r_tuned.rest_rounds / r_tuned.rounds : 0.0);
-        char label[96];
         snprintf(label, sizeof label, "eagle2 best: k%u/d%u/n%u", e2.top_k, e2.depth, e2.total);
         print_replay(label, &e2.replay);
         print_replay("eagle2 k10/d5/n60", &r_e2d);
         snprintf(label, sizeof label, "lookup without the head, best: l%u/m%u", lk_len, lk_min);
         print_replay(label, &r_lk);
+        if (hs_hx_prefer_headless(&r_tuned, &r_hl)) {
+            printf("\nthe head does not pay here: HeteroSpec without it replays at %.2fx plain decoding, "
+                   "with it %.2fx; generation with this calibration loads no head (\"headless\": true)\n",
+                   hs_hx_replay_speedup(&r_hl), hs_hx_replay_speedup(&r_tuned));
+            m.headless = true;
+            r_tuned = r_hl;
+        }
         m.plain = !hs_hx_speculation_pays(&r_tuned);
         if (m.plain)
             printf("\nno tree pays here (tuned heterospec %.2fx plain decoding): generation with this "

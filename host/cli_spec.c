@@ -221,6 +221,15 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
             if (s->lookup >= 0) out->hx.model.lookup.max_len = (uint32_t)s->lookup;
             if (!out->hx.model.lookup.min_match) out->hx.model.lookup.min_match = 1;
             out->policy = hs_heterospec_policy(&out->hx.model);
+            if (out->policy.headless) { /* the head does not pay here: the lookup alone, no head, no taps */
+                fprintf(stderr,
+                        "[heterospec] calibration: %s\n[heterospec] it found that the head does not pay on "
+                        "this device when %s (\"headless\": true): context lookup only\n",
+                        out->hx.source, s->sampling ? "sampling" : "greedy");
+                HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
+                HS_TRY(hs_spec_create(out->target, NULL, &out->policy, &out->spec));
+                return HS_OK;
+            }
         }
     } else if (s->lookup > 0 && out->policy.name) {
         /* Other policies never select lookup nodes; calibration records them. */
@@ -294,8 +303,10 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
                 (unsigned long long)s->lookup_only_accepted);
     if (m->policy.observe && s->rounds)
         fprintf(f,
-                "[heterospec] feedback: the head's estimates scaled by %.3f on average (prior %g, decay %g)\n",
-                s->fb_gain_sum / s->rounds, m->hx.model.fb_prior, m->hx.model.fb_decay);
+                "[heterospec] feedback: estimates scaled by %.3f (head's) and %.3f (lookup's) on average "
+                "(prior %g, decay %g)\n",
+                s->fb_gain_sum[0] / s->rounds, s->fb_gain_sum[1] / s->rounds, m->hx.model.fb_prior,
+                m->hx.model.fb_decay);
     fprintf(f, "[heterospec] acceptance per depth:");
     for (uint32_t d = 0; d < HS_SPEC_MAX_LEN && s->tried_depth[d]; d++)
         fprintf(f, " %u:%.3f", d + 1, s->rounds ? (double)s->accept_depth[d] / s->rounds : 0.0);
@@ -324,7 +335,8 @@ void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result
     cJSON_AddNumberToObject(o, "lookup_accepted", (double)s->lookup_accepted);
     cJSON_AddNumberToObject(o, "lookup_only_accepted", (double)s->lookup_only_accepted);
     const bool fb = m->spec && m->policy.observe && s->rounds;
-    cJSON_AddNumberToObject(o, "feedback_gain", fb ? s->fb_gain_sum / s->rounds : 1.0);
+    cJSON_AddNumberToObject(o, "feedback_gain_head", fb ? s->fb_gain_sum[0] / s->rounds : 1.0);
+    cJSON_AddNumberToObject(o, "feedback_gain_lookup", fb ? s->fb_gain_sum[1] / s->rounds : 1.0);
     cJSON *a = cJSON_AddArrayToObject(o, "accept_per_depth");
     for (uint32_t d = 0; d < HS_SPEC_MAX_LEN && s->tried_depth[d]; d++)
         cJSON_AddItemToArray(a, cJSON_CreateNumber(s->rounds ? (double)s->accept_depth[d] / s->rounds : 0.0));

@@ -57,14 +57,14 @@ float hs_hx_lookup_accept(const hs_hx_lookup *l, const hs_tree_node *v) {
 }
 
 /* The feedback's factor on head estimates (a zeroed tree's 0 counts as 1). */
-static float fb_gain(const hs_tree *t) { return t->fb.gain > 0 ? t->fb.gain : 1.0f; }
+static float fb_gain(const hs_tree *t, int src) { return t->fb.gain[src] > 0 ? t->fb.gain[src] : 1.0f; }
 static float gained(float f, float gain) {
     f *= gain;
     return f < 0.999f ? f : 0.999f;
 }
 
 void hs_hx_values(const hs_hx_model *m, const hs_tree *t, float *V) {
-    const float gain = fb_gain(t);
+    const float gain = fb_gain(t, HS_FB_HEAD), lk_gain = fb_gain(t, HS_FB_LOOKUP);
     V[0] = 1.0f;
     /* Parents precede their children in node order. */
     for (uint32_t v = 1; v < t->n; v++) {
@@ -72,7 +72,7 @@ void hs_hx_values(const hs_hx_model *m, const hs_tree *t, float *V) {
         float f =
             (x->src & HS_NODE_HEAD) ? gained(hs_hx_accept(&m->s[hs_hx_stratum_of(m, x)], x->q), gain) : 0.0f;
         if (x->src & HS_NODE_LOOKUP) {
-            const float g = hs_hx_lookup_accept(&m->lookup, x);
+            const float g = gained(hs_hx_lookup_accept(&m->lookup, x), lk_gain);
             if (g > f) f = g;
         }
         V[v] = V[x->parent] * f;
@@ -191,7 +191,7 @@ static double spent_time(const hs_hx_model *m, const hs_tree *t) {
     uint32_t width[HS_TREE_MAX_DEPTH + 1] = {0};
     for (uint32_t v = 1; v < t->n; v++)
         if (t->nodes[v].slot >= 0 && t->nodes[v].depth <= HS_TREE_MAX_DEPTH) width[t->nodes[v].depth]++;
-    double s = m->cost.t_consume;
+    double s = m->headless ? 0 : m->cost.t_consume;
     for (uint32_t d = 1; d <= HS_TREE_MAX_DEPTH; d++)
         s += hs_hx_t_draft(&m->cost, width[d]);
     return s;
@@ -218,7 +218,7 @@ static uint32_t hx_select(const hs_tree_policy *p, const hs_tree *t, uint32_t *s
 static uint32_t hx_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t level, uint32_t *sel,
                           uint32_t cap) {
     const hs_hx_model *m = p->state;
-    if (level >= m->max_depth) return 0; /* the children would be deeper than any tree */
+    if (m->headless || level >= m->max_depth) return 0; /* no head, or children deeper than any tree */
     uint32_t wmax = cap < m->max_width ? cap : m->max_width;
     work w;
     uint32_t best_w = 0;
@@ -246,7 +246,8 @@ static uint32_t hx_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t le
          * them sorted, merged with the sorted candidates into all. */
         for (uint32_t k = 1; k <= wmax; k++) {
             const hs_tree_node *v = &t->nodes[f[k - 1].node];
-            const cand kid = {.v = f[k - 1].v * gained(m->s[hs_hx_stratum_of(m, v)].look, fb_gain(t)),
+            const float look = gained(m->s[hs_hx_stratum_of(m, v)].look, fb_gain(t, HS_FB_HEAD));
+            const cand kid = {.v = f[k - 1].v * look,
                               .depth = level + 1,
                               .node = -1,
                               .parent = f[k - 1].node};
@@ -278,22 +279,30 @@ void hs_hx_observe(const hs_tree_policy *p, hs_tree *t, const uint32_t *list_nod
                    uint32_t n_list, const uint32_t *path, uint32_t len) {
     const hs_hx_model *m = p->state;
     hs_tree_feedback *fb = &t->fb;
-    fb->pred *= m->fb_decay;
-    fb->acc *= m->fb_decay;
-    /* Path entries are increasing list entries: entry i's parent is on the
-     * path when it is one of path[0 .. len). */
-    for (uint32_t i = 1, k = 0; i < n_list; i++) {
-        while (k < len && path[k] < (uint32_t)parents[i])
-            k++;
-        if (k == len || path[k] != (uint32_t)parents[i]) continue;
-        const hs_tree_node *x = &t->nodes[list_nodes[i]];
-        if (x->src & HS_NODE_HEAD) fb->pred += hs_hx_accept(&m->s[hs_hx_stratum_of(m, x)], x->q);
+    for (int i = 0; i < HS_FB_SOURCES; i++) {
+        fb->pred[i] *= m->fb_decay;
+        fb->acc[i] *= m->fb_decay;
     }
-    for (uint32_t k = 1; k < len; k++)
-        fb->acc += (t->nodes[list_nodes[path[k]]].src & HS_NODE_HEAD) != 0;
-    const double g = (fb->acc + m->fb_prior) / (fb->pred + m->fb_prior);
+    /* Entry i was decided when its parent entry is on the path (path[0 .. len), a few entries). */
+    for (uint32_t i = 1; i < n_list; i++) {
+        uint32_t k = 0;
+        while (k < len && path[k] != (uint32_t)parents[i])
+            k++;
+        if (k == len) continue;
+        const hs_tree_node *x = &t->nodes[list_nodes[i]];
+        if (x->src & HS_NODE_HEAD) fb->pred[HS_FB_HEAD] += hs_hx_accept(&m->s[hs_hx_stratum_of(m, x)], x->q);
+        if (x->src & HS_NODE_LOOKUP) fb->pred[HS_FB_LOOKUP] += hs_hx_lookup_accept(&m->lookup, x);
+    }
+    for (uint32_t k = 1; k < len; k++) {
+        const uint8_t src = t->nodes[list_nodes[path[k]]].src;
+        fb->acc[HS_FB_HEAD] += (src & HS_NODE_HEAD) != 0;
+        fb->acc[HS_FB_LOOKUP] += (src & HS_NODE_LOOKUP) != 0;
+    }
     const double hi = HS_HX_FB_MAX_GAIN;
-    fb->gain = (float)(g > hi ? hi : g < 1 / hi ? 1 / hi : g);
+    for (int i = 0; i < HS_FB_SOURCES; i++) {
+        const double g = (fb->acc[i] + m->fb_prior) / (fb->pred[i] + m->fb_prior);
+        fb->gain[i] = (float)(g > hi ? hi : g < 1 / hi ? 1 / hi : g);
+    }
 }
 
 hs_tree_policy hs_heterospec_policy(const hs_hx_model *m) {
@@ -308,6 +317,13 @@ hs_tree_policy hs_heterospec_policy(const hs_hx_model *m) {
     p.lookup = m->lookup.max_len;
     p.lookup_min = m->lookup.min_match;
     p.lookup_nodraft = m->lookup.nodraft;
+    if (m->headless) {
+        p.headless = true;
+        p.lookup = m->headless_len;
+        p.lookup_min = m->headless_min ? m->headless_min : 1;
+        p.lookup_nodraft = 0;
+        p.max_drafted = 0;
+    }
     return p;
 }
 
@@ -575,6 +591,10 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
     cJSON_AddNumberToObject(o, "max_verify", m->max_verify);
     cJSON_AddNumberToObject(o, "rest", m->rest);
     cJSON_AddBoolToObject(o, "plain", m->plain);
+    cJSON *hl = cJSON_AddObjectToObject(o, "headless");
+    cJSON_AddBoolToObject(hl, "use", m->headless);
+    cJSON_AddNumberToObject(hl, "max_len", m->headless_len);
+    cJSON_AddNumberToObject(hl, "min_match", m->headless_min);
     cJSON *sa = cJSON_AddArrayToObject(o, "strata");
     for (uint32_t b = 0; b < m->n_strata; b++) {
         const hs_hx_stratum *s = &m->s[b];
@@ -687,6 +707,17 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
     if (plain && !cJSON_IsBool(plain))
         return HS_FAIL(HS_ERR_FORMAT, "calibration: \"plain\" must be true or false");
     if (plain) r.plain = cJSON_IsTrue(plain);
+    const cJSON *hl = cJSON_GetObjectItemCaseSensitive(o, "headless");
+    if (hl) {
+        const cJSON *use = cJSON_GetObjectItemCaseSensitive(hl, "use");
+        if (!cJSON_IsBool(use))
+            return HS_FAIL(HS_ERR_FORMAT, "calibration: headless.use must be true or false");
+        r.headless = cJSON_IsTrue(use);
+        HS_TRY(get_num(hl, "max_len", 0, HS_LOOKUP_MAX_LEN, &d));
+        r.headless_len = (uint32_t)d;
+        HS_TRY(get_num(hl, "min_match", 1, HS_LOOKUP_MAX_MATCH, &d));
+        r.headless_min = (uint32_t)d;
+    }
     const cJSON *sa = cJSON_GetObjectItemCaseSensitive(o, "strata");
     if (sa) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(o, "feature");
@@ -861,6 +892,8 @@ void hs_hx_model_default(hs_hx_model *m) {
      * chain continuing a longer match is likelier to be right. */
     m->lookup.max_len = 8;
     m->lookup.min_match = 2;
+    m->headless_len = 3; /* as --spec lookup */
+    m->headless_min = 2;
     /* The guessed maps are what feedback is for. */
     m->fb_prior = 4.0f;
     m->fb_decay = 0.9f;

@@ -43,15 +43,20 @@
  * So low-entropy strata (f near 1, look high) grow deep narrow chains and
  * high-entropy ones are pruned, and a steeper t_verify gives smaller trees.
  *
- * Feedback (fb_prior > 0): the maps are averages over the calibration text,
- * and a head can be much better or worse on the text at hand. After each
- * round the policy compares, over the head's candidates that acceptance
- * decided (verified, parent accepted), the acceptances f predicted with those
- * that happened, in sums decayed by fb_decay per round (rest rounds too), and
- * multiplies every head estimate f, and look, by
- *   gain = (acc + fb_prior) / (pred + fb_prior)   (at most 0.999 after);
- * where the head keeps failing the trees shrink to the lookup or to nothing
- * (rest), and as the evidence decays the policy tries the head again.
+ * Feedback (fb_prior > 0): the maps and the lookup table are averages over
+ * the calibration text, and the head (or the text's repetitions) can serve
+ * the text at hand much better or worse. After each round the policy
+ * compares, per source (head, lookup) over its candidates that acceptance
+ * decided (verified, parent accepted), the acceptances f predicted with
+ * those that happened, in sums decayed by fb_decay per round (rest rounds
+ * too), and multiplies that source's estimates f (the head's look too) by
+ *   gain = (acc + fb_prior) / (pred + fb_prior)   (f at most 0.999 after);
+ * where a source keeps failing its nodes stop paying (the trees shrink to
+ * the other or to nothing, rest), and as the evidence decays it is tried again.
+ * Headless (m->headless, chosen by calibration where the head costs more
+ * than it adds): the same select over the context lookup's chain alone
+ * (headless_len, headless_min), no consume, no draft level; generation loads
+ * no head.
  * Decisions depend only on the tree, the model and the sequence's own
  * acceptances (no clocks), so a run is repeatable. The model is calibrated by `heterospec calibrate` (host/
  * cli_calibrate.c): node records from a generous tree fit the strata, maps,
@@ -158,6 +163,14 @@ typedef struct hs_hx_model {
      * tokens, hs_hx_speculation_pays): generation decodes plainly, without
      * the head's consume. */
     bool plain;
+    /* The policy without the head: the context lookup alone (chains of
+     * headless_len after matches of headless_min+, valued by lookup.accept
+     * and the cost model), no consume, no draft level (hs_tree_policy.
+     * headless). Calibration tunes both and sets headless when that replays
+     * faster than the tuned policy with the head on this device in this mode:
+     * generation then loads no head. */
+    bool headless;
+    uint32_t headless_len, headless_min;
     hs_hx_lookup lookup;
     /* Acceptance feedback (hs_hx_observe): prior strength in acceptances
      * (0: off) and the decay per round; chosen by calibration. */
@@ -185,9 +198,11 @@ double hs_hx_t_draft(const hs_hx_cost *c, uint32_t w);
 /* The policy (tree.h interface; name "heterospec"). */
 hs_tree_policy hs_heterospec_policy(const hs_hx_model *m);
 /* The policy's observe (with m->fb_prior > 0; see above): decays t->fb by
- * fb_decay, adds f (ungained) of every verified head candidate whose parent
- * is on the accepted path to pred and each accepted head candidate to acc,
- * and sets gain = (acc + prior) / (pred + prior) within the bounds. */
+ * fb_decay; for each source, adds f (ungained) of every verified candidate
+ * of that source whose parent is on the accepted path to its pred and each
+ * accepted candidate of it to its acc (a node both proposed counts for
+ * both), and sets its gain = (acc + prior) / (pred + prior) within the
+ * bounds. */
 void hs_hx_observe(const hs_tree_policy *p, hs_tree *t, const uint32_t *list_nodes, const int32_t *parents,
                    uint32_t n_list, const uint32_t *path, uint32_t len);
 

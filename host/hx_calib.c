@@ -151,13 +151,20 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
     HS_TRY(hs_tree_init(&t, cap));
     const double t_cache = cost->t_consume_cache > 0 ? cost->t_consume_cache : cost->t_consume;
     uint32_t rest_left = 0;
+    /* The replayed generation: the context of its last round and the one it reached. */
+    uint32_t last_ctx = 0, reached = 0;
     for (uint32_t i = 0; i < n; i++) {
         const hs_hx_round *r = &rounds[i];
         if (r->first) {
             hs_tree_feedback_reset(&t);
             rest_left = 0;
+        } else if (r->ctx > last_ctx && r->ctx < reached) {
+            out->skipped++; /* the replay already decided this round's root */
+            continue;
         }
+        last_ctx = r->ctx;
         if (rest_left) {
+            reached = r->ctx + 1;
             rest_left--;
             tally(out, cost, r->ctx, 1, t_cache + hs_hx_t_verify_at(cost, 1, r->ctx), 1);
             out->rest_rounds++;
@@ -171,8 +178,9 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         hs_tree_reset(&t, r->nodes[0].token);
         t.ctx = r->ctx;
         rec_of[0] = 0;
-        if (r->nodes[0].n_children) copy_children(r, 0, &t, 0, rec_of);
-        double time = cost->t_consume;
+        /* Without a head: no consume, no Top-K of the root, only the lookup's nodes. */
+        if (r->nodes[0].n_children && !p->headless) copy_children(r, 0, &t, 0, rec_of);
+        double time = p->headless ? 0 : cost->t_consume;
         const uint32_t n_lk = p->lookup && r->lookup_match >= (p->lookup_min ? p->lookup_min : 1)
                                   ? (r->n_lookup < p->lookup ? r->n_lookup : p->lookup)
                                   : 0;
@@ -194,7 +202,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         if (n_lk) HS_TRY(hs_tree_add_lookup(&t, r->lookup, n_lk, r->lookup_match));
         const uint32_t ns = p->select(p, &t, sel, cap);
         time += hs_hx_t_verify_at(cost, ns + 1, r->ctx);
-        if (ns == 0) rest_left = p->rest;
+        if (ns == 0 && !p->headless) rest_left = p->rest;
         /* Walk the truth down the selected nodes. */
         uint8_t *in = calloc(t.n, 1);
         if (!in) {
@@ -230,6 +238,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
             goto fail;
         }
         tally(out, cost, r->ctx, acc + 1, time + acc * cost->t_head, ns + 1);
+        reached = r->ctx + acc + 1;
     }
 fail:
     hs_tree_free(&t);
@@ -376,6 +385,40 @@ hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs
     *out = best;
 fail:
     return st;
+}
+
+hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_model *h,
+                                hs_hx_replay_result *out) {
+    hs_status st = HS_OK;
+    static const uint32_t lens[] = {0, 1, 2, 3, 4, 6, 8, 12, 16};
+    *h = *m;
+    h->headless = true;
+    uint32_t best_len = h->headless_len, best_min = h->headless_min;
+    const hs_tree_policy p = hs_heterospec_policy(h);
+    HS_TRY(hs_hx_replay(&p, &h->cost, rounds, n, out));
+    for (uint32_t a = 0; a < sizeof lens / sizeof *lens; a++)
+        for (uint32_t b = 1; b <= 4; b++) {
+            h->headless_len = lens[a];
+            h->headless_min = b;
+            hs_tree_policy q = p;
+            q.lookup = lens[a];
+            q.lookup_min = b;
+            hs_hx_replay_result r;
+            HS_TRY(hs_hx_replay(&q, &h->cost, rounds, n, &r));
+            if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(out) * (1 + 1e-6)) {
+                *out = r;
+                best_len = lens[a];
+                best_min = b;
+            }
+        }
+fail:
+    h->headless_len = best_len;
+    h->headless_min = best_min;
+    return st;
+}
+
+bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_replay_result *headless) {
+    return hs_hx_replay_tps(headless) > hs_hx_replay_tps(with_head) * (1 + 1e-6);
 }
 
 hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,

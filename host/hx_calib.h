@@ -64,6 +64,7 @@ typedef struct hs_hx_replay_result {
     double unknown; /* nodes a policy drafted that the recording never did */
     double rest_rounds; /* rounds decoded plainly under the policy's rest */
     double plain_s; /* plain decoding of the same tokens: a plain step at each round's context per token */
+    double skipped; /* recorded rounds whose root the replayed policy had already passed */
 } hs_hx_replay_result;
 
 double hs_hx_replay_tps(const hs_hx_replay_result *r);
@@ -77,16 +78,29 @@ bool hs_hx_speculation_pays(const hs_hx_replay_result *r);
 /* Replays policy p on the rounds, priced with cost. With p->rest, a round
  * that selects nothing makes the next p->rest recorded rounds plain ones (one
  * token each, priced t_consume_cache + t_verify(1)): each stands for a round
- * the generation would have decoded without drafting. */
+ * the generation would have decoded without drafting. The replay walks the
+ * text as the policy would: a recorded round whose root lies inside what an
+ * earlier replayed round of the same generation already decided (its ctx
+ * above that round's and below the context reached) is skipped, so a policy
+ * that accepts more than the recording visits fewer rounds, as it would
+ * generating. Rounds at the same ctx (synthetic ones) are all replayed. */
 hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
                        hs_hx_replay_result *out);
 
 /* Tunes m's per-stratum prune and depth_cap on replays (coordinate search,
  * a few passes), then m->rest (0, 1, 2, 3, 4, 6, 8, 12, 16), then the
  * lookup's chain length (0 = off, 2 .. 16), shortest match (1 .. 4) and
- * no-draft match (never, 2 .. 8), then rest once more; *out receives the
- * final replay. */
+ * no-draft match (never, 2 .. 8), then the feedback's prior and decay, then
+ * the strata and rest once more. *out receives the final replay. */
 hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *out);
+/* The policy of m without the head (*h = m with headless set: the lookup
+ * alone; headless_len {0, 1, 2, 3, 4, 6, 8, 12, 16} and headless_min {1..4}
+ * tuned on replays); *out receives its replay. Calibration uses it when it
+ * replays faster than m (hs_hx_prefer_headless). */
+hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_model *h,
+                                hs_hx_replay_result *out);
+/* Whether the headless replay beats the one with the head. */
+bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_replay_result *headless);
 
 typedef struct hs_hx_eagle2_setting {
     uint32_t top_k, depth, total;

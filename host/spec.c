@@ -41,14 +41,14 @@ hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy
     *out = NULL;
     hs_spec *s = calloc(1, sizeof *s);
     if (!s) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_spec_create: out of memory");
-    if (!head && !policy->lookup) {
+    if (!head && !policy->headless) {
         free(s);
         return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_create: policy %s needs a draft head (only the context "
                                            "lookup drafts without one)",
                        policy->name ? policy->name : "?");
     }
     s->target = target;
-    s->head = head;
+    s->head = policy->headless ? NULL : head;
     s->policy = *policy;
     /* A tree larger than the target's batch is trimmed to it (each round
      * also trims to the context left). */
@@ -258,7 +258,8 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     if (room == 0) return HS_FAIL(HS_ERR_OUT_OF_RANGE, "context full: %u tokens", hs_llama_n_ctx(s->target));
     if (max_new > HS_SPEC_MAX_LEN + 1) max_new = HS_SPEC_MAX_LEN + 1;
 
-    if (s->policy.observe) s->stats.fb_gain_sum += s->tree.fb.gain > 0 ? s->tree.fb.gain : 1.0;
+    for (int i = 0; i < HS_FB_SOURCES && s->policy.observe; i++)
+        s->stats.fb_gain_sum[i] += s->tree.fb.gain[i] > 0 ? s->tree.fb.gain[i] : 1.0;
     double t0 = hs_now_s();
     uint32_t n_list;
     HS_TRY(draft(s, root, max_new, room, &n_list));

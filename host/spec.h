@@ -63,7 +63,7 @@ typedef struct hs_spec_stats {
     uint64_t lookup_verified; /* candidates verified that the context lookup proposed (the head too, maybe) */
     uint64_t lookup_accepted; /* of those, accepted */
     uint64_t lookup_only_accepted; /* accepted candidates only the lookup proposed */
-    double fb_gain_sum; /* policies with feedback: the sum over rounds of the gain they drafted with */
+    double fb_gain_sum[2]; /* policies with feedback: the sums over rounds of the gains (head, lookup) */
     /* Rounds whose accepted path reached depth d (d >= 1): accept_depth[d - 1]. */
     uint32_t accept_depth[HS_SPEC_MAX_LEN];
     /* Rounds that verified at least one candidate at depth d: tried_depth[d - 1]. */
@@ -96,7 +96,8 @@ typedef struct hs_spec_round_info {
 typedef void (*hs_spec_observer)(void *user, const hs_spec_round_info *r);
 
 /* head may be NULL for a policy that drafts with the context lookup alone
- * (hs_tree_lookup): no head consumes, no draft levels. */
+ * (hs_tree_policy.headless): no head consumes, no draft levels; such a
+ * policy ignores a head it is given. */
 hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy *policy, hs_spec **out);
 void hs_spec_destroy(hs_spec *s);
 /* Forgets the head's context and the statistics (the engine resets the target). */

@@ -15,7 +15,7 @@ hs_status hs_tree_init(hs_tree *t, uint32_t cap) {
     return HS_OK;
 }
 
-void hs_tree_feedback_reset(hs_tree *t) { t->fb = (hs_tree_feedback){.gain = 1.0f}; }
+void hs_tree_feedback_reset(hs_tree *t) { t->fb = (hs_tree_feedback){.gain = {1.0f, 1.0f}}; }
 
 void hs_tree_free(hs_tree *t) {
     free(t->nodes);
@@ -324,6 +324,7 @@ hs_tree_policy hs_tree_lookup(uint32_t len, uint32_t min_match) {
     hs_tree_policy p = {.name = "lookup", .expand = lookup_expand, .select = lookup_select};
     p.lookup = len > HS_LOOKUP_MAX_LEN ? HS_LOOKUP_MAX_LEN : len;
     p.lookup_min = min_match ? min_match : 1;
+    p.headless = true;
     p.depth = p.lookup;
     p.max_verify = p.lookup;
     return p;

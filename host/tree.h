@@ -65,12 +65,14 @@ typedef struct hs_tree_node {
 #define HS_NODE_LOOKUP 2u
 
 /* What a policy learns across the rounds of one sequence from how its
- * drafts fared (HeteroSpec's acceptance feedback, host/heterospec): decayed
- * sums over the head's decided candidates of the acceptances it predicted
- * and of those that happened, and the factor it applies to its estimates. */
+ * drafts fared (HeteroSpec's acceptance feedback, host/heterospec), per
+ * source of candidates (HS_FB_HEAD, HS_FB_LOOKUP): decayed sums over the
+ * decided candidates of the acceptances it predicted and of those that
+ * happened, and the factor it applies to its estimates. */
+enum { HS_FB_HEAD = 0, HS_FB_LOOKUP = 1, HS_FB_SOURCES = 2 };
 typedef struct hs_tree_feedback {
-    double pred, acc;
-    float gain; /* 1 (or 0, a zeroed tree's): the calibrated estimates as they are */
+    double pred[HS_FB_SOURCES], acc[HS_FB_SOURCES];
+    float gain[HS_FB_SOURCES]; /* 1 (or 0, a zeroed tree's): the calibrated estimates as they are */
 } hs_tree_feedback;
 
 typedef struct hs_tree {
@@ -143,6 +145,10 @@ struct hs_tree_policy {
      * lookup_nodraft tokens (0: never) the head drafts no level that round.
      * Only policies whose select values lookup nodes set it (HeteroSpec). */
     uint32_t lookup, lookup_min, lookup_nodraft;
+    /* Drafts without a head: no consumes, no draft levels, candidates from
+     * the context lookup alone (hs_tree_lookup; HeteroSpec where calibration
+     * found the head does not pay). host/spec then ignores any head. */
+    bool headless;
     /* Optional (NULL for the built-in policies): after every round's
      * acceptance, rest rounds included, the policy updates t->fb from the
      * round's verification list (tree nodes list_nodes[i], parent entries

@@ -80,3 +80,30 @@ if(NOT method STREQUAL "heterospec (plain)" OR NOT tau EQUAL 1 OR NOT vpr EQUAL 
   message(FATAL_ERROR "plain calibration: '${method}', tau ${tau}, verified ${vpr}, ${eq} of 2 equal to ar:\n${out}")
 endif()
 message("a plain calibration: heterospec decodes plainly (tau 1), equal to ar")
+
+# A calibration that found the head does not pay here ("headless"): heterospec
+# drafts from the context lookup alone and says so in its label, /h1 keeps the
+# head; outputs equal to ar's. generate with it loads no head and says so.
+file(WRITE ${WORK}/headless.json "{\"kind\": \"heterospec-calibration\", \"headless\": {\"use\": true, \"max_len\": 6, \"min_match\": 1}}")
+execute_process(COMMAND ${HS} bench-spec -m ${MODEL} --no-chat --data ${DATA} --sets gsm8k --questions 1-2 -n 24
+                        --methods ar,heterospec,heterospec/h1 --calibration ${WORK}/headless.json -o json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "bench-spec with a headless calibration exited ${rc}:\n${err}")
+endif()
+string(JSON m1 GET "${out}" all 1 method)
+string(JSON eq1 GET "${out}" all 1 equal_to_ar)
+string(JSON m2 GET "${out}" all 2 method)
+string(JSON eq2 GET "${out}" all 2 equal_to_ar)
+if(NOT m1 STREQUAL "heterospec (no head)" OR NOT eq1 EQUAL 2 OR NOT m2 STREQUAL "heterospec/h1" OR NOT eq2 EQUAL 2)
+  message(FATAL_ERROR "headless calibration: '${m1}' (${eq1} of 2 equal to ar), '${m2}' (${eq2}):\n${out}")
+endif()
+execute_process(COMMAND ${HS} generate -m ${MODEL} -p "Once upon a time" -n 24 --json
+                        --calibration ${WORK}/headless.json
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+string(JSON spec GET "${out}" spec)
+string(JSON head ERROR_VARIABLE no_head GET "${out}" head)
+if(NOT rc EQUAL 0 OR NOT spec STREQUAL "heterospec" OR NOT no_head OR NOT err MATCHES "context lookup only")
+  message(FATAL_ERROR "generate with a headless calibration: exit ${rc}, spec '${spec}', head '${head}':\n${err}")
+endif()
+message("a headless calibration: heterospec without the head (and /h1 with it), equal to ar")

@@ -449,6 +449,25 @@ static void test_records_and_replay(void **state) {
     HS_CHECK(hs_hx_replay(&c3, &cost, &r, 1, &res));
     assert_float_equal(res.time_s, 0.5 + 2 + 2 + 14 + 2 * 0.25, 1e-9);
     cost.t_head = 0;
+    /* The replay walks the text: the same round recorded at contexts 10, 12 and 14 of one
+     * generation; the chain of 3 decides 3 tokens at 10 (the next root at 13), so the round at
+     * 12 is already decided and skipped, the one at 14 replayed; a chain of 1 (2 tokens, the
+     * next root at 12) replays all three. Rounds at one context are all replayed (above). */
+    hs_hx_round walk[3] = {r, r, r};
+    walk[0].ctx = 10;
+    walk[1].ctx = 12;
+    walk[2].ctx = 14;
+    walk[0].first = true;
+    HS_CHECK(hs_hx_replay(&c3, &cost, walk, 3, &res));
+    assert_float_equal(res.rounds, 2, 0);
+    assert_float_equal(res.skipped, 1, 0);
+    assert_float_equal(res.tokens, 6, 0);
+    HS_CHECK(hs_hx_replay(&c1, &cost, walk, 3, &res));
+    assert_float_equal(res.rounds, 3, 0);
+    assert_float_equal(res.skipped, 0, 0);
+    walk[1].first = walk[2].first = true; /* each a new generation: nothing to skip */
+    HS_CHECK(hs_hx_replay(&c3, &cost, walk, 3, &res));
+    assert_float_equal(res.rounds, 3, 0);
     /* A chain of 4 wants node 7's children, which the recording never drafted. */
     const hs_tree_policy c4 = hs_tree_chain(4);
     HS_CHECK(hs_hx_replay(&c4, &cost, &r, 1, &res));
@@ -803,7 +822,8 @@ static void test_feedback(void **state) {
     assert_null(hs_heterospec_policy(&off).observe);
     hs_tree t;
     HS_CHECK(hs_tree_init(&t, 64));
-    assert_float_equal(t.fb.gain, 1, 0);
+    assert_float_equal(t.fb.gain[HS_FB_HEAD], 1, 0);
+    assert_float_equal(t.fb.gain[HS_FB_LOOKUP], 1, 0);
     hs_tree_reset(&t, 7);
     /* Root entropy 0.2 (stratum 0: f = q): children 100 (q 0.8), 201, 202 (q 0.05 each). */
     const hs_topk_result a = topk(3, 0.8f, 0.2f, 0);
@@ -814,53 +834,69 @@ static void test_feedback(void **state) {
     HS_CHECK(hs_tree_add_lookup(&t, lk, 1, 4)); /* node 7: a lookup-only child of the root */
     assert_int_equal(t.n, 8);
     assert_int_equal(t.nodes[7].src, HS_NODE_LOOKUP);
+    const double lk_f = hs_hx_lookup_accept(&m.lookup, &t.nodes[7]);
+    assert_true(lk_f > 0.1 && lk_f < 0.99);
     /* List: root, 1, 2, 4, 7; path root -> 1. Decided: 1, 2, 7 (parent root) and 4
-     * (parent 1): the head's predicted 0.8 + 0.05 + 0.8, accepted 1. */
+     * (parent 1): the head predicted 0.8 + 0.05 + 0.8 and got 1, the lookup lk_f and 0. */
     const uint32_t nodes1[] = {0, 1, 2, 4, 7}, path1[] = {0, 1};
     const int32_t par1[] = {-1, 0, 0, 1, 0};
     p.observe(&p, &t, nodes1, par1, 5, path1, 2);
-    double pred = 0.8 + 0.05 + 0.8, acc = 1;
-    assert_float_equal(t.fb.pred, pred, 1e-6);
-    assert_float_equal(t.fb.acc, acc, 1e-12);
-    assert_float_equal(t.fb.gain, (acc + 2) / (pred + 2), 1e-6);
-    /* List: root, 1, 4 (under 1: undecided); path root alone; then a lookup-only accept. */
+    double pred = 0.8 + 0.05 + 0.8, acc = 1, lpred = lk_f, lacc = 0;
+    assert_float_equal(t.fb.pred[HS_FB_HEAD], pred, 1e-6);
+    assert_float_equal(t.fb.acc[HS_FB_HEAD], acc, 1e-12);
+    assert_float_equal(t.fb.gain[HS_FB_HEAD], (acc + 2) / (pred + 2), 1e-6);
+    assert_float_equal(t.fb.pred[HS_FB_LOOKUP], lpred, 1e-6);
+    assert_float_equal(t.fb.acc[HS_FB_LOOKUP], 0, 0);
+    assert_float_equal(t.fb.gain[HS_FB_LOOKUP], 2 / (lpred + 2), 1e-6);
+    /* List: root, 1, 4 (under 1: undecided); path root alone. */
     const uint32_t nodes2[] = {0, 1, 4}, path2[] = {0};
     const int32_t par2[] = {-1, 0, 1};
     p.observe(&p, &t, nodes2, par2, 3, path2, 1);
     pred = pred * 0.5 + 0.8;
     acc = acc * 0.5;
-    assert_float_equal(t.fb.pred, pred, 1e-6);
-    assert_float_equal(t.fb.gain, (acc + 2) / (pred + 2), 1e-6);
+    lpred *= 0.5;
+    assert_float_equal(t.fb.pred[HS_FB_HEAD], pred, 1e-6);
+    assert_float_equal(t.fb.gain[HS_FB_HEAD], (acc + 2) / (pred + 2), 1e-6);
+    assert_float_equal(t.fb.pred[HS_FB_LOOKUP], lpred, 1e-6);
+    /* List: root, 7; the lookup-only node accepted. */
     const uint32_t nodes3[] = {0, 7}, path3[] = {0, 1};
     const int32_t par3[] = {-1, 0};
     p.observe(&p, &t, nodes3, par3, 2, path3, 2);
     pred *= 0.5;
     acc *= 0.5;
-    assert_float_equal(t.fb.pred, pred, 1e-6);
-    assert_float_equal(t.fb.acc, acc, 1e-12);
-    /* Rounds that verify nothing only decay the sums: the gain returns to 1. */
+    lpred = lpred * 0.5 + lk_f;
+    lacc = lacc * 0.5 + 1;
+    assert_float_equal(t.fb.pred[HS_FB_HEAD], pred, 1e-6);
+    assert_float_equal(t.fb.acc[HS_FB_HEAD], acc, 1e-12);
+    assert_float_equal(t.fb.pred[HS_FB_LOOKUP], lpred, 1e-6);
+    assert_float_equal(t.fb.acc[HS_FB_LOOKUP], lacc, 1e-12);
+    assert_float_equal(t.fb.gain[HS_FB_LOOKUP], (lacc + 2) / (lpred + 2), 1e-6);
+    /* Rounds that verify nothing only decay the sums: the gains return to 1. */
     for (int i = 0; i < 40; i++)
         p.observe(&p, &t, nodes3, par3, 1, path1, 1);
-    assert_float_equal(t.fb.gain, 1, 1e-6);
+    assert_float_equal(t.fb.gain[HS_FB_HEAD], 1, 1e-6);
+    assert_float_equal(t.fb.gain[HS_FB_LOOKUP], 1, 1e-6);
     /* A head far better than its maps: the gain stops at HS_HX_FB_MAX_GAIN. */
-    t.fb = (hs_tree_feedback){.pred = 0.01, .acc = 30, .gain = 1};
+    t.fb = (hs_tree_feedback){.pred = {0.01, 0}, .acc = {30, 0}, .gain = {1, 1}};
     p.observe(&p, &t, nodes1, par1, 5, path1, 2);
-    assert_float_equal(t.fb.gain, HS_HX_FB_MAX_GAIN, 0);
-    /* Values: the head's f scaled by the gain (at most 0.999); the lookup's unscaled. */
+    assert_float_equal(t.fb.gain[HS_FB_HEAD], HS_HX_FB_MAX_GAIN, 0);
+    /* Values: each source's f scaled by its gain (at most 0.999). */
     float V[8];
-    t.fb.gain = 0.5f;
+    t.fb.gain[HS_FB_HEAD] = 0.5f;
+    t.fb.gain[HS_FB_LOOKUP] = 1;
     hs_hx_values(&m, &t, V);
     assert_float_equal(V[1], 0.4, 1e-6);
     assert_float_equal(V[4], 0.4 * 0.4, 1e-6);
-    const float lk_f = hs_hx_lookup_accept(&m.lookup, &t.nodes[7]);
     assert_float_equal(V[7], lk_f, 1e-6);
-    t.fb.gain = 4;
+    t.fb.gain[HS_FB_HEAD] = 4;
+    t.fb.gain[HS_FB_LOOKUP] = 0.5f;
     hs_hx_values(&m, &t, V);
     assert_float_equal(V[1], 0.999, 1e-6);
-    assert_float_equal(V[7], lk_f, 1e-6);
+    assert_float_equal(V[7], lk_f * 0.5, 1e-6);
     hs_tree_feedback_reset(&t);
-    assert_float_equal(t.fb.gain, 1, 0);
-    assert_float_equal(t.fb.pred, 0, 0);
+    assert_float_equal(t.fb.gain[HS_FB_HEAD], 1, 0);
+    assert_float_equal(t.fb.gain[HS_FB_LOOKUP], 1, 0);
+    assert_float_equal(t.fb.pred[HS_FB_HEAD], 0, 0);
     /* Decisions: a lower gain verifies fewer nodes, a higher one no fewer. */
     hs_hx_model g = two_strata(0.9f, 0.1f);
     set_cost(&g, 0.05);
@@ -872,7 +908,7 @@ static void test_feedback(void **state) {
     for (int i = 0; i < 3; i++) {
         hs_tree u;
         HS_CHECK(hs_tree_init(&u, 1024));
-        u.fb.gain = gains[i];
+        u.fb.gain[HS_FB_HEAD] = gains[i];
         grow(&pg, &mid, &u, &n_sel[i], &deepest[i]);
         hs_tree_free(&u);
     }
@@ -935,6 +971,114 @@ static void test_feedback(void **state) {
     hs_tree_free(&t);
 }
 
+/* Without the head: the policy drafts nothing, replays price no consume and
+ * no head nodes (the recorded Top-Ks are left out), the search of its
+ * lookup settings, the choice against the policy with the head, and the
+ * JSON. Rounds whose head is sure and wrong but whose lookup chain of 2 is
+ * right: each replays as one pass of 3 nodes deciding 3 tokens in
+ * t_verify(3), computed here from the cost model. */
+static void test_headless(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.9f, 0.1f);
+    set_cost(&m, 0.1);
+    m.fb_prior = 0;
+    set_lookup(&m, 0.9f, 0.9f, 0.9f);
+    m.lookup.max_len = 2;
+    m.lookup.min_match = 1;
+    hs_hx_model h = m;
+    h.headless = true;
+    h.headless_len = 2;
+    h.headless_min = 1;
+    const hs_tree_policy p = hs_heterospec_policy(&h);
+    assert_true(p.headless && p.lookup == 2 && p.lookup_min == 1);
+    assert_false(hs_heterospec_policy(&m).headless);
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 64));
+    hs_tree_reset(&t, 7);
+    const hs_topk_result sure = topk(3, 0.9f, 0.1f, 0);
+    HS_CHECK(hs_tree_add_children(&t, 0, &sure));
+    uint32_t sel[64];
+    assert_int_equal(p.expand(&p, &t, 1, sel, 64), 0);
+    const hs_tree_policy with = hs_heterospec_policy(&m);
+    assert_true(with.expand(&with, &t, 1, sel, 64) > 0);
+    /* select prices no consume without the head: a lookup node worth 0.05 does not pay for t_verify(2) =
+     * 1.1 alone (1.05 / 1.1 < 1 / 1), but does after a consume of 5 (1.05 / 6.1 > 1 / 6). */
+    hs_hx_model hc = h, mc = m;
+    set_lookup(&hc, 0.05f, 0.05f, 0.05f);
+    set_lookup(&mc, 0.05f, 0.05f, 0.05f);
+    hc.cost.t_consume = mc.cost.t_consume = 5;
+    hs_tree_reset(&t, 7);
+    const int32_t one[] = {300};
+    HS_CHECK(hs_tree_add_lookup(&t, one, 1, 4));
+    const hs_tree_policy pc = hs_heterospec_policy(&hc), wc = hs_heterospec_policy(&mc);
+    assert_int_equal(pc.select(&pc, &t, sel, 64), 0);
+    assert_int_equal(wc.select(&wc, &t, sel, 64), 1);
+    hs_tree_free(&t);
+    /* The recorded rounds: a sure head chain that never matches, a lookup chain that does. */
+    hs_hx_round bad[20];
+    for (int i = 0; i < 20; i++) {
+        chain_round(0.9f, 0.1f, false, &bad[i]);
+        bad[i].truth[0] = 300;
+        bad[i].truth[1] = 301;
+        bad[i].lookup[0] = 300;
+        bad[i].lookup[1] = 301;
+        bad[i].n_lookup = 2;
+        bad[i].lookup_match = 4;
+        bad[i].first = i == 0;
+    }
+    hs_hx_replay_result rh, rw;
+    HS_CHECK(hs_hx_replay(&p, &h.cost, bad, 20, &rh));
+    assert_float_equal(rh.tokens, 20 * 3, 0);
+    assert_float_equal(rh.verified, 20 * 3, 0);
+    assert_float_equal(rh.time_s, 20 * hs_hx_t_verify(&h.cost, 3), 1e-9);
+    assert_float_equal(rh.unknown, 0, 0);
+    HS_CHECK(hs_hx_replay(&with, &m.cost, bad, 20, &rw));
+    assert_true(rw.time_s > rh.time_s + 20 * m.cost.t_consume - 1e-9);
+    /* The search without the head keeps it headless, finds chains of 2 or more, and is preferred here. */
+    hs_hx_model hs;
+    hs_hx_replay_result rs;
+    HS_CHECK(hs_hx_search_headless(&m, bad, 20, &hs, &rs));
+    assert_true(hs.headless);
+    assert_true(hs.headless_len >= 2);
+    assert_float_equal(rs.tokens, 20 * 3, 0);
+    HS_CHECK(hs_hx_search(&m, bad, 20, &rw));
+    assert_true(hs_hx_prefer_headless(&rw, &rs));
+    /* Rounds where the head is right and the text offers no lookup: the head stays. */
+    hs_hx_round good[20];
+    hs_hx_model g = two_strata(0.9f, 0.1f);
+    set_cost(&g, 0.1);
+    for (int i = 0; i < 20; i++) {
+        chain_round(0.9f, 0.1f, true, &good[i]);
+        good[i].first = i == 0;
+    }
+    HS_CHECK(hs_hx_search(&g, good, 20, &rw));
+    HS_CHECK(hs_hx_search_headless(&g, good, 20, &hs, &rs));
+    assert_float_equal(rs.tokens, 20, 0); /* no lookup: plain steps */
+    assert_false(hs_hx_prefer_headless(&rw, &rs));
+    /* "headless" round-trips through JSON; one that is not a boolean is refused by name. */
+    cJSON *o = hs_hx_model_to_json(&h);
+    hs_hx_model back;
+    hs_hx_model_default(&back);
+    h.headless_len = 5;
+    h.headless_min = 3;
+    cJSON_Delete(o);
+    o = hs_hx_model_to_json(&h);
+    HS_CHECK(hs_hx_model_from_json(o, &back));
+    assert_true(back.headless);
+    assert_int_equal(back.headless_len, 5);
+    assert_int_equal(back.headless_min, 3);
+    const hs_tree_policy pb = hs_heterospec_policy(&back);
+    assert_true(pb.headless && pb.lookup == 5 && pb.lookup_min == 3 && pb.lookup_nodraft == 0);
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(o, "headless"), "use", cJSON_CreateNumber(1));
+    assert_int_equal(hs_hx_model_from_json(o, &back), HS_ERR_FORMAT);
+    assert_non_null(strstr(hs_last_error(), "headless.use"));
+    cJSON_Delete(o);
+    for (int i = 0; i < 20; i++) {
+        hs_hx_round_free(&bad[i]);
+        hs_hx_round_free(&good[i]);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
@@ -952,6 +1096,7 @@ int main(void) {
         cmocka_unit_test(test_lookup_replay_and_records),
         cmocka_unit_test(test_lookup_fit_and_json),
         cmocka_unit_test(test_feedback),
+        cmocka_unit_test(test_headless),
     };
     return hs_test_run_group("heterospec", tests, NULL, NULL);
 }

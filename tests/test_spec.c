@@ -213,18 +213,24 @@ static void test_greedy_equals_plain(void **state) {
             hs_gen_result_free(&r);
             hs_spec_destroy(spec);
         }
-        /* Prompt lookup decoding without the head (chains of 4 after 2+ tokens, of 8 after 1+). */
-        for (int li = 0; li < 2; li++) {
-            const hs_tree_policy pol = li ? hs_tree_lookup(8, 1) : hs_tree_lookup(4, 2);
+        /* Prompt lookup decoding without the head (chains of 4 after 2+ tokens, of 8 after 1+),
+         * and HeteroSpec without it (model 3 headless: given the head, it must not use it). */
+        hs_hx_model hl;
+        hx_model(3, &hl);
+        hl.headless = true;
+        for (int li = 0; li < 3; li++) {
+            const hs_tree_policy pol = li == 2 ? hs_heterospec_policy(&hl)
+                                       : li    ? hs_tree_lookup(8, 1)
+                                               : hs_tree_lookup(4, 2);
             hs_spec *spec;
-            HS_CHECK(hs_spec_create(e->m, NULL, &pol, &spec));
+            HS_CHECK(hs_spec_create(e->m, li == 2 ? e->head : NULL, &pol, &spec));
             hs_gen_result r;
             gen(e->m, e->tok, spec, prompt, np, 200, NULL, &r);
             char what[96];
-            snprintf(what, sizeof what, "prompt %zu, lookup %u/%u without a head", pi, pol.lookup,
+            snprintf(what, sizeof what, "prompt %zu, %s %u/%u without a head", pi, pol.name, pol.lookup,
                      pol.lookup_min);
             assert_same(&ref, &r, what);
-            if (r.spec.accepted != r.spec.lookup_only_accepted || r.spec.head_rows)
+            if (r.spec.accepted != r.spec.lookup_only_accepted || r.spec.head_rows || r.spec.draft_steps)
                 fail_msg("%s: %llu accepted, %llu lookup-only, %llu head rows", what,
                          (unsigned long long)r.spec.accepted, (unsigned long long)r.spec.lookup_only_accepted,
                          (unsigned long long)r.spec.head_rows);
