@@ -58,10 +58,11 @@
  * (headless_len, headless_min), no consume, no draft level; generation loads
  * no head.
  * Decisions depend only on the tree, the model and the sequence's own
- * acceptances (no clocks), so a run is repeatable. The model is calibrated by `heterospec calibrate` (host/
- * cli_calibrate.c): node records from a generous tree fit the strata, maps,
- * look-ahead values, depth caps and pruning thresholds; `calibrate --device`
- * times t_verify, t_draft and t_consume.
+ * acceptances (no clocks), so a run is repeatable. The model is calibrated
+ * by `heterospec calibrate` (host/cli_calibrate.c): node records from a
+ * generous tree fit the strata, maps, look-ahead values, depth caps and
+ * pruning thresholds; `calibrate --device` times t_verify, t_draft and
+ * t_consume.
  *
  * Usage:
  *   hs_hx_model m;  HS_TRY(hs_hx_model_load_json(text, &m));   // or fit / defaults

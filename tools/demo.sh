@@ -4,8 +4,9 @@
 # with HeteroSpec speculative decoding (the default whenever a draft head fits
 # the model: here the committed models/heads/smollm2), printing its draft
 # statistics and which calibration it used (this device's from `heterospec
-# calibrate`, else the defaults committed beside the head). Extra arguments go
-# to `generate`. Idempotent.
+# calibrate`, else the defaults committed beside the head; where that calibration
+# found the head does not pay, as on lavapipe, HeteroSpec drafts from the context
+# lookup alone and says so). Extra arguments go to `generate`. Idempotent.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$here/tools/setup.sh" "$here/build"
