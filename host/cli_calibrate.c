@@ -444,6 +444,7 @@ int hs_cli_calibrate(int argc, char **argv) {
         printf("\n%u questions, %u rounds, %u node records\n", n_questions, n_rounds, n_rec);
         hs_hx_fit_options fo = {.n_strata = (uint32_t)a.strata, .feature = -1};
         if (hs_hx_fit(records, n_rec, &fo, &m) != HS_OK) goto fail;
+        m.plain = false; /* made again below, as headless (hs_hx_search clears it) */
         hs_hx_fit_lookup(lk_records, (uint32_t)stbds_arrlen(lk_records), &m.lookup);
         hs_hx_replay_result r_fit, r_tuned, r_e2d, r_nolk, r_nofb;
         const hs_tree_policy hp = hs_heterospec_policy(&m);

@@ -372,6 +372,7 @@ fail:
 
 hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *out) {
     hs_status st = HS_OK;
+    m->headless = false; /* the policy with the head (hs_hx_search_headless tunes the other) */
     const hs_tree_policy p = hs_heterospec_policy(m);
     hs_hx_replay_result best;
     HS_TRY(hs_hx_replay(&p, &m->cost, rounds, n, &best));

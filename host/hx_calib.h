@@ -87,8 +87,9 @@ bool hs_hx_speculation_pays(const hs_hx_replay_result *r);
 hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
                        hs_hx_replay_result *out);
 
-/* Tunes m's per-stratum prune and depth_cap on replays (coordinate search,
- * a few passes), then m->rest (0, 1, 2, 3, 4, 6, 8, 12, 16), then the
+/* Tunes the policy with the head (clears m->headless, which an earlier
+ * calibration may have set): m's per-stratum prune and depth_cap on
+ * replays (coordinate search, a few passes), then m->rest (0, 1, 2, 3, 4, 6, 8, 12, 16), then the
  * lookup's chain length (0 = off, 2 .. 16), shortest match (1 .. 4) and
  * no-draft match (never, 2 .. 8), then the feedback's prior and decay, then
  * the strata and rest once more. *out receives the final replay. */

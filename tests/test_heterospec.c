@@ -1043,6 +1043,13 @@ static void test_headless(void **state) {
     assert_float_equal(rs.tokens, 20 * 3, 0);
     HS_CHECK(hs_hx_search(&m, bad, 20, &rw));
     assert_true(hs_hx_prefer_headless(&rw, &rs));
+    /* A model an earlier calibration made headless is searched with the head. */
+    hs_hx_model again = hs;
+    hs_hx_replay_result ra;
+    HS_CHECK(hs_hx_search(&again, bad, 20, &ra));
+    assert_false(again.headless);
+    assert_float_equal(ra.time_s, rw.time_s, 1e-9);
+    assert_float_equal(ra.verified, rw.verified, 0);
     /* Rounds where the head is right and the text offers no lookup: the head stays. */
     hs_hx_round good[20];
     hs_hx_model g = two_strata(0.9f, 0.1f);
