@@ -193,18 +193,11 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
         else
             fprintf(stderr, "[heterospec] no draft head fits this model: plain decoding (%s)\n", hs_last_error());
     }
-    const bool lookup_only = !strcmp(s->method, "lookup");
-    if (lookup_only) {
-        HS_TRY(hs_cli_spec_policy(s, &out->policy));
-        HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
-        HS_TRY(hs_spec_create(out->target, NULL, &out->policy, &out->spec));
-        return HS_OK;
-    }
     if (hs_cli_spec_on(s)) {
         HS_TRY(hs_cli_spec_policy(s, &out->policy));
         if (s->head)
             snprintf(out->head_path, sizeof out->head_path, "%s", s->head);
-        else
+        else if (!out->policy.headless) /* --spec lookup needs none */
             HS_TRY(hs_cli_head_find(model, out->head_path, sizeof out->head_path));
     }
     if (!strcmp(out->policy.name ? out->policy.name : "", "heterospec")) {
@@ -221,20 +214,22 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
             if (s->lookup >= 0) out->hx.model.lookup.max_len = (uint32_t)s->lookup;
             if (!out->hx.model.lookup.min_match) out->hx.model.lookup.min_match = 1;
             out->policy = hs_heterospec_policy(&out->hx.model);
-            if (out->policy.headless) { /* the head does not pay here: the lookup alone, no head, no taps */
+            if (out->policy.headless)
                 fprintf(stderr,
                         "[heterospec] calibration: %s\n[heterospec] it found that the head does not pay on "
                         "this device when %s (\"headless\": true): context lookup only\n",
                         out->hx.source, s->sampling ? "sampling" : "greedy");
-                HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
-                HS_TRY(hs_spec_create(out->target, NULL, &out->policy, &out->spec));
-                return HS_OK;
-            }
         }
     } else if (s->lookup > 0 && out->policy.name) {
         /* Other policies never select lookup nodes; calibration records them. */
         out->policy.lookup = (uint32_t)s->lookup;
         out->policy.lookup_min = 1;
+    }
+    if (out->policy.headless) { /* the context lookup alone (--spec lookup, or HeteroSpec where the head
+                                 * does not pay): no head, no taps */
+        HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
+        HS_TRY(hs_spec_create(out->target, NULL, &out->policy, &out->spec));
+        return HS_OK;
     }
     if (hs_cli_spec_on(s)) {
         HS_TRY(hs_gguf_open(out->head_path, &out->head_gguf));

@@ -56,15 +56,14 @@ float hs_hx_lookup_accept(const hs_hx_lookup *l, const hs_tree_node *v) {
     return l->accept[lk_match_bucket(v->match)][lk_pos_bucket(v->lpos)][(v->src & HS_NODE_HEAD) ? 1 : 0];
 }
 
-/* The feedback's factor on head estimates (a zeroed tree's 0 counts as 1). */
-static float fb_gain(const hs_tree *t, int src) { return t->fb.gain[src] > 0 ? t->fb.gain[src] : 1.0f; }
+/* An estimate times the feedback's gain, at most 0.999. */
 static float gained(float f, float gain) {
     f *= gain;
     return f < 0.999f ? f : 0.999f;
 }
 
 void hs_hx_values(const hs_hx_model *m, const hs_tree *t, float *V) {
-    const float gain = fb_gain(t, HS_FB_HEAD), lk_gain = fb_gain(t, HS_FB_LOOKUP);
+    const float gain = hs_tree_gain(t, HS_FB_HEAD), lk_gain = hs_tree_gain(t, HS_FB_LOOKUP);
     V[0] = 1.0f;
     /* Parents precede their children in node order. */
     for (uint32_t v = 1; v < t->n; v++) {
@@ -246,7 +245,7 @@ static uint32_t hx_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t le
          * them sorted, merged with the sorted candidates into all. */
         for (uint32_t k = 1; k <= wmax; k++) {
             const hs_tree_node *v = &t->nodes[f[k - 1].node];
-            const float look = gained(m->s[hs_hx_stratum_of(m, v)].look, fb_gain(t, HS_FB_HEAD));
+            const float look = gained(m->s[hs_hx_stratum_of(m, v)].look, hs_tree_gain(t, HS_FB_HEAD));
             const cand kid = {.v = f[k - 1].v * look,
                               .depth = level + 1,
                               .node = -1,

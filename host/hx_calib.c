@@ -304,20 +304,17 @@ fail:
     return st;
 }
 
-/* Replays m with its lookup set to *trial; keeps the trial (and *best) if it
- * beats *best, else puts the lookup back. */
-static hs_status try_lookup(hs_hx_model *m, const hs_hx_lookup *trial, const hs_hx_round *rounds, uint32_t n,
-                            hs_hx_replay_result *best) {
+/* Replays the policy of *trial; keeps it as *m (and its replay as *best) if it beats *best. */
+static hs_status try_model(hs_hx_model *m, const hs_hx_model *trial, const hs_hx_round *rounds, uint32_t n,
+                           hs_hx_replay_result *best) {
     hs_status st = HS_OK;
-    const hs_hx_lookup l0 = m->lookup;
-    m->lookup = *trial;
-    const hs_tree_policy q = hs_heterospec_policy(m);
+    const hs_tree_policy q = hs_heterospec_policy(trial);
     hs_hx_replay_result r;
-    HS_TRY(hs_hx_replay(&q, &m->cost, rounds, n, &r));
-    if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(best) * (1 + 1e-6))
+    HS_TRY(hs_hx_replay(&q, &trial->cost, rounds, n, &r));
+    if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(best) * (1 + 1e-6)) {
         *best = r;
-    else
-        m->lookup = l0;
+        *m = *trial;
+    }
 fail:
     return st;
 }
@@ -331,15 +328,15 @@ static hs_status search_lookup(hs_hx_model *m, const hs_hx_round *rounds, uint32
                           nodrafts[] = {0, 2, 3, 4, 6, 8};
     for (uint32_t a = 0; a < sizeof lens / sizeof *lens; a++)
         for (uint32_t b = 0; b < sizeof mins / sizeof *mins; b++) {
-            hs_hx_lookup t = m->lookup;
-            t.max_len = lens[a];
-            t.min_match = mins[b];
-            HS_TRY(try_lookup(m, &t, rounds, n, best));
+            hs_hx_model t = *m;
+            t.lookup.max_len = lens[a];
+            t.lookup.min_match = mins[b];
+            HS_TRY(try_model(m, &t, rounds, n, best));
         }
     for (uint32_t c = 0; m->lookup.max_len && c < sizeof nodrafts / sizeof *nodrafts; c++) {
-        hs_hx_lookup t = m->lookup;
-        t.nodraft = nodrafts[c];
-        HS_TRY(try_lookup(m, &t, rounds, n, best));
+        hs_hx_model t = *m;
+        t.lookup.nodraft = nodrafts[c];
+        HS_TRY(try_model(m, &t, rounds, n, best));
     }
 fail:
     return st;
@@ -350,23 +347,14 @@ static hs_status search_feedback(hs_hx_model *m, const hs_hx_round *rounds, uint
                                  hs_hx_replay_result *best) {
     hs_status st = HS_OK;
     static const float priors[] = {0, 1, 2, 4, 8, 16}, decays[] = {0.5f, 0.7f, 0.8f, 0.9f, 0.95f};
-    float best_prior = m->fb_prior, best_decay = m->fb_decay;
     for (uint32_t a = 0; a < sizeof priors / sizeof *priors; a++)
         for (uint32_t b = 0; b < (priors[a] > 0 ? sizeof decays / sizeof *decays : 1); b++) {
-            m->fb_prior = priors[a];
-            m->fb_decay = decays[b];
-            const hs_tree_policy q = hs_heterospec_policy(m);
-            hs_hx_replay_result r;
-            HS_TRY(hs_hx_replay(&q, &m->cost, rounds, n, &r));
-            if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(best) * (1 + 1e-6)) {
-                *best = r;
-                best_prior = priors[a];
-                best_decay = decays[b];
-            }
+            hs_hx_model t = *m;
+            t.fb_prior = priors[a];
+            t.fb_decay = decays[b];
+            HS_TRY(try_model(m, &t, rounds, n, best));
         }
 fail:
-    m->fb_prior = best_prior;
-    m->fb_decay = best_decay;
     return st;
 }
 
@@ -394,27 +382,16 @@ hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds,
     static const uint32_t lens[] = {0, 1, 2, 3, 4, 6, 8, 12, 16};
     *h = *m;
     h->headless = true;
-    uint32_t best_len = h->headless_len, best_min = h->headless_min;
     const hs_tree_policy p = hs_heterospec_policy(h);
     HS_TRY(hs_hx_replay(&p, &h->cost, rounds, n, out));
     for (uint32_t a = 0; a < sizeof lens / sizeof *lens; a++)
         for (uint32_t b = 1; b <= 4; b++) {
-            h->headless_len = lens[a];
-            h->headless_min = b;
-            hs_tree_policy q = p;
-            q.lookup = lens[a];
-            q.lookup_min = b;
-            hs_hx_replay_result r;
-            HS_TRY(hs_hx_replay(&q, &h->cost, rounds, n, &r));
-            if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(out) * (1 + 1e-6)) {
-                *out = r;
-                best_len = lens[a];
-                best_min = b;
-            }
+            hs_hx_model t = *h;
+            t.headless_len = lens[a];
+            t.headless_min = b;
+            HS_TRY(try_model(h, &t, rounds, n, out));
         }
 fail:
-    h->headless_len = best_len;
-    h->headless_min = best_min;
     return st;
 }
 

@@ -259,7 +259,7 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     if (max_new > HS_SPEC_MAX_LEN + 1) max_new = HS_SPEC_MAX_LEN + 1;
 
     for (int i = 0; i < HS_FB_SOURCES && s->policy.observe; i++)
-        s->stats.fb_gain_sum[i] += s->tree.fb.gain[i] > 0 ? s->tree.fb.gain[i] : 1.0;
+        s->stats.fb_gain_sum[i] += hs_tree_gain(&s->tree, i);
     double t0 = hs_now_s();
     uint32_t n_list;
     HS_TRY(draft(s, root, max_new, room, &n_list));

@@ -17,6 +17,8 @@ hs_status hs_tree_init(hs_tree *t, uint32_t cap) {
 
 void hs_tree_feedback_reset(hs_tree *t) { t->fb = (hs_tree_feedback){.gain = {1.0f, 1.0f}}; }
 
+float hs_tree_gain(const hs_tree *t, int src) { return t->fb.gain[src] > 0 ? t->fb.gain[src] : 1.0f; }
+
 void hs_tree_free(hs_tree *t) {
     free(t->nodes);
     memset(t, 0, sizeof *t);

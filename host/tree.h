@@ -93,6 +93,8 @@ void hs_tree_free(hs_tree *t);
 void hs_tree_reset(hs_tree *t, int32_t root_token);
 /* Forgets the feedback of earlier rounds (a new sequence). */
 void hs_tree_feedback_reset(hs_tree *t);
+/* The feedback's gain for source src (a zeroed tree's 0 counts as 1). */
+float hs_tree_gain(const hs_tree *t, int src);
 /* Adds the Top-K of an expanded node as its children (target ids, in Top-K
  * order), and records its entropy. HS_ERR_OUT_OF_RANGE when the tree is full. */
 hs_status hs_tree_add_children(hs_tree *t, uint32_t node, const hs_topk_result *topk);
