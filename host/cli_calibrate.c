@@ -442,9 +442,18 @@ int hs_cli_calibrate(int argc, char **argv) {
                 goto fail;
         const uint32_t n_rec = (uint32_t)stbds_arrlen(records);
         printf("\n%u questions, %u rounds, %u node records\n", n_questions, n_rounds, n_rec);
+        /* Every decision is made again from the built-in ones (rest, lookup, feedback, headless,
+         * plain), so the result does not depend on what an earlier calibration in the file chose;
+         * only the device cost and the bounds carry over. */
+        hs_hx_model fresh;
+        hs_hx_model_default(&fresh);
+        fresh.cost = m.cost;
+        fresh.max_depth = m.max_depth;
+        fresh.max_width = m.max_width;
+        fresh.max_verify = m.max_verify;
+        m = fresh;
         hs_hx_fit_options fo = {.n_strata = (uint32_t)a.strata, .feature = -1};
         if (hs_hx_fit(records, n_rec, &fo, &m) != HS_OK) goto fail;
-        m.plain = false; /* made again below, as headless (hs_hx_search clears it) */
         hs_hx_fit_lookup(lk_records, (uint32_t)stbds_arrlen(lk_records), &m.lookup);
         hs_hx_replay_result r_fit, r_tuned, r_e2d, r_nolk, r_nofb;
         const hs_tree_policy hp = hs_heterospec_policy(&m);
