@@ -42,16 +42,20 @@ static void usage(FILE *f) {
                "  --seed S           sampling seed (default 0)\n"
                "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
                "                     ar | chain[/dD] | static[/B1xB2x..] | eagle2[/kK][/dD][/nN]\n"
-               "                     | heterospec[/lL][/f0][/h1] | eagle2-tuned | lookup[/lL][/mM]\n"
+               "                     | heterospec[/lL][/f0][/h1][/s0] | eagle2-tuned\n"
+               "                     | lookup[/lL][/mM]\n"
                "                     (d: depth, k: draft top-k, n: tree size, l: context lookup\n"
                "                     chain length, 0 off; f0: heterospec without its acceptance\n"
                "                     feedback; h1: with the head where the calibration drops it;\n"
+               "                     s0: without the n-gram store's chains;\n"
                "                     lookup: prompt lookup decoding without\n"
                "                     the head, chains of L (default 3) after matches of M+ tokens\n"
                "                     (default 2); other defaults as generate;\n"
                "                     heterospec and eagle2-tuned take this device's calibration,\n"
                "                     see heterospec calibrate)\n"
                "  --calibration F    calibration JSON for heterospec and eagle2-tuned\n"
+               "  --store FILE|none  heterospec's n-gram store (default: the one in $HS_HOME/ngram\n"
+               "                     built for the model's vocabulary, see heterospec ngram-build)\n"
                "  --no-chat          the turn as it is, without the chat template\n"
                "  -o md|json         markdown tables (default) or one JSON object\n");
 }
@@ -65,6 +69,7 @@ typedef struct method {
     int lookup;    /* heterospec/lN: context lookup chain length (0: off); -1: the calibration's */
     int feedback;  /* heterospec/f0: 0 turns the acceptance feedback off; -1: the calibration's */
     int with_head; /* heterospec/h1: 1 keeps the head where the calibration says headless; -1: as it says */
+    int store;     /* heterospec/s0: 0 turns the n-gram store's chains off; -1: the calibration's */
     hs_hx_model hx; /* heterospec/h1: the calibration's model with the head (the policy points here) */
     hs_spec *spec; /* NULL for ar and plain */
     bool plain;    /* heterospec whose calibration found that no tree pays here: decodes plainly */
@@ -79,7 +84,7 @@ typedef struct acc {
 } acc;
 
 typedef struct args {
-    const char *model, *head, *methods, *out, *calib, *head_weights;
+    const char *model, *head, *methods, *out, *calib, *head_weights, *store;
     hs_cli_qset q;
     int n_predict, n_ctx, n_temps;
     float temps[MAX_TEMPS];
@@ -108,7 +113,8 @@ static int parse(int argc, char **argv, args *a) {
             continue;
         }
         const char *const valued[] = {"-m",     "--head",    "-n", "-c",           "--temp",
-                                      "--seed", "--methods", "-o", "--calibration", "--head-weights"};
+                                      "--seed", "--methods", "-o", "--calibration", "--head-weights",
+                                      "--store"};
         int w = -1;
         for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++)
             if (!strcmp(o, valued[k])) w = k;
@@ -147,7 +153,8 @@ static int parse(int argc, char **argv, args *a) {
         case 6: a->methods = v; break;
         case 7: a->out = v; break;
         case 8: a->calib = v; break;
-        default: a->head_weights = v; break;
+        case 9: a->head_weights = v; break;
+        default: a->store = v; break;
         }
     }
     if (a->n_predict < 1 || a->n_ctx < 0 || (strcmp(a->out, "md") && strcmp(a->out, "json"))) {
@@ -165,6 +172,7 @@ static hs_status parse_method(const char *text, method *m) {
     m->lookup = -1;
     m->feedback = -1;
     m->with_head = -1;
+    m->store = -1;
     char buf[64];
     snprintf(buf, sizeof buf, "%s", text);
     char *save = NULL, *name = strtok_r(buf, "/", &save);
@@ -191,6 +199,7 @@ static hs_status parse_method(const char *text, method *m) {
                    : part[0] == 'm' && !strcmp(name, "lookup")                                 ? &s.depth
                    : part[0] == 'f' && !strcmp(name, "heterospec")                             ? &m->feedback
                    : part[0] == 'h' && !strcmp(name, "heterospec")                             ? &m->with_head
+                   : part[0] == 's' && !strcmp(name, "heterospec")                             ? &m->store
                                     : NULL;
         if (!strcmp(name, "static")) {
             snprintf(tree, sizeof tree, "%s", part);
@@ -205,6 +214,8 @@ static hs_status parse_method(const char *text, method *m) {
             if (dst == &m->with_head && *dst != 1)
                 return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: h1 (with the head) is the only h option",
                                text);
+            if (dst == &m->store && *dst != 0)
+                return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: s0 (store off) is the only s option", text);
             if (dst == &m->feedback && *dst != 0)
                 return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: f0 (feedback off) is the only f option",
                                text);
@@ -331,6 +342,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
     hs_vk_ctx *vk = NULL;
     hs_ops *ops = NULL;
     hs_cli_spec_models sm = {0};
+    hs_ngram *store = NULL;
+    char store_path[1200] = "";
     static hs_cli_hx hxs[2]; /* greedy, sampling (large: static) */
     bool hx_loaded[2] = {false, false};
     /* Per set and method; row ns: all sets together. */
@@ -389,6 +402,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
                 if (!ms[i].policy.lookup_min) ms[i].policy.lookup_min = 1;
             }
             if (ms[i].feedback == 0) ms[i].policy.observe = NULL;
+            if (ms[i].store == 0) ms[i].policy.store_len = 0;
             ms[i].plain = hxs[mode].model.plain;
             if (ms[i].plain) {
                 fprintf(stderr,
@@ -420,6 +434,24 @@ int hs_cli_bench_spec(int argc, char **argv) {
             hs_spec_create(sm.target, strcmp(ms[i].policy.name, "lookup") ? sm.head : NULL, &ms[i].policy,
                            &ms[i].spec) != HS_OK)
             goto fail;
+    /* The n-gram store, for the methods whose calibration drafts from one. */
+    bool want_store = false;
+    for (int i = 0; i < nm; i++)
+        want_store = want_store || (ms[i].spec && ms[i].policy.store_len > 0);
+    if (want_store && !(a.store && !strcmp(a.store, "none"))) {
+        if (a.store)
+            snprintf(store_path, sizeof store_path, "%s", a.store);
+        else if (hs_cli_store_find(g, store_path, sizeof store_path) != HS_OK)
+            store_path[0] = '\0';
+        if (store_path[0]) {
+            if (hs_ngram_load(store_path, &store) != HS_OK || hs_ngram_check(store, g) != HS_OK) goto fail;
+            for (int i = 0; i < nm; i++)
+                if (ms[i].spec && ms[i].policy.store_len) hs_spec_set_store(ms[i].spec, store);
+            fprintf(stderr, "[bench-spec] n-gram store: %s\n", store_path);
+        } else {
+            fprintf(stderr, "[bench-spec] %s: heterospec's n-gram chains are off\n", hs_last_error());
+        }
+    }
     const bool json = !strcmp(a.out, "json");
     if (!json) {
         printf("bench-spec: %s on %s (%s), head %s, temperature", model_path, hs_vk_ctx_caps(vk)->device_name,
@@ -549,6 +581,7 @@ fail:
         hs_spec_destroy(ms[i].spec);
     free(accs);
     hs_cli_spec_unload(&sm);
+    hs_ngram_free(store);
     hs_ops_destroy(ops);
     hs_vk_ctx_destroy(vk);
     hs_tok_destroy(tok);

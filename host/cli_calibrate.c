@@ -293,6 +293,7 @@ static void observe(void *user, const hs_spec_round_info *info) {
     if (rec->st != HS_OK) return;
     rec->st = hs_hx_round_copy(info->tree, info->lookup, info->n_lookup, info->lookup_match, &r);
     if (rec->st != HS_OK) return;
+    hs_hx_round_set_store(&r, info->store, info->store_conf, info->n_store);
     r.first = rec->next_pos == 0;
     stbds_arrput(rec->rounds, r);
     stbds_arrput(rec->pos, rec->next_pos);
@@ -465,6 +466,7 @@ int hs_cli_calibrate(int argc, char **argv) {
         have_e2 = true;
         hs_hx_model nolk = m;
         nolk.lookup.max_len = 0;
+        nolk.lookup.store_len = 0;
         const hs_tree_policy hp_nolk = hs_heterospec_policy(&nolk);
         if (hs_hx_replay(&hp_nolk, &m.cost, rec.rounds, n_rounds, &r_nolk) != HS_OK) goto fail;
         hs_hx_model nofb = m;
@@ -514,6 +516,21 @@ int hs_cli_calibrate(int argc, char **argv) {
                "%u+ "
                "(0: always drafts)\n",
                m.lookup.max_len, m.lookup.min_match, m.lookup.nodraft);
+        if (m.lookup.store_records) {
+            printf("\nn-gram store (%s): %u records; P(accepted | parent accepted) by the store's confidence "
+                   "and place in the chain, store only / also the head's:\n\n| confidence | 1st | 2nd | 3rd | "
+                   "4th+ |\n| --- | --- | --- | --- | --- |\n",
+                   sm.store_path, m.lookup.store_records);
+            static const char *const conf_names[HS_NGRAM_CONF] = {"< 0.4", "0.4-0.6", "0.6-0.8", ">= 0.8"};
+            for (uint32_t cb = 0; cb < HS_NGRAM_CONF; cb++) {
+                printf("| %s |", conf_names[cb]);
+                for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
+                    printf(" %.2f / %.2f |", m.lookup.store_accept[cb][pb][0], m.lookup.store_accept[cb][pb][1]);
+                printf("\n");
+            }
+            printf("\ntuned store chains: %u tokens with the head, %u without (0: off)\n", m.lookup.store_len,
+                   mh.lookup.store_len);
+        }
         printf("\nreplayed on the recorded rounds, priced by the cost model (ar: one token per plain step at "
                "the round's context):\n\n"
                "| policy | tokens/s | vs ar | tau | verified/round |\n| --- | ---: | ---: | ---: | ---: |\n");
@@ -540,6 +557,7 @@ int hs_cli_calibrate(int argc, char **argv) {
                    "with it %.2fx; generation with this calibration loads no head (\"headless\": true)\n",
                    hs_hx_replay_speedup(&r_hl), hs_hx_replay_speedup(&r_tuned));
             m.headless = true;
+            m.lookup.store_len = mh.lookup.store_len;
             r_tuned = r_hl;
         }
         m.plain = !hs_hx_speculation_pays(&r_tuned);

@@ -24,7 +24,7 @@ void hs_cli_spec_defaults(hs_cli_spec *s) {
 
 int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     const char *const valued[] = {"--spec",      "--head", "--depth",        "--draft-top-k", "--tree-size",
-                                  "--tree",      "--calibration", "--head-weights", "--lookup"};
+                                  "--tree",      "--calibration", "--head-weights", "--lookup", "--store"};
     int which = -1;
     for (int i = 0; i < (int)(sizeof valued / sizeof valued[0]); i++)
         if (!strcmp(o, valued[i])) which = i;
@@ -42,6 +42,7 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     case 5: s->tree = v; break;
     case 6: s->calib = v; break;
     case 7: s->head_weights = v; break;
+    case 9: s->store = v; break;
     default: {
         char *end;
         const long n = strtol(v, &end, 10);
@@ -178,6 +179,55 @@ fail:
     return st;
 }
 
+hs_status hs_cli_store_find(const hs_gguf *model, char *out, size_t n) {
+    char home[1024] = "", dir[1100];
+    uint64_t want;
+    hs_status st = hs_ngram_vocab_hash(model, &want);
+    if (st != HS_OK) return st;
+    if (hs_home_dir(home, sizeof home) != HS_OK) return HS_FAIL(HS_ERR_IO, "no n-gram store: no HS_HOME");
+    snprintf(dir, sizeof dir, "%s/ngram", home);
+    struct dirent **ents = NULL;
+    const int ne = scandir(dir, &ents, NULL, alphasort);
+    bool found = false;
+    for (int i = 0; i < ne; i++) {
+        const char *nm = ents[i]->d_name;
+        const size_t len = strlen(nm);
+        char path[2200];
+        snprintf(path, sizeof path, "%s/%s", dir, nm);
+        hs_ngram *g = NULL;
+        /* A header check would do; stores are small enough to load whole. */
+        if (!found && len > 5 && !strcmp(nm + len - 5, ".hsng") && hs_ngram_load(path, &g) == HS_OK &&
+            hs_ngram_get_info(g).vocab_hash == want) {
+            snprintf(out, n, "%s", path);
+            found = true;
+        }
+        hs_ngram_free(g);
+        free(ents[i]);
+    }
+    free(ents);
+    return found ? HS_OK : HS_FAIL(HS_ERR_IO, "no n-gram store for this model's vocabulary in %s", dir);
+}
+
+/* The store the policy drafts from (store_len > 0): --store FILE (which must
+ * load and fit), else the one found, else none (said once). */
+static hs_status attach_store(const hs_cli_spec *s, const hs_gguf *model, hs_cli_spec_models *out) {
+    hs_status st = HS_OK;
+    if (!out->spec || out->policy.store_len == 0 || (s->store && !strcmp(s->store, "none"))) return HS_OK;
+    if (s->store)
+        snprintf(out->store_path, sizeof out->store_path, "%s", s->store);
+    else if (hs_cli_store_find(model, out->store_path, sizeof out->store_path) != HS_OK) {
+        fprintf(stderr, "[heterospec] %s: the policy's n-gram chains are off (tools/setup builds one)\n",
+                hs_last_error());
+        out->store_path[0] = '\0';
+        return HS_OK;
+    }
+    HS_TRY(hs_ngram_load(out->store_path, &out->store));
+    HS_TRY(hs_ngram_check(out->store, model));
+    hs_spec_set_store(out->spec, out->store);
+fail:
+    return st;
+}
+
 hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf *model,
                            const hs_llama_options *lo, hs_cli_spec_models *out) {
     hs_status st = HS_OK;
@@ -224,11 +274,13 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
         /* Other policies never select lookup nodes; calibration records them. */
         out->policy.lookup = (uint32_t)s->lookup;
         out->policy.lookup_min = 1;
+        out->policy.store_len = (uint32_t)s->lookup; /* and the n-gram store's, where one fits */
     }
     if (out->policy.headless) { /* the context lookup alone (--spec lookup, or HeteroSpec where the head
                                  * does not pay): no head, no taps */
         HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
         HS_TRY(hs_spec_create(out->target, NULL, &out->policy, &out->spec));
+        HS_TRY(attach_store(s, model, out));
         return HS_OK;
     }
     if (hs_cli_spec_on(s)) {
@@ -246,6 +298,7 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
         HS_TRY(hs_cli_head_weights(s->head_weights, &ho.weights));
         HS_TRY(hs_eagle3_load(ops, out->head_gguf, out->target, &ho, &out->head));
         HS_TRY(hs_spec_create(out->target, out->head, &out->policy, &out->spec));
+        HS_TRY(attach_store(s, model, out));
     }
 fail:
     if (st != HS_OK) hs_cli_spec_unload(out);
@@ -257,6 +310,7 @@ void hs_cli_spec_unload(hs_cli_spec_models *m) {
     hs_eagle3_destroy(m->head);
     hs_llama_destroy(m->target);
     hs_gguf_close(m->head_gguf);
+    hs_ngram_free(m->store);
     memset(m, 0, sizeof *m);
 }
 
@@ -278,6 +332,10 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
     if (m->policy.lookup)
         fprintf(f, "[heterospec] context lookup: chains of up to %u tokens after matches of %u+ tokens\n",
                 m->policy.lookup, m->policy.lookup_min);
+    if (m->store)
+        fprintf(f, "[heterospec] n-gram store %s (%llu contexts): chains of up to %u tokens where the context "
+                   "has no match\n",
+                m->store_path, (unsigned long long)hs_ngram_get_info(m->store).n_entries, m->policy.store_len);
     fprintf(f,
             "[heterospec] n_drafted = %llu, n_accept = %llu, draft acceptance rate = %.3f, mean accepted "
             "length = "
@@ -296,6 +354,9 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
                 "did not propose)\n",
                 (unsigned long long)s->lookup_verified, (unsigned long long)s->lookup_accepted,
                 (unsigned long long)s->lookup_only_accepted);
+    if (m->store)
+        fprintf(f, "[heterospec] n-gram store: %llu candidates verified, %llu accepted\n",
+                (unsigned long long)s->store_verified, (unsigned long long)s->store_accepted);
     if (m->policy.observe && s->rounds)
         fprintf(f,
                 "[heterospec] feedback: estimates scaled by %.3f (head's) and %.3f (lookup's) on average "
@@ -329,6 +390,8 @@ void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result
     cJSON_AddNumberToObject(o, "lookup_verified", (double)s->lookup_verified);
     cJSON_AddNumberToObject(o, "lookup_accepted", (double)s->lookup_accepted);
     cJSON_AddNumberToObject(o, "lookup_only_accepted", (double)s->lookup_only_accepted);
+    cJSON_AddNumberToObject(o, "store_verified", (double)s->store_verified);
+    cJSON_AddNumberToObject(o, "store_accepted", (double)s->store_accepted);
     const bool fb = m->spec && m->policy.observe && s->rounds;
     cJSON_AddNumberToObject(o, "feedback_gain_head", fb ? s->fb_gain_sum[0] / s->rounds : 1.0);
     cJSON_AddNumberToObject(o, "feedback_gain_lookup", fb ? s->fb_gain_sum[1] / s->rounds : 1.0);

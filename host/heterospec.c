@@ -53,6 +53,9 @@ static uint32_t lk_match_bucket(uint32_t match) {
 static uint32_t lk_pos_bucket(uint32_t pos) { return pos >= HS_HX_LK_POS ? HS_HX_LK_POS - 1 : pos; }
 
 float hs_hx_lookup_accept(const hs_hx_lookup *l, const hs_tree_node *v) {
+    if (v->match == 0) /* the n-gram store's */
+        return l->store_accept[v->conf < HS_NGRAM_CONF ? v->conf : HS_NGRAM_CONF - 1][lk_pos_bucket(v->lpos)]
+                              [(v->src & HS_NODE_HEAD) ? 1 : 0];
     return l->accept[lk_match_bucket(v->match)][lk_pos_bucket(v->lpos)][(v->src & HS_NODE_HEAD) ? 1 : 0];
 }
 
@@ -316,6 +319,7 @@ hs_tree_policy hs_heterospec_policy(const hs_hx_model *m) {
     p.lookup = m->lookup.max_len;
     p.lookup_min = m->lookup.min_match;
     p.lookup_nodraft = m->lookup.nodraft;
+    p.store_len = m->lookup.store_len;
     if (m->headless) {
         p.headless = true;
         p.lookup = m->headless_len;
@@ -542,18 +546,13 @@ fail:
     return st;
 }
 
-void hs_hx_fit_lookup(const hs_hx_lookup_record *r, uint32_t n, hs_hx_lookup *l) {
-    double a[HS_HX_LK_MATCH][HS_HX_LK_POS][2] = {{{0}}}, c[HS_HX_LK_MATCH][HS_HX_LK_POS][2] = {{{0}}};
-    double all_a = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        const uint32_t mb = lk_match_bucket(r[i].match), pb = lk_pos_bucket(r[i].pos);
-        a[mb][pb][r[i].head] += r[i].accepted;
-        c[mb][pb][r[i].head]++;
-        all_a += r[i].accepted;
-    }
-    /* Shrinkage: prior weights of a few records each level up. */
-    const double w_row = 5, w_all = 10, p_all = (all_a + 1) / (n + 2.0);
-    for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++)
+/* One table (rows x HS_HX_LK_POS x [lookup only, with the head]) from
+ * counts: each cell's rate shrunk toward its (row, head) rate and that
+ * toward the overall rate, with prior weights of a few records each level up. */
+static void fit_table(uint32_t rows, const double (*a)[HS_HX_LK_POS][2], const double (*c)[HS_HX_LK_POS][2],
+                      double all_a, double all_n, float (*out)[HS_HX_LK_POS][2]) {
+    const double w_row = 5, w_all = 10, p_all = (all_a + 1) / (all_n + 2.0);
+    for (uint32_t mb = 0; mb < rows; mb++)
         for (uint32_t h = 0; h < 2; h++) {
             double ra = 0, rc = 0;
             for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++) {
@@ -562,9 +561,34 @@ void hs_hx_fit_lookup(const hs_hx_lookup_record *r, uint32_t n, hs_hx_lookup *l)
             }
             const double p_row = (ra + w_all * p_all) / (rc + w_all);
             for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
-                l->accept[mb][pb][h] = (float)((a[mb][pb][h] + w_row * p_row) / (c[mb][pb][h] + w_row));
+                out[mb][pb][h] = (float)((a[mb][pb][h] + w_row * p_row) / (c[mb][pb][h] + w_row));
         }
-    l->records = n;
+}
+
+void hs_hx_fit_lookup(const hs_hx_lookup_record *r, uint32_t n, hs_hx_lookup *l) {
+    double a[HS_HX_LK_MATCH][HS_HX_LK_POS][2] = {{{0}}}, c[HS_HX_LK_MATCH][HS_HX_LK_POS][2] = {{{0}}};
+    double sa[HS_NGRAM_CONF][HS_HX_LK_POS][2] = {{{0}}}, sc[HS_NGRAM_CONF][HS_HX_LK_POS][2] = {{{0}}};
+    double all_a = 0, all_n = 0, st_a = 0, st_n = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t pb = lk_pos_bucket(r[i].pos);
+        if (r[i].match == 0) { /* the store's */
+            const uint32_t cb = r[i].conf < HS_NGRAM_CONF ? r[i].conf : HS_NGRAM_CONF - 1;
+            sa[cb][pb][r[i].head] += r[i].accepted;
+            sc[cb][pb][r[i].head]++;
+            st_a += r[i].accepted;
+            st_n++;
+            continue;
+        }
+        const uint32_t mb = lk_match_bucket(r[i].match);
+        a[mb][pb][r[i].head] += r[i].accepted;
+        c[mb][pb][r[i].head]++;
+        all_a += r[i].accepted;
+        all_n++;
+    }
+    fit_table(HS_HX_LK_MATCH, a, c, all_a, all_n, l->accept);
+    fit_table(HS_NGRAM_CONF, sa, sc, st_a, st_n, l->store_accept);
+    l->records = (uint32_t)all_n;
+    l->store_records = (uint32_t)st_n;
 }
 
 /* ---- files ---- */
@@ -578,6 +602,40 @@ static cJSON *pairs(const double *t, uint32_t n) {
         cJSON_AddItemToArray(a, p);
     }
     return a;
+}
+
+static cJSON *write_table(uint32_t rows, const float (*t)[HS_HX_LK_POS][2]) {
+    cJSON *la = cJSON_CreateArray();
+    for (uint32_t mb = 0; mb < rows; mb++) {
+        cJSON *row = cJSON_CreateArray();
+        for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++) {
+            cJSON *cell = cJSON_CreateArray();
+            for (uint32_t h = 0; h < 2; h++)
+                cJSON_AddItemToArray(cell, cJSON_CreateNumber(t[mb][pb][h]));
+            cJSON_AddItemToArray(row, cell);
+        }
+        cJSON_AddItemToArray(la, row);
+    }
+    return la;
+}
+
+/* rows x HS_HX_LK_POS cells of [lookup only, with the head] numbers in [0, 1]. */
+static bool read_table(const cJSON *la, int rows, float (*out)[HS_HX_LK_POS][2]) {
+    bool ok = cJSON_IsArray(la) && cJSON_GetArraySize(la) == rows;
+    for (int mb = 0; ok && mb < rows; mb++) {
+        const cJSON *row = cJSON_GetArrayItem(la, mb);
+        ok = cJSON_IsArray(row) && cJSON_GetArraySize(row) == HS_HX_LK_POS;
+        for (int pb = 0; ok && pb < HS_HX_LK_POS; pb++) {
+            const cJSON *cell = cJSON_GetArrayItem(row, pb);
+            ok = cJSON_IsArray(cell) && cJSON_GetArraySize(cell) == 2;
+            for (int h = 0; ok && h < 2; h++) {
+                const cJSON *x = cJSON_GetArrayItem(cell, h);
+                ok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= 1;
+                if (ok) out[mb][pb][h] = (float)x->valuedouble;
+            }
+        }
+    }
+    return ok;
 }
 
 cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
@@ -628,17 +686,11 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
     cJSON_AddNumberToObject(lk, "nodraft", l->nodraft);
     cJSON_AddNumberToObject(lk, "records", l->records);
     /* accept[match bucket][place bucket] = [lookup only, also the head's] */
-    cJSON *la = cJSON_AddArrayToObject(lk, "accept");
-    for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++) {
-        cJSON *row = cJSON_CreateArray();
-        for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++) {
-            cJSON *cell = cJSON_CreateArray();
-            for (uint32_t h = 0; h < 2; h++)
-                cJSON_AddItemToArray(cell, cJSON_CreateNumber(l->accept[mb][pb][h]));
-            cJSON_AddItemToArray(row, cell);
-        }
-        cJSON_AddItemToArray(la, row);
-    }
+    cJSON_AddItemToObject(lk, "accept", write_table(HS_HX_LK_MATCH, l->accept));
+    /* The n-gram store's chain: store_accept[confidence bucket][place bucket] likewise. */
+    cJSON_AddNumberToObject(lk, "store_len", l->store_len);
+    cJSON_AddNumberToObject(lk, "store_records", l->store_records);
+    cJSON_AddItemToObject(lk, "store_accept", write_table(HS_NGRAM_CONF, l->store_accept));
     cJSON *fb = cJSON_AddObjectToObject(o, "feedback");
     cJSON_AddNumberToObject(fb, "prior", m->fb_prior);
     cJSON_AddNumberToObject(fb, "decay", m->fb_decay);
@@ -798,26 +850,28 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
             HS_TRY(get_num(lk, "records", 0, 4e9, &d));
             l->records = (uint32_t)d;
         }
-        const cJSON *la = cJSON_GetObjectItemCaseSensitive(lk, "accept");
-        bool ok = cJSON_IsArray(la) && cJSON_GetArraySize(la) == HS_HX_LK_MATCH;
-        for (int mb = 0; ok && mb < HS_HX_LK_MATCH; mb++) {
-            const cJSON *row = cJSON_GetArrayItem(la, mb);
-            ok = cJSON_IsArray(row) && cJSON_GetArraySize(row) == HS_HX_LK_POS;
-            for (int pb = 0; ok && pb < HS_HX_LK_POS; pb++) {
-                const cJSON *cell = cJSON_GetArrayItem(row, pb);
-                ok = cJSON_IsArray(cell) && cJSON_GetArraySize(cell) == 2;
-                for (int h = 0; ok && h < 2; h++) {
-                    const cJSON *x = cJSON_GetArrayItem(cell, h);
-                    ok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= 1;
-                    if (ok) l->accept[mb][pb][h] = (float)x->valuedouble;
-                }
-            }
-        }
-        if (!ok)
+        if (!read_table(cJSON_GetObjectItemCaseSensitive(lk, "accept"), HS_HX_LK_MATCH, l->accept))
             return HS_FAIL(HS_ERR_FORMAT,
                            "calibration: lookup.accept must be %d rows of %d [lookup only, with the head] "
                            "pairs of numbers in [0, 1]",
                            HS_HX_LK_MATCH, HS_HX_LK_POS);
+        /* The n-gram store's (files before it have none: off). */
+        l->store_len = l->store_records = 0;
+        memset(l->store_accept, 0, sizeof l->store_accept);
+        if (cJSON_GetObjectItemCaseSensitive(lk, "store_len")) {
+            HS_TRY(get_num(lk, "store_len", 0, HS_LOOKUP_MAX_LEN, &d));
+            l->store_len = (uint32_t)d;
+            if (cJSON_GetObjectItemCaseSensitive(lk, "store_records")) {
+                HS_TRY(get_num(lk, "store_records", 0, 4e9, &d));
+                l->store_records = (uint32_t)d;
+            }
+            if (!read_table(cJSON_GetObjectItemCaseSensitive(lk, "store_accept"), HS_NGRAM_CONF,
+                            l->store_accept))
+                return HS_FAIL(HS_ERR_FORMAT,
+                               "calibration: lookup.store_accept must be %d rows of %d [store only, with the "
+                               "head] pairs of numbers in [0, 1]",
+                               HS_NGRAM_CONF, HS_HX_LK_POS);
+        }
     }
     const cJSON *fb = cJSON_GetObjectItemCaseSensitive(o, "feedback");
     if (fb) {

@@ -80,6 +80,7 @@
 
 #include <cJSON.h>
 
+#include "ngram.h"
 #include "tree.h"
 
 #define HS_HX_MAX_STRATA 8
@@ -143,6 +144,12 @@ typedef struct hs_hx_lookup {
     uint32_t nodraft;   /* a match this long skips the head's draft levels (0: never) */
     float accept[HS_HX_LK_MATCH][HS_HX_LK_POS][2];
     uint32_t records;
+    /* The n-gram store's chain (match 0 nodes; hs_tree_policy.store_len, 0:
+     * off): acceptance by the store's confidence bucket (ngram.h), place in
+     * the chain and whether the head proposed the node too. */
+    uint32_t store_len;
+    float store_accept[HS_NGRAM_CONF][HS_HX_LK_POS][2];
+    uint32_t store_records;
 } hs_hx_lookup;
 
 /* f for a lookup node (HS_NODE_LOOKUP set). */
@@ -220,9 +227,10 @@ typedef struct hs_hx_record {
     bool children_tried, child_accepted;
 } hs_hx_record;
 
-/* One verified lookup node whose parent was accepted (or is the root). */
+/* One verified lookup node whose parent was accepted (or is the root);
+ * match 0: a node of the n-gram store's chain, conf its bucket. */
 typedef struct hs_hx_lookup_record {
-    uint32_t match, pos;
+    uint32_t match, pos, conf;
     bool head; /* the head proposed it too */
     bool accepted;
 } hs_hx_lookup_record;

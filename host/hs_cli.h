@@ -62,6 +62,7 @@ void hs_cli_questions_free(hs_cli_question *qs, int n);
 typedef struct hs_cli_spec {
     const char *method, *head, *tree, *calib;
     const char *head_weights; /* auto | file | q4_1 (hs_eagle3_weights); NULL: auto */
+    const char *store;        /* --store FILE | none: the n-gram store; NULL: found in $HS_HOME/ngram */
     int depth, top_k, tree_size;
     int lookup; /* --lookup N: heterospec's context lookup chain length (0: off); -1: the calibration's */
     bool sampling;
@@ -80,6 +81,9 @@ hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out);
  * hidden size and vocabulary, tap layers inside it, and, when the head names
  * its target, the model's general.name. */
 hs_status hs_cli_head_find(const hs_gguf *model, char *out, size_t n);
+/* The first n-gram store (*.hsng in $HS_HOME/ngram, name order) built for
+ * the model's vocabulary; HS_ERR_IO when there is none. */
+hs_status hs_cli_store_find(const hs_gguf *model, char *out, size_t n);
 
 /* HeteroSpec calibrations (host/cli_hx.c). A calibration file is keyed by
  * the device (UUID, driver version and info), the model file and the head
@@ -115,6 +119,8 @@ typedef struct hs_cli_spec_models {
     hs_tree_policy policy;
     char head_path[1200];
     hs_cli_hx hx; /* heterospec: its calibration (policy.state points here) */
+    hs_ngram *store; /* the n-gram store, when the policy drafts from one and one fits */
+    char store_path[1200];
 } hs_cli_spec_models;
 hs_status hs_cli_spec_load(const hs_cli_spec *s, hs_ops *ops, const hs_gguf *model, const hs_llama_options *lo,
                            hs_cli_spec_models *out);
@@ -138,5 +144,6 @@ int hs_cli_bench_ops(int argc, char **argv);
 int hs_cli_bench_spec(int argc, char **argv);
 int hs_cli_logits(int argc, char **argv);
 int hs_cli_calibrate(int argc, char **argv);
+int hs_cli_ngram_build(int argc, char **argv);
 
 #endif

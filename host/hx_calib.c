@@ -23,6 +23,15 @@ hs_status hs_hx_round_copy(const hs_tree *t, const int32_t *lookup, uint32_t n_l
     return HS_OK;
 }
 
+void hs_hx_round_set_store(hs_hx_round *r, const int32_t *tokens, const uint8_t *conf, uint32_t n) {
+    if (n > HS_LOOKUP_MAX_LEN) n = HS_LOOKUP_MAX_LEN;
+    if (n) {
+        memcpy(r->store, tokens, sizeof *tokens * n);
+        memcpy(r->store_conf, conf, sizeof *conf * n);
+    }
+    r->n_store = n;
+}
+
 void hs_hx_round_free(hs_hx_round *r) {
     free(r->nodes);
     memset(r, 0, sizeof *r);
@@ -64,24 +73,31 @@ hs_status hs_hx_round_records(const hs_hx_round *r, hs_hx_record **out) {
     return HS_OK;
 }
 
-hs_status hs_hx_round_lookup_records(const hs_hx_round *r, hs_hx_lookup_record **out) {
+/* The records of one chain (match 0: the store's, with conf). */
+static void chain_records(const hs_hx_round *r, const int32_t *chain, const uint8_t *conf, uint32_t n,
+                          uint32_t match, hs_hx_lookup_record **out) {
     /* The chain as it would be merged: whether the head proposed each token
      * is read off the recorded tree (a child of the chain's previous node). */
     int32_t cur = 0;
-    for (uint32_t i = 0; i < r->n_lookup && i < HS_TREE_MAX_DEPTH && r->truth[i] >= 0; i++) {
+    for (uint32_t i = 0; i < n && i < HS_TREE_MAX_DEPTH && r->truth[i] >= 0; i++) {
         int32_t c = -1;
         for (uint32_t v = (uint32_t)cur + 1; cur >= 0 && v < r->n && c < 0; v++)
-            if (r->nodes[v].parent == cur && (r->nodes[v].src & HS_NODE_HEAD) &&
-                r->nodes[v].token == r->lookup[i])
+            if (r->nodes[v].parent == cur && (r->nodes[v].src & HS_NODE_HEAD) && r->nodes[v].token == chain[i])
                 c = (int32_t)v;
-        const hs_hx_lookup_record rec = {.match = r->lookup_match,
+        const hs_hx_lookup_record rec = {.match = match,
                                          .pos = i,
+                                         .conf = conf ? conf[i] : 0,
                                          .head = c >= 0,
-                                         .accepted = r->lookup[i] == r->truth[i]};
+                                         .accepted = chain[i] == r->truth[i]};
         stbds_arrput(*out, rec);
         if (!rec.accepted) break;
         cur = c; /* -1: below a lookup-only node the head proposed nothing */
     }
+}
+
+hs_status hs_hx_round_lookup_records(const hs_hx_round *r, hs_hx_lookup_record **out) {
+    chain_records(r, r->lookup, NULL, r->n_lookup, r->lookup_match, out);
+    chain_records(r, r->store, r->store_conf, r->n_store, 0, out);
     return HS_OK;
 }
 
@@ -199,7 +215,11 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
                     out->unknown++;
             }
         }
-        if (n_lk) HS_TRY(hs_tree_add_lookup(&t, r->lookup, n_lk, r->lookup_match));
+        if (n_lk)
+            HS_TRY(hs_tree_add_lookup(&t, r->lookup, n_lk, r->lookup_match));
+        else if (p->store_len && r->n_store)
+            HS_TRY(hs_tree_add_store(&t, r->store, r->store_conf,
+                                     r->n_store < p->store_len ? r->n_store : p->store_len));
         const uint32_t ns = p->select(p, &t, sel, cap);
         time += hs_hx_t_verify_at(cost, ns + 1, r->ctx);
         if (ns == 0 && !p->headless) rest_left = p->rest;
@@ -319,6 +339,23 @@ fail:
     return st;
 }
 
+/* The n-gram store's chain length (0: off), if one beats *best (updated);
+ * only where the rounds recorded store chains. */
+static hs_status search_store(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *best) {
+    hs_status st = HS_OK;
+    static const uint32_t lens[] = {0, 1, 2, 3, 4, 6, 8, 12, 16};
+    bool any = false;
+    for (uint32_t i = 0; i < n && !any; i++)
+        any = rounds[i].n_store > 0;
+    for (uint32_t a = 0; any && a < sizeof lens / sizeof *lens; a++) {
+        hs_hx_model t = *m;
+        t.lookup.store_len = lens[a];
+        HS_TRY(try_model(m, &t, rounds, n, best));
+    }
+fail:
+    return st;
+}
+
 /* The lookup's chain length and shortest match, then the match that skips
  * drafting, if a setting beats *best (updated). */
 static hs_status search_lookup(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n,
@@ -338,6 +375,7 @@ static hs_status search_lookup(hs_hx_model *m, const hs_hx_round *rounds, uint32
         t.lookup.nodraft = nodrafts[c];
         HS_TRY(try_model(m, &t, rounds, n, best));
     }
+    HS_TRY(search_store(m, rounds, n, best));
 fail:
     return st;
 }
@@ -385,6 +423,15 @@ hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds,
     const hs_tree_policy p = hs_heterospec_policy(h);
     HS_TRY(hs_hx_replay(&p, &h->cost, rounds, n, out));
     for (uint32_t a = 0; a < sizeof lens / sizeof *lens; a++)
+        for (uint32_t b = 1; b <= 4; b++) {
+            hs_hx_model t = *h;
+            t.headless_len = lens[a];
+            t.headless_min = b;
+            HS_TRY(try_model(h, &t, rounds, n, out));
+        }
+    HS_TRY(search_store(h, rounds, n, out));
+    /* The lookup's once more, with the store's chains where it has none. */
+    for (uint32_t a = 0; h->lookup.store_len && a < sizeof lens / sizeof *lens; a++)
         for (uint32_t b = 1; b <= 4; b++) {
             hs_hx_model t = *h;
             t.headless_len = lens[a];

@@ -37,6 +37,12 @@ typedef struct hs_hx_round {
      * first hs_tree_policy.lookup tokens when the match is long enough. */
     int32_t lookup[HS_LOOKUP_MAX_LEN];
     uint32_t n_lookup, lookup_match;
+    /* The n-gram store's chain after the root (recorded long, whatever the
+     * lookup found); replays merge its first hs_tree_policy.store_len tokens
+     * when they merge no lookup chain. */
+    int32_t store[HS_LOOKUP_MAX_LEN];
+    uint8_t store_conf[HS_LOOKUP_MAX_LEN];
+    uint32_t n_store;
     bool first; /* the first round of a generation (replays start the policy's feedback afresh) */
 } hs_hx_round;
 
@@ -44,6 +50,8 @@ typedef struct hs_hx_round {
  * lookup chain (n_lookup tokens, may be 0). */
 hs_status hs_hx_round_copy(const hs_tree *t, const int32_t *lookup, uint32_t n_lookup, uint32_t match,
                            hs_hx_round *r);
+/* Sets the round's store chain (n tokens, may be 0). */
+void hs_hx_round_set_store(hs_hx_round *r, const int32_t *tokens, const uint8_t *conf, uint32_t n);
 void hs_hx_round_free(hs_hx_round *r);
 /* truth[i] = ids[pos + 1 + i] while inside ids[0 .. n_ids). */
 void hs_hx_round_set_truth(hs_hx_round *r, const int32_t *ids, uint32_t n_ids, uint32_t pos);
@@ -53,7 +61,7 @@ void hs_hx_round_set_truth(hs_hx_round *r, const int32_t *ids, uint32_t n_ids, u
 hs_status hs_hx_round_records(const hs_hx_round *r, hs_hx_record **out);
 /* Appends the round's lookup records to *out (stb_ds array): every node of
  * its lookup chain whose parent is on the true path (the chain's nodes after
- * its first miss are not). */
+ * its first miss are not), then those of its store chain (match 0). */
 hs_status hs_hx_round_lookup_records(const hs_hx_round *r, hs_hx_lookup_record **out);
 
 typedef struct hs_hx_replay_result {

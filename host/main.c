@@ -16,6 +16,7 @@ static void usage(FILE *f) {
                "  bench-ops    per-op figures on the chosen device (table or --json)\n"
                "  bench-spec   speculative methods against plain decoding on question sets\n"
                "  calibrate    HeteroSpec's device cost model, strata and thresholds\n"
+               "  ngram-build  HeteroSpec's n-gram store from sequences the target generated\n"
                "  logits       every position's logits of a prompt, in hs-oracle's HSLG file format\n"
                "\n"
                "Run `heterospec <command> --help` for the options of a command.\n");
@@ -35,6 +36,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench-ops")) return hs_cli_bench_ops(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench-spec")) return hs_cli_bench_spec(argc - 1, argv + 1);
     if (!strcmp(cmd, "logits")) return hs_cli_logits(argc - 1, argv + 1);
+    if (!strcmp(cmd, "ngram-build")) return hs_cli_ngram_build(argc - 1, argv + 1);
     if (!strcmp(cmd, "calibrate")) return hs_cli_calibrate(argc - 1, argv + 1);
     fprintf(stderr, "heterospec: unknown command '%s'\n\n", cmd);
     usage(stderr);

@@ -25,6 +25,10 @@ struct hs_spec {
     uint32_t hist_cap;
     int32_t lookup[HS_LOOKUP_MAX_LEN];
     uint32_t n_lookup, lookup_match;
+    const hs_ngram *store;
+    int32_t store_chain[HS_LOOKUP_MAX_LEN];
+    uint8_t store_conf[HS_LOOKUP_MAX_LEN];
+    uint32_t n_store;
     hs_spec_stats stats;
     hs_spec_observer observer;
     void *observer_user;
@@ -33,7 +37,7 @@ struct hs_spec {
 /* Candidates per tree: every expanded node adds the head's K children. */
 static uint32_t tree_cap(const hs_spec *s) {
     return 1 + (s->head ? (1 + hs_tree_policy_max_drafted(&s->policy)) * hs_eagle3_top_k(s->head) : 0) +
-           (s->policy.lookup ? HS_LOOKUP_MAX_LEN : 0);
+           (s->policy.lookup || s->policy.store_len ? HS_LOOKUP_MAX_LEN : 0);
 }
 
 hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy *policy, hs_spec **out) {
@@ -107,6 +111,8 @@ void hs_spec_reset(hs_spec *s) {
 
 const hs_spec_stats *hs_spec_stats_get(const hs_spec *s) { return &s->stats; }
 
+void hs_spec_set_store(hs_spec *s, const hs_ngram *store) { s->store = store; }
+
 void hs_spec_set_observer(hs_spec *s, hs_spec_observer fn, void *user) {
     s->observer = fn;
     s->observer_user = user;
@@ -161,12 +167,20 @@ static hs_status draft(hs_spec *s, int32_t root, uint32_t max_new, uint32_t room
     /* Deepest useful node: max_new - 1 drafts plus the bonus. */
     const uint32_t max_useful = max_new - 1, max_depth = s->have_root ? max_useful : 0;
     /* The context lookup (from the cached tokens and the root). */
-    s->n_lookup = s->lookup_match = 0;
-    if (p->lookup && max_useful > 0 && t->ctx < s->hist_cap) {
+    s->n_lookup = s->lookup_match = s->n_store = 0;
+    if (max_useful > 0 && t->ctx < s->hist_cap) {
         s->hist[t->ctx] = root;
-        const uint32_t len = p->lookup < max_useful ? p->lookup : max_useful;
-        const uint32_t want = len > HS_LOOKUP_MAX_LEN ? HS_LOOKUP_MAX_LEN : len;
-        s->n_lookup = hs_lookup(s->hist, t->ctx + 1, p->lookup_min, want, s->lookup, &s->lookup_match);
+        if (p->lookup) {
+            const uint32_t len = p->lookup < max_useful ? p->lookup : max_useful;
+            const uint32_t want = len > HS_LOOKUP_MAX_LEN ? HS_LOOKUP_MAX_LEN : len;
+            s->n_lookup = hs_lookup(s->hist, t->ctx + 1, p->lookup_min, want, s->lookup, &s->lookup_match);
+        }
+        /* The store's chain (kept for observers even when the lookup matched). */
+        if (p->store_len && s->store) {
+            const uint32_t len = p->store_len < max_useful ? p->store_len : max_useful;
+            const uint32_t want = len > HS_LOOKUP_MAX_LEN ? HS_LOOKUP_MAX_LEN : len;
+            s->n_store = hs_ngram_chain(s->store, s->hist, t->ctx + 1, want, s->store_chain, s->store_conf);
+        }
     }
     const bool no_draft = p->lookup_nodraft && s->n_lookup && s->lookup_match >= p->lookup_nodraft;
     if (max_depth > 0) HS_TRY(hs_tree_add_children(t, 0, &s->root_topk));
@@ -195,6 +209,7 @@ static hs_status draft(hs_spec *s, int32_t root, uint32_t max_new, uint32_t room
         s->stats.head_rows += w;
     }
     if (s->n_lookup) HS_TRY(hs_tree_add_lookup(t, s->lookup, s->n_lookup, s->lookup_match));
+    else if (s->n_store) HS_TRY(hs_tree_add_store(t, s->store_chain, s->store_conf, s->n_store));
     /* Candidates to verify: what fits the batch and the cache, no deeper
      * than useful (dropping the deepest keeps the set closed under ancestors). */
     uint32_t vcap = s->max_verify - 1;
@@ -314,7 +329,10 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
                                          .greedy = greedy,
                                          .lookup = s->lookup,
                                          .n_lookup = s->n_lookup,
-                                         .lookup_match = s->lookup_match};
+                                         .lookup_match = s->lookup_match,
+                                         .store = s->store_chain,
+                                         .store_conf = s->store_conf,
+                                         .n_store = s->n_store};
         s->observer(s->observer_user, &info);
     }
 
@@ -345,12 +363,16 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
         S->tried_depth[d - 1]++;
     for (uint32_t d = 1; d < len && d <= HS_SPEC_MAX_LEN; d++)
         S->accept_depth[d - 1]++;
-    for (uint32_t i = 1; i < n_list; i++)
-        S->lookup_verified += (s->tree.nodes[s->list_nodes[i]].src & HS_NODE_LOOKUP) != 0;
+    for (uint32_t i = 1; i < n_list; i++) {
+        const hs_tree_node *v = &s->tree.nodes[s->list_nodes[i]];
+        S->lookup_verified += (v->src & HS_NODE_LOOKUP) != 0;
+        S->store_verified += (v->src & HS_NODE_LOOKUP) && v->match == 0;
+    }
     for (uint32_t i = 1; i < len; i++) {
-        const uint8_t src = s->tree.nodes[s->list_nodes[s->path[i]]].src;
-        S->lookup_accepted += (src & HS_NODE_LOOKUP) != 0;
-        S->lookup_only_accepted += src == HS_NODE_LOOKUP;
+        const hs_tree_node *v = &s->tree.nodes[s->list_nodes[s->path[i]]];
+        S->lookup_accepted += (v->src & HS_NODE_LOOKUP) != 0;
+        S->lookup_only_accepted += v->src == HS_NODE_LOOKUP;
+        S->store_accepted += (v->src & HS_NODE_LOOKUP) && v->match == 0;
     }
 fail:
     return st;

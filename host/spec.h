@@ -45,6 +45,7 @@
 #define HS_SPEC_H
 
 #include "eagle3.h"
+#include "ngram.h"
 #include "llama.h"
 #include "sampler.h"
 #include "tree.h"
@@ -63,6 +64,7 @@ typedef struct hs_spec_stats {
     uint64_t lookup_verified; /* candidates verified that the context lookup proposed (the head too, maybe) */
     uint64_t lookup_accepted; /* of those, accepted */
     uint64_t lookup_only_accepted; /* accepted candidates only the lookup proposed */
+    uint64_t store_verified, store_accepted; /* of the lookup's, those of the n-gram store's chains */
     double fb_gain_sum[2]; /* policies with feedback: the sums over rounds of the gains (head, lookup) */
     /* Rounds whose accepted path reached depth d (d >= 1): accept_depth[d - 1]. */
     uint32_t accept_depth[HS_SPEC_MAX_LEN];
@@ -92,6 +94,12 @@ typedef struct hs_spec_round_info {
      * 0 when the policy has lookup off or nothing matched) and its match. */
     const int32_t *lookup;
     uint32_t n_lookup, lookup_match;
+    /* The n-gram store's chain after the sequence (drafted whenever a store
+     * is set and the policy's store_len > 0, merged only when the lookup
+     * merged nothing) with its confidence buckets. */
+    const int32_t *store;
+    const uint8_t *store_conf;
+    uint32_t n_store;
 } hs_spec_round_info;
 typedef void (*hs_spec_observer)(void *user, const hs_spec_round_info *r);
 
@@ -103,6 +111,9 @@ void hs_spec_destroy(hs_spec *s);
 /* Forgets the head's context and the statistics (the engine resets the target). */
 void hs_spec_reset(hs_spec *s);
 const hs_spec_stats *hs_spec_stats_get(const hs_spec *s);
+/* The n-gram store the policy's store_len drafts from (NULL: none; the
+ * caller keeps it alive and checks it fits the target, hs_ngram_check). */
+void hs_spec_set_store(hs_spec *s, const hs_ngram *store);
 /* Calls fn after every round's acceptance (NULL: none). */
 void hs_spec_set_observer(hs_spec *s, hs_spec_observer fn, void *user);
 

@@ -57,7 +57,7 @@ hs_status hs_tree_add_children(hs_tree *t, uint32_t node, const hs_topk_result *
     return HS_OK;
 }
 
-hs_status hs_tree_add_lookup(hs_tree *t, const int32_t *tokens, uint32_t n, uint32_t match) {
+static hs_status add_chain(hs_tree *t, const int32_t *tokens, const uint8_t *conf, uint32_t n, uint32_t match) {
     uint32_t cur = 0;
     const uint8_t m8 = match > 255 ? 255 : (uint8_t)match;
     for (uint32_t i = 0; i < n; i++) {
@@ -66,7 +66,7 @@ hs_status hs_tree_add_lookup(hs_tree *t, const int32_t *tokens, uint32_t n, uint
             if (t->nodes[v].parent == (int32_t)cur && t->nodes[v].token == tokens[i]) c = v;
         if (!c) {
             if (t->n == t->cap)
-                return HS_FAIL(HS_ERR_OUT_OF_RANGE, "hs_tree_add_lookup: the tree's %u nodes are full",
+                return HS_FAIL(HS_ERR_OUT_OF_RANGE, "hs_tree_add_lookup/store: the tree's %u nodes are full",
                                t->cap);
             const hs_tree_node *p = &t->nodes[cur];
             c = t->n++;
@@ -84,9 +84,18 @@ hs_status hs_tree_add_lookup(hs_tree *t, const int32_t *tokens, uint32_t n, uint
         t->nodes[c].src |= HS_NODE_LOOKUP;
         t->nodes[c].match = m8;
         t->nodes[c].lpos = (uint8_t)i;
+        t->nodes[c].conf = conf ? conf[i] : 0;
         cur = c;
     }
     return HS_OK;
+}
+
+hs_status hs_tree_add_lookup(hs_tree *t, const int32_t *tokens, uint32_t n, uint32_t match) {
+    return add_chain(t, tokens, NULL, n, match);
+}
+
+hs_status hs_tree_add_store(hs_tree *t, const int32_t *tokens, const uint8_t *conf, uint32_t n) {
+    return add_chain(t, tokens, conf, n, 0);
 }
 
 uint32_t hs_lookup(const int32_t *hist, uint32_t n, uint32_t min_match, uint32_t max_len, int32_t *out,

@@ -55,6 +55,7 @@ typedef struct hs_tree_node {
     uint8_t src;                      /* HS_NODE_HEAD and/or HS_NODE_LOOKUP (the root: 0) */
     uint8_t match;                    /* lookup: the context match the chain continues (tokens, <= 255) */
     uint8_t lpos;                     /* lookup: 0-based place in the chain (its depth - 1) */
+    uint8_t conf;                     /* store chain (match 0): the n-gram's confidence bucket */
 } hs_tree_node;
 
 /* Where a candidate came from: the head's Top-K of its parent, and/or the
@@ -107,6 +108,9 @@ hs_status hs_tree_add_children(hs_tree *t, uint32_t node, const hs_topk_result *
  * draft level (the head's Top-K children of a node stay contiguous).
  * HS_ERR_OUT_OF_RANGE when the tree is full. */
 hs_status hs_tree_add_lookup(hs_tree *t, const int32_t *tokens, uint32_t n, uint32_t match);
+/* The same for a chain of the n-gram store (host/ngram; used when the
+ * context has no match): HS_NODE_LOOKUP nodes with match 0 and conf[i]. */
+hs_status hs_tree_add_store(hs_tree *t, const int32_t *tokens, const uint8_t *conf, uint32_t n);
 
 /* The verification list: root at index 0, then the selected nodes in
  * increasing node order (parents precede children). tokens/parents/nodes get
@@ -147,6 +151,11 @@ struct hs_tree_policy {
      * lookup_nodraft tokens (0: never) the head drafts no level that round.
      * Only policies whose select values lookup nodes set it (HeteroSpec). */
     uint32_t lookup, lookup_min, lookup_nodraft;
+    /* The n-gram store (host/ngram, hs_spec_set_store): in a round where the
+     * context lookup merged nothing, a chain of up to store_len tokens the
+     * store drafts after the sequence is merged instead (hs_tree_add_store);
+     * 0: off. */
+    uint32_t store_len;
     /* Drafts without a head: no consumes, no draft levels, candidates from
      * the context lookup alone (hs_tree_lookup; HeteroSpec where calibration
      * found the head does not pay). host/spec then ignores any head. */

@@ -1086,6 +1086,123 @@ static void test_headless(void **state) {
     }
 }
 
+/* The n-gram store's chains (match-0 lookup nodes): valued by their own
+ * table, merged by replays only where no lookup chain is, fitted apart from
+ * the lookup's records, searched, and kept in the JSON. */
+static void test_store(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.9f, 0.1f);
+    set_cost(&m, 0.1);
+    m.fb_prior = 0;
+    set_lookup(&m, 0.2f, 0.2f, 0.2f);
+    for (uint32_t cb = 0; cb < HS_NGRAM_CONF; cb++)
+        for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
+            for (uint32_t h = 0; h < 2; h++)
+                m.lookup.store_accept[cb][pb][h] = 0.5f + 0.1f * (float)cb + 0.01f * (float)pb + 0.001f * (float)h;
+    /* Values: a store node reads store_accept[conf][place][head], a lookup node the lookup's table. */
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 64));
+    hs_tree_reset(&t, 7);
+    const int32_t chain[] = {300, 301, 302};
+    const uint8_t conf[] = {3, 1, 0};
+    HS_CHECK(hs_tree_add_store(&t, chain, conf, 3));
+    assert_int_equal(t.n, 4);
+    for (uint32_t i = 0; i < 3; i++) {
+        const hs_tree_node *v = &t.nodes[1 + i];
+        assert_true(v->src == HS_NODE_LOOKUP && v->match == 0 && v->conf == conf[i] && v->lpos == i);
+        assert_float_equal(hs_hx_lookup_accept(&m.lookup, v), 0.5f + 0.1f * conf[i] + 0.01f * i, 1e-6);
+    }
+    hs_tree_reset(&t, 7);
+    HS_CHECK(hs_tree_add_lookup(&t, chain, 1, 2));
+    assert_float_equal(hs_hx_lookup_accept(&m.lookup, &t.nodes[1]), 0.2f, 1e-6);
+    hs_tree_free(&t);
+    /* Rounds: a sure head chain that never matches, no lookup chain, a store chain that does. */
+    hs_hx_round r[20];
+    for (int i = 0; i < 20; i++) {
+        chain_round(0.9f, 0.1f, false, &r[i]);
+        r[i].truth[0] = 300;
+        r[i].truth[1] = 301;
+        r[i].truth[2] = 302;
+        const int32_t st[] = {300, 301, 302};
+        const uint8_t sc[] = {3, 3, 3};
+        hs_hx_round_set_store(&r[i], st, sc, 3);
+        r[i].first = i == 0;
+    }
+    hs_hx_model h = m;
+    h.headless = true;
+    h.headless_len = 2;
+    h.headless_min = 1;
+    h.lookup.store_len = 2;
+    hs_hx_replay_result rr;
+    const hs_tree_policy p = hs_heterospec_policy(&h);
+    assert_int_equal(p.store_len, 2);
+    HS_CHECK(hs_hx_replay(&p, &h.cost, r, 20, &rr));
+    assert_float_equal(rr.tokens, 20 * 3, 0); /* two store nodes and the bonus */
+    assert_float_equal(rr.verified, 20 * 3, 0);
+    h.lookup.store_len = 0;
+    const hs_tree_policy p0 = hs_heterospec_policy(&h);
+    HS_CHECK(hs_hx_replay(&p0, &h.cost, r, 20, &rr));
+    assert_float_equal(rr.tokens, 20, 0);
+    /* A lookup chain (wrong) takes the round instead of the store's. */
+    hs_hx_round both[20];
+    for (int i = 0; i < 20; i++) {
+        both[i] = r[i];
+        both[i].lookup[0] = 400;
+        both[i].lookup[1] = 401;
+        both[i].n_lookup = 2;
+        both[i].lookup_match = 4;
+    }
+    h.lookup.store_len = 2;
+    set_lookup(&h, 0.9f, 0.9f, 0.9f);
+    h.lookup.store_len = 2;
+    const hs_tree_policy pb = hs_heterospec_policy(&h);
+    HS_CHECK(hs_hx_replay(&pb, &h.cost, both, 20, &rr));
+    assert_float_equal(rr.tokens, 20, 0);
+    assert_true(rr.verified > 20);
+    /* The headless search finds the store's chains (the lookup alone gives nothing here). */
+    hs_hx_model hs;
+    hs_hx_replay_result rs;
+    m.lookup.store_len = 0;
+    HS_CHECK(hs_hx_search_headless(&m, r, 20, &hs, &rs));
+    assert_true(hs.headless && hs.lookup.store_len >= 2);
+    assert_float_equal(rs.tokens, 20 * 4, 0);
+    /* Records: the store chain's nodes come with match 0 and their confidence. */
+    hs_hx_lookup_record *rec = NULL;
+    HS_CHECK(hs_hx_round_lookup_records(&both[0], &rec));
+    assert_int_equal(stbds_arrlen(rec), 1 + 3); /* the lookup's first node (a miss), the store's three */
+    assert_true(rec[0].match == 4 && !rec[0].accepted);
+    for (int i = 1; i < 4; i++)
+        assert_true(rec[i].match == 0 && rec[i].conf == 3 && rec[i].accepted && rec[i].pos == (uint32_t)i - 1);
+    stbds_arrfree(rec);
+    /* The fit keeps the two tables apart. */
+    hs_hx_lookup_record fr[60];
+    for (int i = 0; i < 20; i++) {
+        fr[i] = (hs_hx_lookup_record){.match = 0, .pos = 0, .conf = 3, .accepted = true};
+        fr[20 + i] = (hs_hx_lookup_record){.match = 0, .pos = 0, .conf = 0, .accepted = false};
+        fr[40 + i] = (hs_hx_lookup_record){.match = 2, .pos = 0, .accepted = i % 2 == 0};
+    }
+    hs_hx_lookup fl = {0};
+    hs_hx_fit_lookup(fr, 60, &fl);
+    assert_int_equal(fl.records, 20);
+    assert_int_equal(fl.store_records, 40);
+    assert_true(fl.store_accept[3][0][0] > 0.75f && fl.store_accept[0][0][0] < 0.25f);
+    assert_true(fl.accept[1][0][0] > 0.4f && fl.accept[1][0][0] < 0.6f);
+    /* JSON: the store's length and table survive; a malformed table fails. */
+    hs_hx_model j = m;
+    j.lookup.store_len = 6;
+    cJSON *o = hs_hx_model_to_json(&j);
+    hs_hx_model back;
+    HS_CHECK(hs_hx_model_from_json(o, &back));
+    assert_int_equal(back.lookup.store_len, 6);
+    assert_memory_equal(back.lookup.store_accept, j.lookup.store_accept, sizeof j.lookup.store_accept);
+    cJSON *lk = cJSON_GetObjectItemCaseSensitive(o, "lookup");
+    cJSON_DeleteItemFromArray(cJSON_GetObjectItemCaseSensitive(lk, "store_accept"), 0);
+    assert_int_equal(hs_hx_model_from_json(o, &back), HS_ERR_FORMAT);
+    cJSON_Delete(o);
+    for (int i = 0; i < 20; i++)
+        hs_hx_round_free(&r[i]);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
@@ -1104,6 +1221,7 @@ int main(void) {
         cmocka_unit_test(test_lookup_fit_and_json),
         cmocka_unit_test(test_feedback),
         cmocka_unit_test(test_headless),
+        cmocka_unit_test(test_store),
     };
     return hs_test_run_group("heterospec", tests, NULL, NULL);
 }

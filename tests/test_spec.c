@@ -13,6 +13,7 @@
 #include "engine.h"
 #include "hs_cli.h"
 #include "tok_gguf.h"
+#include "stb_ds.h"
 #include "testutil.h"
 
 typedef struct spec_env {
@@ -346,6 +347,82 @@ static double two_sample_chi2(const uint32_t *a, const uint32_t *b, uint32_t n_b
  * sampling's, per position (z <= 4.5) and over all four together (z <= 4).
  * A biased acceptance rule that accepts a child with probability min(1, 1.5
  * p(x) / mass) fails it (measured: z 4.9, 4.9, 4.4, 2.1, together 8.1). */
+/* HeteroSpec with the n-gram store (without the head, as calibration may
+ * choose): greedy output equals plain decoding with a store of the model's
+ * own outputs (whose chains get accepted) and with one of random text
+ * (whose chains get rejected); with the lookup off every accepted token is
+ * the store's. */
+static void test_store_equals_plain(void **state) {
+    spec_env *e = *state;
+    const int32_t prompts[][4] = {{1}, {1, 403, 407}, {1, 80, 87, 79}};
+    const size_t lens[] = {1, 3, 4};
+    enum { NP = 3, N = 120 };
+    hs_gen_result ref[NP];
+    int32_t *own = NULL, *noise = NULL;
+    hs_rng rng;
+    hs_rng_seed(&rng, 11);
+    for (int pi = 0; pi < NP; pi++) {
+        gen(e->m, e->tok, NULL, prompts[pi], lens[pi], N, NULL, &ref[pi]);
+        for (uint32_t i = 0; i < ref[pi].n_gen; i++) {
+            stbds_arrput(own, ref[pi].ids[i]);
+            stbds_arrput(noise, (int32_t)(hs_rng_u32(&rng) % hs_llama_cfg(e->m)->n_vocab));
+        }
+        stbds_arrput(own, -1);
+        stbds_arrput(noise, -1);
+    }
+    const uint32_t nv = hs_llama_cfg(e->m)->n_vocab;
+    hs_ngram *stores[2] = {NULL, NULL};
+    HS_CHECK(hs_ngram_build(own, (uint64_t)stbds_arrlen(own), 4, 1, nv, 0, &stores[0]));
+    HS_CHECK(hs_ngram_build(noise, (uint64_t)stbds_arrlen(noise), 2, 1, nv, 0, &stores[1]));
+    uint64_t acc[2] = {0, 0}, ver[2] = {0, 0};
+    for (int si = 0; si < 2; si++)
+        for (int li = 0; li < 2; li++) /* li 0: the store alone; 1: with the context lookup */
+            for (int pi = 0; pi < NP; pi++) {
+                hs_hx_model hl;
+                hx_model(3, &hl);
+                hl.headless = true;
+                hl.headless_len = li ? 8 : 0;
+                hl.headless_min = 2;
+                hl.lookup.store_len = 4;
+                for (uint32_t cb = 0; cb < HS_NGRAM_CONF; cb++)
+                    for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
+                        hl.lookup.store_accept[cb][pb][0] = hl.lookup.store_accept[cb][pb][1] = 0.9f;
+                const hs_tree_policy pol = hs_heterospec_policy(&hl);
+                hs_spec *spec;
+                HS_CHECK(hs_spec_create(e->m, NULL, &pol, &spec));
+                hs_spec_set_store(spec, stores[si]);
+                hs_gen_result r;
+                gen(e->m, e->tok, spec, prompts[pi], lens[pi], N, NULL, &r);
+                char what[96];
+                snprintf(what, sizeof what, "prompt %d, %s store, lookup %s", pi, si ? "noise" : "own",
+                         li ? "on" : "off");
+                assert_same(&ref[pi], &r, what);
+                if (!li && r.spec.accepted != r.spec.store_accepted)
+                    fail_msg("%s: %llu accepted, %llu of them the store's", what,
+                             (unsigned long long)r.spec.accepted, (unsigned long long)r.spec.store_accepted);
+                if (!li && r.spec.verified != r.spec.store_verified + r.spec.rounds)
+                    fail_msg("%s: %llu verified in %u rounds, %llu of them the store's", what,
+                             (unsigned long long)r.spec.verified, r.spec.rounds,
+                             (unsigned long long)r.spec.store_verified);
+                acc[si] += r.spec.store_accepted;
+                ver[si] += r.spec.store_verified;
+                hs_gen_result_free(&r);
+                hs_spec_destroy(spec);
+            }
+    /* The own store's chains mostly hold, the noise's mostly fail; both were tried. */
+    if (acc[0] < 150 || ver[1] < 100 || acc[1] * 4 > ver[1])
+        fail_msg("store chains: own %llu of %llu accepted, noise %llu of %llu", (unsigned long long)acc[0],
+                 (unsigned long long)ver[0], (unsigned long long)acc[1], (unsigned long long)ver[1]);
+    print_message("store chains: own %llu of %llu accepted, noise %llu of %llu\n", (unsigned long long)acc[0],
+                  (unsigned long long)ver[0], (unsigned long long)acc[1], (unsigned long long)ver[1]);
+    for (int pi = 0; pi < NP; pi++)
+        hs_gen_result_free(&ref[pi]);
+    hs_ngram_free(stores[0]);
+    hs_ngram_free(stores[1]);
+    stbds_arrfree(own);
+    stbds_arrfree(noise);
+}
+
 static void test_sampling_distribution(void **state) {
     spec_env *e = *state;
     enum { SEEDS = 1000, POS = 4 };
@@ -558,6 +635,7 @@ int main(void) {
     };
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_equals_plain),
+        cmocka_unit_test(test_store_equals_plain),
         cmocka_unit_test(test_context_fills_in_a_round),
         cmocka_unit_test(test_limits_and_end),
         cmocka_unit_test(test_sampling_distribution),
