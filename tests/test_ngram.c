@@ -117,7 +117,7 @@ static void test_build_and_next(void **state) {
 
 static void test_separators_and_errors(void **state) {
     (void)state;
-    /* "1 2" occurs only across a separator: no context (2 | 1) may exist. */
+    /* No context reaches across a separator. */
     const int32_t ids[] = {5, 1, -1, 2, 3, -1, 1, 4, 1, 4};
     hs_ngram *g = NULL;
     HS_CHECK(hs_ngram_build(ids, 10, 2, 1, NV, 0, &g));
@@ -129,6 +129,8 @@ static void test_separators_and_errors(void **state) {
     assert_int_equal(c, 2);
     assert_int_equal(tot, 2);
     assert_false(hs_ngram_next(g, five_one, 2, &t, &c, &tot));
+    /* Contexts inside the sequences only: (5) (2) (1) (4), (1 4) (4 1). */
+    assert_int_equal(hs_ngram_get_info(g).n_entries, 6);
     hs_ngram_free(g);
     const int32_t bad[] = {1, 2, (int32_t)NV};
     assert_int_equal(hs_ngram_build(bad, 3, 2, 1, NV, 0, &g), HS_ERR_INVALID_ARG);
