@@ -53,6 +53,9 @@ static void usage(FILE *f) {
                "                   $HS_HOME/calib, else the one committed beside the head, else\n"
                "                   built-in defaults; see heterospec calibrate); one that says\n"
                "                   \"plain\": true (no tree pays here) makes heterospec decode plainly\n"
+               "  --store FILE     heterospec: the n-gram store whose chains it merges where the\n"
+               "                   context has no match (default: the one in $HS_HOME/ngram built\n"
+               "                   for the model's vocabulary, see ngram-build); none: off\n"
                "  -q, --quiet      no streamed text, only the summary\n");
 }
 

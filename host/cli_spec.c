@@ -209,20 +209,26 @@ hs_status hs_cli_store_find(const hs_gguf *model, char *out, size_t n) {
 }
 
 /* The store the policy drafts from (store_len > 0): --store FILE (which must
- * load and fit), else the one found, else none (said once). */
+ * load and fit, used or not), else the one found, else none (said once). */
 static hs_status attach_store(const hs_cli_spec *s, const hs_gguf *model, hs_cli_spec_models *out) {
     hs_status st = HS_OK;
-    if (!out->spec || out->policy.store_len == 0 || (s->store && !strcmp(s->store, "none"))) return HS_OK;
-    if (s->store)
+    const bool given = s->store && strcmp(s->store, "none") != 0;
+    if (!out->spec || (s->store && !given) || (!given && out->policy.store_len == 0)) return HS_OK;
+    if (given)
         snprintf(out->store_path, sizeof out->store_path, "%s", s->store);
     else if (hs_cli_store_find(model, out->store_path, sizeof out->store_path) != HS_OK) {
-        fprintf(stderr, "[heterospec] %s: the policy's n-gram chains are off (tools/setup builds one)\n",
+        fprintf(stderr, "[heterospec] %s: the policy's n-gram chains are off (tools/build_store.sh builds "
+                        "SmolLM2's)\n",
                 hs_last_error());
         out->store_path[0] = '\0';
         return HS_OK;
     }
     HS_TRY(hs_ngram_load(out->store_path, &out->store));
     HS_TRY(hs_ngram_check(out->store, model));
+    if (out->policy.store_len == 0)
+        fprintf(stderr, "[heterospec] %s: unused, the policy drafts no n-gram chains (%s)\n", out->store_path,
+                out->policy.name && !strcmp(out->policy.name, "heterospec") ? "store_len 0 in its calibration"
+                                                                               : "only HeteroSpec does");
     hs_spec_set_store(out->spec, out->store);
 fail:
     return st;
@@ -378,6 +384,7 @@ void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result
         cJSON_AddStringToObject(o, "head", m->head_path);
         cJSON_AddStringToObject(o, "head_weights", hs_cli_head_weights_name(m->head));
     }
+    if (m->store) cJSON_AddStringToObject(o, "store", m->store_path);
     const uint32_t rounds = m->spec ? s->rounds : r->target_passes;
     cJSON_AddNumberToObject(o, "rounds", rounds);
     cJSON_AddNumberToObject(o, "tau", hs_spec_tau(s));

@@ -433,10 +433,11 @@ static void test_sampling_distribution(void **state) {
     rep_prompt[0] = 1;
     assert_int_equal(hs_test_golden_ids(1, "greedy_generated_ids", rep_prompt + 1, 48), 48);
     memcpy(rep_prompt + 49, rep_prompt + 1, 12 * sizeof *rep_prompt);
-    const char *const which[] = {"eagle2", "chain", "heterospec", "heterospec rest 1", "heterospec lookup"};
-    hs_sampler_params sps[5] = {hs_sampler_default_params(), hs_sampler_default_params(),
+    const char *const which[] = {"eagle2",           "chain",           "heterospec",
+                                 "heterospec rest 1", "heterospec lookup", "heterospec store"};
+    hs_sampler_params sps[6] = {hs_sampler_default_params(), hs_sampler_default_params(),
                                 hs_sampler_default_params(), hs_sampler_default_params(),
-                                hs_sampler_default_params()};
+                                hs_sampler_default_params(), hs_sampler_default_params()};
     sps[0].top_k = 0;
     sps[0].top_p = 1.0f;
     sps[0].min_p = 0.0f;
@@ -445,7 +446,8 @@ static void test_sampling_distribution(void **state) {
     sps[2] = sps[0];
     sps[3] = sps[0];
     sps[4] = sps[0];
-    hs_hx_model hm, hr, hl;
+    sps[5] = sps[0];
+    hs_hx_model hm, hr, hl, hst;
     hx_model(0, &hm);
     hx_model(3, &hl);
     /* Rest under sampling: a milder slope than model 2's, so that rounds
@@ -454,7 +456,28 @@ static void test_sampling_distribution(void **state) {
     for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
         hr.cost.t_verify[n] = 1.0 + 0.08 * (n - 1);
     hr.rest = 1;
-    for (int cfg = 0; cfg < 5; cfg++) {
+    /* The store: the open prompt's greedy continuation, so its chains are
+     * likely enough to be accepted often and rejected often (headless, the
+     * lookup off: the store's candidates alone). */
+    hx_model(3, &hst);
+    hst.headless = true;
+    hst.headless_len = 0;
+    hst.lookup.store_len = 3;
+    for (uint32_t cb = 0; cb < HS_NGRAM_CONF; cb++)
+        for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
+            hst.lookup.store_accept[cb][pb][0] = hst.lookup.store_accept[cb][pb][1] = 0.9f;
+    hs_ngram *store = NULL;
+    {
+        hs_gen_result g;
+        gen(e->m, e->tok, NULL, open_prompt, sizeof open_prompt / sizeof *open_prompt, 40, NULL, &g);
+        int32_t seq[64];
+        const uint32_t ns = g.n_gen < 40 ? g.n_gen : 40;
+        memcpy(seq, open_prompt, sizeof open_prompt);
+        memcpy(seq + 5, g.ids, sizeof *seq * ns);
+        HS_CHECK(hs_ngram_build(seq, 5 + ns, 3, 1, hs_llama_cfg(e->m)->n_vocab, 0, &store));
+        hs_gen_result_free(&g);
+    }
+    for (int cfg = 0; cfg < 6; cfg++) {
         const int32_t *prompt = cfg == 4 ? rep_prompt : open_prompt;
         const size_t np =
             cfg == 4 ? sizeof rep_prompt / sizeof *rep_prompt : sizeof open_prompt / sizeof *open_prompt;
@@ -465,11 +488,14 @@ static void test_sampling_distribution(void **state) {
                              : cfg == 1 ? hs_tree_chain(4)
                              : cfg == 2 ? hs_heterospec_policy(&hm)
                              : cfg == 3 ? hs_heterospec_policy(&hr)
-                                        : hs_heterospec_policy(&hl);
+                             : cfg == 4 ? hs_heterospec_policy(&hl)
+                                        : hs_heterospec_policy(&hst);
         hs_spec *spec;
         HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
-        uint64_t accepted = 0, rested = 0, lookup_only = 0;
-        for (uint32_t seed = 0; seed < SEEDS; seed++) {
+        if (cfg == 5) hs_spec_set_store(spec, store);
+        uint64_t accepted = 0, rested = 0, lookup_only = 0, from_store = 0;
+        const uint32_t seeds = cfg == 5 ? SEEDS / 2 : SEEDS; /* the store's chains are accepted often */
+        for (uint32_t seed = 0; seed < seeds; seed++) {
             hs_sampler_params sp = sps[cfg];
             sp.seed = seed;
             hs_gen_result a, b;
@@ -478,6 +504,7 @@ static void test_sampling_distribution(void **state) {
             gen(e->m, e->tok, spec, prompt, np, POS + 1, &sp, &b);
             accepted += b.spec.accepted;
             lookup_only += b.spec.lookup_only_accepted;
+            from_store += b.spec.store_accepted;
             rested += b.spec.rest_rounds;
             for (uint32_t k = 1; k <= POS; k++) {
                 if (k < a.n_gen) plain[k - 1][a.ids[k]]++;
@@ -488,12 +515,12 @@ static void test_sampling_distribution(void **state) {
         }
         hs_spec_destroy(spec);
         /* Drafts were accepted, so acceptance was exercised (and with rest, rest rounds sampled). */
-        if (accepted <= (cfg == 3 ? SEEDS / 8 : SEEDS / 2) || (cfg == 3 && rested < SEEDS / 4) ||
-            (cfg == 4 && lookup_only < SEEDS / 2))
+        if (accepted <= (cfg == 3 ? seeds / 8 : seeds / 2) || (cfg == 3 && rested < seeds / 4) ||
+            (cfg == 4 && lookup_only < seeds / 2) || (cfg == 5 && from_store != accepted))
             fail_msg("%s: %llu tokens accepted (%llu only the lookup proposed), %llu rest rounds over %d "
                      "seeds",
                      which[cfg], (unsigned long long)accepted, (unsigned long long)lookup_only,
-                     (unsigned long long)rested, SEEDS);
+                     (unsigned long long)rested, seeds);
         /* Each position alone, and all together (sum of the statistics and
          * of the degrees of freedom). */
         double worst = 0, all = 0;
@@ -517,6 +544,7 @@ static void test_sampling_distribution(void **state) {
             fail_msg("%s, filters %d: speculative tokens differ from plain sampling:%s", which[cfg], cfg == 1,
                      report);
     }
+    hs_ngram_free(store);
 }
 
 /* ---- SmolLM2-135M-Instruct (Q4_1) with its head, on benchmark prompts ---- */

@@ -11,6 +11,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$here/tools/setup.sh" "$here/build"
 "$here/tools/fetch_model.sh" smollm2
+"$here/tools/build_store.sh" "$here/build"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/runtime-$(id -u)}"
 "$here/build/heterospec" devices
 if [ $# -eq 0 ]; then

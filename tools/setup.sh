@@ -13,7 +13,7 @@ build="${1:-$here/build}"
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libvulkan-dev mesa-vulkan-drivers vulkan-tools vulkan-validationlayers
-  glslang-tools spirv-tools jq
+  glslang-tools spirv-tools jq xz-utils
   libstb-dev libcmocka-dev libcjson-dev libpcre2-dev
   python3 python3-venv python3-pip
 )
