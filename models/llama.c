@@ -434,13 +434,6 @@ static bool reads_x8n(const hs_llama *m, const llama_proj *p, bool q8) {
     return all;
 }
 
-/* Whether the output head reads x8n of h (its RMSNorm deferred into the
- * product), which the last layer's down product then writes into xn. */
-static bool head_reads_x8n(const hs_llama *m) {
-    const hs_matmul_opts o = {.act_q8 = hs_ops_tuning(m->ops)->q8_act != 0};
-    return m->xn && hs_matmul_act_q8(m->output ? m->output : m->tok_embd, &o);
-}
-
 /* Records the layers of the forward pass of n tokens (h = the last layer's output). */
 static hs_status record_layers(hs_llama *m, hs_vk_seq *s, uint32_t n) {
     hs_status st = HS_OK;
@@ -546,9 +539,6 @@ static hs_status record_layers(hs_llama *m, hs_vk_seq *s, uint32_t n) {
             down.q8_out = xn;
             down.q8_norm = vec_binding(m, 2 * (l + 1), c->dim);
             xn_ready = true;
-        } else if (l + 1 == c->n_layer && head_reads_x8n(m)) { /* the output norm's, for the head */
-            down.q8_out = xn;
-            down.q8_norm = vec_binding(m, 2 * c->n_layer, c->dim);
         }
         HS_TRY(hs_op_matmul(ops, s, L->wdown, down_x, n, h, &down));
     }
@@ -569,14 +559,7 @@ static hs_status record_head(hs_llama *m, hs_vk_seq *s, const llama_graph *gr) {
                                .eps = c->eps,
                                .scratch = B(m->xs, 0, 0),
                                .act_q8 = hs_ops_tuning(m->ops)->q8_act != 0};
-    hs_vk_binding x = h_out;
-    if (head_reads_x8n(m)) { /* x8n of the rows, from the last layer's down product: no norm pass */
-        const uint64_t row8 = (uint64_t)(c->dim / 32) * 80;
-        x = B(m->xn, gr->out0 * row8, gr->n_out * row8);
-        norm_out.x_q8 = true;
-        norm_out.scratch = (hs_vk_binding){0};
-    }
-    HS_TRY(hs_op_matmul(m->ops, s, m->output ? m->output : m->tok_embd, x, gr->n_out, logits, &norm_out));
+    HS_TRY(hs_op_matmul(m->ops, s, m->output ? m->output : m->tok_embd, h_out, gr->n_out, logits, &norm_out));
     hs_vk_binding amax = B(m->step, m->off_argmax + (uint64_t)gr->dst0 * 4, (uint64_t)gr->n_out * 4);
     HS_TRY(hs_op_argmax(m->ops, s, &logits, gr->n_out, c->n_vocab, &amax));
 fail:

@@ -99,8 +99,7 @@ static const struct {
      * tokens 1.3-1.5x faster, `bench -p`). The products are bound by f32
      * multiply-adds, so q4_1 products take 8-bit activations and multiply
      * integers, two products per 32-bit multiply (q8 1; measured: pp512 1.3-1.4x,
-     * the N = 64 batch 1.35-1.45x, tg128 1.1-1.25x), and so do q8_0 ones (the
-     * output head: one product per multiply, no float dequantization). The Q/K/V product rotates
+     * the N = 64 batch 1.35-1.45x, tg128 1.1-1.25x). The Q/K/V product rotates
      * and writes the KV cache in its epilogue (ropepass 0): one dispatch and
      * barrier fewer per layer. GPUs take no 8-bit activations, so they run the
      * RoPE + KV pass whatever this value says. Tree attention takes up to 8

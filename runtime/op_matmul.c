@@ -306,12 +306,8 @@ static uint32_t x_words(const hs_weight *w, const hs_matmul_opts *opt, bool x8) 
 }
 
 bool hs_matmul_act_q8(const hs_weight *w, const hs_matmul_opts *opt) {
-    return w && opt && opt->act_q8 && (w->type == HS_TYPE_Q4_1 || w->type == HS_TYPE_Q8_0);
+    return w && opt && opt->act_q8 && w->type == HS_TYPE_Q4_1;
 }
-
-/* The epilogues of the x8 kernel (x8n or SwiGLU's x8 of the output, RoPE and
- * the KV write) exist for q4_1 products only; q8_0 ones run their passes. */
-static bool x8_epilogues(const hs_weight *w) { return w->type == HS_TYPE_Q4_1; }
 
 /* The bytes one binding of a column batch may span: maxStorageBufferRange
  * less the slack of aligning its offset. */
@@ -462,7 +458,7 @@ static hs_status rope_kv_check(const hs_ops *ops, const hs_weight *w, uint32_t n
 static bool rope_fused(const hs_ops *ops, const hs_weight *w, uint32_t n, const hs_matmul_opts *opt,
                        bool batched, const hs_rope_kv_bind *rb) {
     const hs_vk_caps *c = hs_ops_caps(ops);
-    return rb->fused && hs_matmul_act_q8(w, opt) && x8_epilogues(w) && !hs_ops_tuning(ops)->rope_pass && w->n_chunks == 1 &&
+    return rb->fused && hs_matmul_act_q8(w, opt) && !hs_ops_tuning(ops)->rope_pass && w->n_chunks == 1 &&
            w->g % 2 == 0 && c->max_storage_buffers >= 13 && !batched &&
            (!opt->scratch.buf || (uint64_t)n * x8_words(w) * 4 <= batch_room(c));
 }
@@ -481,8 +477,7 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
 
     const hs_vk_caps *c = hs_ops_caps(ops);
     if (opt->x_q8 && (!hs_matmul_act_q8(w, opt) || opt->prologue == HS_MATMUL_SWIGLU))
-        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: x_q8 needs act_q8, a q4_1 or q8_0 weight and no SwiGLU prologue",
-                       op);
+        return HS_FAIL(HS_ERR_INVALID_ARG, "%s: x_q8 needs act_q8, a q4_1 weight and no SwiGLU prologue", op);
     if (opt->swiglu_q8.buf) {
         if (w->rows % 64 || opt->residual || opt->q8_out.buf || opt->prologue == HS_MATMUL_SWIGLU ||
             (opt->y_stride && opt->y_stride != w->rows) || opt->swiglu_q8.offset % 16)
@@ -555,7 +550,7 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
             return HS_FAIL(HS_ERR_INVALID_ARG, "%s: q8_out overlaps x, y, res or scratch", op);
         /* Fused into the epilogue of products on 8-bit activations whose workgroups own whole 32-row
          * blocks; otherwise the product, then the pass: the same bits. */
-        if (!hs_matmul_act_q8(w, opt) || !x8_epilogues(w) || w->g % 32) {
+        if (!hs_matmul_act_q8(w, opt) || w->g % 32) {
             hs_matmul_opts o = *opt;
             o.q8_out = o.q8_norm = (hs_vk_binding){0};
             if ((st = hs_op_matmul(ops, seq, w, x, n, y, &o)) != HS_OK) return st;
@@ -571,7 +566,7 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
             return HS_FAIL(HS_ERR_INVALID_ARG, "%s: swiglu_q8 overlaps x, y or scratch", op);
         /* Fused where one workgroup can own a gate group and its up group (8-bit activations, whole
          * 32-row blocks, one chunk); otherwise the product into y, then the pass. */
-        if (!hs_matmul_act_q8(w, opt) || !x8_epilogues(w) || w->g % 32 || ff % w->g || w->n_chunks != 1) {
+        if (!hs_matmul_act_q8(w, opt) || w->g % 32 || ff % w->g || w->n_chunks != 1) {
             hs_matmul_opts o = *opt;
             o.swiglu_q8 = (hs_vk_binding){0};
             if ((st = hs_op_matmul(ops, seq, w, x, n, y, &o)) != HS_OK) return st;
@@ -691,9 +686,7 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
     const unsigned variant = (sg ? 1u : 0u) | (tx ? 2u : 0u) | (ux ? 4u : 0u);
     if (rope)
         HS_MM_SET(q4_1_x8r)
-    else if (x8 && w->type == HS_TYPE_Q8_0)
-        HS_MM_SET(q8_0_x8)
-    else if (x8) /* q4_1 (hs_matmul_act_q8) */
+    else if (x8) /* q4_1 only: hs_matmul_act_q8 */
         HS_MM_SET(q4_1_x8)
     else
         switch (w->type) {

@@ -93,7 +93,7 @@ typedef struct hs_matmul_opts {
                             * prologue and n >= the tuning's split_n, x' is computed there once
                             * per column and the product reads it (bitwise the same results;
                             * without it, every workgroup recomputes its columns' x') */
-    bool act_q8;           /* q4_1 and q8_0 weights (others ignore it): x' is rounded to 8-bit integers per
+    bool act_q8;           /* q4_1 weights (others ignore it): x' is rounded to 8-bit integers per
                             * 32-element block (d = max |x'| / 127, x' ~ d round(x' / d)) in a pass of
                             * its own into scratch (needed, 16-byte aligned, for any n and prologue),
                             * and the product multiplies integers: faster where f32 multiply-adds
@@ -106,9 +106,7 @@ typedef struct hs_matmul_opts {
                             * HS_MATMUL_RMSNORM: x holds x8n of the input h (hs_op_q8_norm or
                             * q8_out below: the 8-bit form of h * norm with each block's sum of
                             * squares of h), and the product scales its result by RMSNorm's
-                            * 1 / sqrt(mean(h^2) + eps) itself (eps used, norm not). The
-                            * epilogues below (q8_out, swiglu_q8, RoPE) run in the product for
-                            * q4_1 weights; q8_0 products run their passes after it */
+                            * 1 / sqrt(mean(h^2) + eps) itself (eps used, norm not) */
     hs_vk_binding q8_out;  /* optional (rows % 32 == 0, y_stride = rows): also write x8n of y (after
                             * the residual) with gain q8_norm, [n][rows / 32] blocks of 80 bytes,
                             * 16-byte aligned, not overlapping x, y, res or scratch: the input of
@@ -147,7 +145,7 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
 bool hs_matmul_splits(const hs_ops *ops, const hs_weight *w, uint32_t n, const hs_matmul_opts *opt);
 
 /* Whether a product of w with opt runs on 8-bit activations (act_q8 and a
- * q4_1 or q8_0 weight). */
+ * q4_1 weight). */
 bool hs_matmul_act_q8(const hs_weight *w, const hs_matmul_opts *opt);
 
 /* out = x8n of x with gain norm (see hs_matmul_opts.x_q8): x f32 [n][cols],

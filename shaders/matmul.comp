@@ -156,8 +156,8 @@ const uint G = LANES * RL;
     }
 
 #if XQ8
-#if TYPE != HS_T_Q4_1 && TYPE != HS_T_Q8_0
-#error "XQ8 products are written for q4_1 and q8_0 weights"
+#if TYPE != HS_T_Q4_1
+#error "XQ8 products are written for q4_1 weights"
 #endif
 /* x8 (matmul_pro.comp, OUT_Q8): column j's block b is five uvec4 at
  * x_off / 4 + (j - xcol0) * x_stride / 4 + 5 b: words 4m + t of the first four
@@ -223,39 +223,6 @@ const uint NH = (EPILOGUE & 4u) != 0u ? 2u : 1u; /* row sets per invocation: gat
 #define HS_KEEP(r, c, v)                                                                           \
     if ((EPILOGUE & 2u) != 0u) s_y[(c) * G + ring[r]] = v;
 
-#if TYPE == HS_T_Q8_0
-/* q8_0 (the output head's type): layout block b holds x8 blocks 2b and 2b + 1
- * (sub): planes 2 sub and 2 sub + 1 hold the 32 int8 weights, element 8m + t
- * at byte t of word 2m (m < 2: plane 2 sub, else 2 sub + 1; components x/z),
- * element 8m + 4 + t at byte t of the word after it, and the scale word's
- * half `sub` is d. x8 word 4m + t holds xq[8m + t] in its high half and
- * xq[8m + t + 4] in its low half (two's complement), so each pair of
- * products is two integer multiplies on the halves. The block's integer sum
- * is exact; the float part is one chain per output, as for q4_1 (no min). */
-#define HS_X8_ROWS(GQ, A0)                                                                         \
-    for (uint r = 0; r < RW; r++) {                                                                \
-        const uint gq = (GQ);                                                                      \
-        const uint qb0 = (gq * nblk + b) * QP * G + ring[r];                                       \
-        const uvec4 q0 = QV(qb0 + (2u * sub) * G), q1 = QV(qb0 + (2u * sub + 1u) * G);            \
-        const float sa = unpackHalf2x16(SV((gq * nblk + b) * G + ring[r]))[sub];                   \
-        for (uint c = 0; c < C; c++) {                                                             \
-            int sum = 0;                                                                           \
-            for (uint m = 0; m < 4u; m++) {                                                        \
-                const uvec2 u = m < 2u ? (m == 0u ? q0.xy : q0.zw) : (m == 2u ? q1.xy : q1.zw);    \
-                const uvec4 xw = xv[4u * c + m];                                                   \
-                for (uint t = 0; t < 4u; t++) {                                                    \
-                    const int lo = bitfieldExtract(int(xw[t]), 0, 16);                             \
-                    const int hi = (int(xw[t]) - lo) >> 16;                                        \
-                    sum += bitfieldExtract(int(u.x), int(8u * t), 8) * hi;                         \
-                    sum += bitfieldExtract(int(u.y), int(8u * t), 8) * lo;                         \
-                }                                                                                  \
-            }                                                                                      \
-            const uint a = (A0) + r * C + c;                                                       \
-            precise float v = float(sum) * (sa * xs[c].x);                                         \
-            acc[a] = acc[a] + v;                                                                   \
-        }                                                                                          \
-    }
-#else
 /* One block b of the rows ring[] of row group GQ into acc[A0 + r C + c]. */
 #define HS_X8_ROWS(GQ, A0)                                                                         \
     for (uint r = 0; r < RW; r++) {                                                                \
@@ -281,7 +248,6 @@ const uint NH = (EPILOGUE & 4u) != 0u ? 2u : 1u; /* row sets per invocation: gat
             acc[a] = acc[a] + mv;                                                                  \
         }                                                                                          \
     }
-#endif
 
 void main() {
     HS_TILE_BEGIN
@@ -290,21 +256,11 @@ void main() {
     uint cb[C]; /* uvec4 index of each column's block 0 (surplus columns redo n-1) */
     for (uint c = 0; c < C; c++) cb[c] = (p.x_off + (min(colb + c, p.n - 1u) - p.xcol0) * p.x_stride) >> 2;
 
-#if TYPE == HS_T_Q8_0
-    const uint nxb = p.x_stride / 20u; /* x8 blocks per column (the last layout block may hold one) */
-#else
-    const uint nxb = nblk;
-#endif
-    for (uint xb = 0; xb < nxb; xb++) {
-#if TYPE == HS_T_Q8_0
-        const uint b = xb >> 1u, sub = xb & 1u;
-#else
-        const uint b = xb;
-#endif
+    for (uint b = 0; b < nblk; b++) {
         uvec4 xv[C * 4];
         vec4 xs[C]; /* d, d sum(xq), sum of squares (x8n), 0 */
         for (uint c = 0; c < C; c++) {
-            const uint o = cb[c] + 5u * xb;
+            const uint o = cb[c] + 5u * b;
 #if USE_SUBGROUP
             if (sg) { /* lane v < 5 loads uvec4 v of the block, the others get it by shuffles */
                 const uvec4 xl = sid < 5u ? xq4[o + sid] : uvec4(0u);
