@@ -6,7 +6,9 @@
 # statistics and which calibration it used (this device's from `heterospec
 # calibrate`, else the defaults committed beside the head; where that calibration
 # found the head does not pay, as on lavapipe, HeteroSpec drafts from the context
-# lookup alone and says so). Extra arguments go to `generate`. Idempotent.
+# lookup and the n-gram store alone and says so; tools/build_store.sh builds the
+# store from the committed answers first). Extra arguments go to `generate`.
+# Idempotent.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$here/tools/setup.sh" "$here/build"
