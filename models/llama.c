@@ -668,7 +668,7 @@ static hs_status eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int3
     /* All-rows evals (trees) run in a capacity bucket; the slots past n are
      * inert: token 0, no parent, a cache row the kernels skip, and the
      * attention's used count stops before them. */
-    const uint32_t cap = last_only ? n : hs_model_bucket(n, m->max_batch);
+    const uint32_t cap = last_only ? n : hs_model_tree_bucket(n, m->max_batch);
     uint8_t *step = hs_vk_buffer_map(m->step);
     HS_ASSERT(step);
     int32_t *tok = (int32_t *)(step + m->off_tokens), *pos = (int32_t *)(step + m->off_pos);

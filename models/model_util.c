@@ -33,3 +33,9 @@ uint32_t hs_model_bucket(uint32_t n, uint32_t limit) {
     while (cap < n) cap *= 2;
     return cap < limit ? cap : limit;
 }
+
+uint32_t hs_model_tree_bucket(uint32_t n, uint32_t limit) {
+    if (n > HS_MODEL_EXACT_BUCKETS) return hs_model_bucket(n, limit);
+    const uint32_t cap = n ? n : 1;
+    return cap < limit ? cap : limit;
+}

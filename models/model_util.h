@@ -25,5 +25,10 @@ hs_status hs_model_load_matrix(hs_ops *ops, const hs_gguf *g, const char *name, 
 /* The capacity bucket of a batch of n: the next power of two, at most limit.
  * Graphs are recorded per bucket, so batches of changing size reuse a few. */
 uint32_t hs_model_bucket(uint32_t n, uint32_t limit);
+/* The target's verification buckets: n itself up to HS_MODEL_EXACT_BUCKETS
+ * (the small trees speculation verifies most, where an inert slot costs the
+ * most), else hs_model_bucket. */
+#define HS_MODEL_EXACT_BUCKETS 8u
+uint32_t hs_model_tree_bucket(uint32_t n, uint32_t limit);
 
 #endif

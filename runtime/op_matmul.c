@@ -637,12 +637,12 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
     }
 
     const bool sg = hs_ops_subgroup(ops) > 1;
-    /* Columns per workgroup: the tuning's, or the smallest power of two that
-     * covers a smaller n (surplus columns redo column n-1): few pipelines. */
+    /* Columns per workgroup: at most the tuning's, spread evenly over the
+     * fewest tiles (n = 5 with 4: two tiles of 3, the surplus column redoing
+     * column n-1), so a batch of a few columns computes few surplus ones. */
     const uint32_t cmax = clamp_u32(hs_ops_tuning(ops)->matmul_cols_per_wg, 1, HS_TUNING_MAX_COLS);
-    uint32_t cw = 1;
-    while (cw < n && cw < cmax) cw *= 2;
-    if (cw > cmax) cw = cmax;
+    const uint32_t n_tiles = (n + cmax - 1) / cmax;
+    const uint32_t cw = n_tiles ? (n + n_tiles - 1) / n_tiles : 1;
     const uint32_t rw = w->rl;
     const uint32_t tiles = (n + cw - 1) / cw, max_gy = c->max_wg_count[1] ? c->max_wg_count[1] : 65535;
 

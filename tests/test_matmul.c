@@ -1151,11 +1151,14 @@ static void test_uniform_windows(void **state) {
                 hs_vk_seq *s = hs_test_seq_begin(env);
                 HS_CHECK(hs_op_matmul(env->ops, s, w.dev, hs_test_bind(bx, lead * 4), ns[i],
                                       hs_test_bind(y, 0), &o));
-                /* with ubo=1, on a device whose uniform buffers hold a 4-column
-                 * tile of 2048 floats (32 KiB): one _ux product per tile */
-                uint32_t cw = 1;
-                while (cw < ns[i] && cw < t.matmul_cols_per_wg)
-                    cw *= 2;
+                /* with ubo=1, on a device whose uniform buffers hold 64 KiB: tiles
+                 * of cw columns of 2048 floats spread evenly (at most the tuning's
+                 * columns each), as many whole tiles per _ux product as fit in a
+                 * window less its alignment slack (one of 4 columns, two of 3) */
+                const uint32_t cmax = t.matmul_cols_per_wg, nt = (ns[i] + cmax - 1) / cmax;
+                const uint32_t cw = (ns[i] + nt - 1) / nt, tiles = (ns[i] + cw - 1) / cw;
+                const uint64_t ua = c->min_uniform_offset_align ? c->min_uniform_offset_align : 1;
+                const uint32_t per = (uint32_t)((65536 - (ua - 1)) / ((uint64_t)cw * cols * 4));
                 const bool want_ux = u && c->max_uniform_range >= 65536 && cw <= 4;
                 const uint32_t nd = hs_vk_seq_dispatch_count(s);
                 uint32_t n_mm = 0;
@@ -1166,9 +1169,9 @@ static void test_uniform_windows(void **state) {
                         fail_msg("prologue %d n %u ubo %u: dispatch %u ran %s", (int)pros[pi], ns[i], u, k,
                                  name);
                 }
-                if (want_ux && n_mm != (ns[i] + cw - 1) / cw)
-                    fail_msg("n %u: %u products for %u tiles of %u columns", ns[i], n_mm,
-                             (ns[i] + cw - 1) / cw, cw);
+                if (want_ux && (per == 0 || n_mm != (tiles + per - 1) / per))
+                    fail_msg("n %u: %u products for %u tiles of %u columns, %u per window", ns[i], n_mm, tiles,
+                             cw, per);
                 hs_test_seq_run(s);
                 got[u][i] = hs_test_download(y, (size_t)ns[i] * rows * 4);
                 hs_vk_buffer_destroy(y);
