@@ -23,6 +23,7 @@
 #include "hs_bench_ops.h"
 #include "hs_cli.h"
 #include "hx_calib.h"
+#include "model_util.h"
 #include "stb_ds.h"
 #include "tok_gguf.h"
 
@@ -164,7 +165,13 @@ static void fill(double *t, uint32_t lo, uint32_t hi, double v) {
 
 #define CTX_ROWS 256  /* context before the timed passes: a typical point of a generation */
 #define CTX_LONG 1024 /* ... and the verification passes again after a long prompt */
-enum { NV = 8, ND = 7 }; /* N = 1 .. 128, w = 1 .. 64 */
+/* Verification is timed at the target's graph sizes (hs_model_tree_bucket):
+ * every N up to HS_MODEL_EXACT_BUCKETS, then powers of two up to 128; a size
+ * between two costs what its bucket does. Draft levels at w = 1, 2, 4 .. 64. */
+enum { NV = HS_MODEL_EXACT_BUCKETS + 4, ND = 7 };
+static uint32_t vsize(uint32_t i) {
+    return i < HS_MODEL_EXACT_BUCKETS ? i + 1 : HS_MODEL_EXACT_BUCKETS << (i - HS_MODEL_EXACT_BUCKETS + 1);
+}
 
 /* Round r (r < 0: warm-up, untimed) of the verification passes of
  * N = 1, 2, 4 .. 128 chained nodes as speculation runs them (the root's
@@ -175,7 +182,7 @@ static hs_status time_verify(hs_llama *m, const int32_t *toks, const int32_t *pa
     uint32_t amax;
     for (uint32_t i = 0; i < NV; i++) {
         const double t0 = hs_now_s();
-        HS_TRY(hs_llama_eval_tree(m, toks, 1u << i, parents, NULL, &amax));
+        HS_TRY(hs_llama_eval_tree(m, toks, vsize(i), parents, NULL, &amax));
         if (r >= 0) x[i][r] = hs_now_s() - t0;
     }
 fail:
@@ -262,12 +269,12 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
             HS_TRY(time_verify(m, toks, parents, r, xl));
         c->ctx1 = hs_llama_n_past(m);
         for (uint32_t i = 0; i < NV; i++)
-            fill(c->t_verify_long, i ? 1u << (i - 1) : 0, 1u << i, median(xl[i], reps));
+            fill(c->t_verify_long, i ? vsize(i - 1) : 0, vsize(i), median(xl[i], reps));
     }
     c->t_plain = median(xp, reps);
     c->t_head = median(xh, reps);
     for (uint32_t i = 0; i < NV; i++)
-        fill(c->t_verify, i ? 1u << (i - 1) : 0, 1u << i, median(xv[i], reps));
+        fill(c->t_verify, i ? vsize(i - 1) : 0, vsize(i), median(xv[i], reps));
     c->n_verify = HS_HX_MAX_N;
     c->t_consume = median(xc, reps);
     c->t_consume_cache = median(xcc, reps);
@@ -369,8 +376,9 @@ int hs_cli_calibrate(int argc, char **argv) {
     }
     printf(
         "\ndevice cost (ms): plain step %.2f, output head of an accepted node %.2f, head consume %.2f "
-        "(cache-only %.2f)\n\n| N or w | 1 | 2 | 4 | "
-        "8 | 16 | 32 | 64 | 128 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "(cache-only %.2f)\n\n| N or w | 1 | 2 | 3 | 4 | 5 | 6 | 7 | "
+        "8 | 16 | 32 | 64 | 128 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+        "| ---: |",
         1e3 * m.cost.t_plain, 1e3 * m.cost.t_head, 1e3 * m.cost.t_consume, 1e3 * m.cost.t_consume_cache);
     /* One row per measured context (one row when the cost has no long table). */
     const bool two_ctx = m.cost.ctx1 > m.cost.ctx0;
@@ -380,12 +388,15 @@ int hs_cli_calibrate(int argc, char **argv) {
             printf("\n| verify N, context %u |", ctx);
         else
             printf("\n| verify N |");
-        for (uint32_t n = 1; n <= HS_HX_MAX_N; n *= 2)
-            printf(" %.1f |", 1e3 * hs_hx_t_verify_at(&m.cost, n, ctx));
+        for (uint32_t i = 0; i < NV; i++)
+            printf(" %.1f |", 1e3 * hs_hx_t_verify_at(&m.cost, vsize(i), ctx));
     }
     printf("\n| draft level of w |");
-    for (uint32_t w = 1; w <= HS_HX_MAX_N; w *= 2)
-        printf(w <= m.cost.n_draft ? " %.1f |" : " |", 1e3 * hs_hx_t_draft(&m.cost, w));
+    for (uint32_t i = 0; i < NV; i++) {
+        const uint32_t w = vsize(i);
+        const bool pow2 = (w & (w - 1)) == 0;
+        printf(pow2 && w <= m.cost.n_draft ? " %.1f |" : " |", 1e3 * hs_hx_t_draft(&m.cost, w));
+    }
     printf("\n");
 
     hs_hx_eagle2_setting e2 = {0};
