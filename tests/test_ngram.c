@@ -212,7 +212,8 @@ static void test_file(void **state) {
     HS_CHECK(hs_ngram_save(g, path));
     HS_CHECK(hs_ngram_load(path, &l));
     const hs_ngram_info a = hs_ngram_get_info(g), b = hs_ngram_get_info(l);
-    assert_memory_equal(&a, &b, sizeof a);
+    assert_true(a.order == b.order && a.min_count == b.min_count && a.n_vocab == b.n_vocab &&
+                a.vocab_hash == b.vocab_hash && a.n_tokens == b.n_tokens && a.n_entries == b.n_entries);
     /* Same answers for every context of the corpus. */
     for (uint64_t i = 4; i < n; i += 3) {
         int32_t t1 = -2, t2 = -2;
