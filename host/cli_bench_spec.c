@@ -438,19 +438,11 @@ int hs_cli_bench_spec(int argc, char **argv) {
     bool want_store = false;
     for (int i = 0; i < nm; i++)
         want_store = want_store || (ms[i].spec && ms[i].policy.store_len > 0);
-    if (want_store && !(a.store && !strcmp(a.store, "none"))) {
-        if (a.store)
-            snprintf(store_path, sizeof store_path, "%s", a.store);
-        else if (hs_cli_store_find(g, store_path, sizeof store_path) != HS_OK)
-            store_path[0] = '\0';
-        if (store_path[0]) {
-            if (hs_ngram_load(store_path, &store) != HS_OK || hs_ngram_check(store, g) != HS_OK) goto fail;
-            for (int i = 0; i < nm; i++)
-                if (ms[i].spec && ms[i].policy.store_len) hs_spec_set_store(ms[i].spec, store);
-            fprintf(stderr, "[bench-spec] n-gram store: %s\n", store_path);
-        } else {
-            fprintf(stderr, "[bench-spec] %s: heterospec's n-gram chains are off\n", hs_last_error());
-        }
+    if (want_store) {
+        if (hs_cli_store_open(a.store, g, "bench-spec", store_path, sizeof store_path, &store) != HS_OK) goto fail;
+        for (int i = 0; store && i < nm; i++)
+            if (ms[i].spec && ms[i].policy.store_len) hs_spec_set_store(ms[i].spec, store);
+        if (store) fprintf(stderr, "[bench-spec] n-gram store: %s\n", store_path);
     }
     const bool json = !strcmp(a.out, "json");
     if (!json) {

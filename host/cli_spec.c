@@ -194,37 +194,49 @@ hs_status hs_cli_store_find(const hs_gguf *model, char *out, size_t n) {
         const size_t len = strlen(nm);
         char path[2200];
         snprintf(path, sizeof path, "%s/%s", dir, nm);
-        hs_ngram *g = NULL;
-        /* A header check would do; stores are small enough to load whole. */
-        if (!found && len > 5 && !strcmp(nm + len - 5, ".hsng") && hs_ngram_load(path, &g) == HS_OK &&
-            hs_ngram_get_info(g).vocab_hash == want) {
+        hs_ngram_info info;
+        if (!found && len > 5 && !strcmp(nm + len - 5, ".hsng") && hs_ngram_read_info(path, &info) == HS_OK &&
+            info.vocab_hash == want) {
             snprintf(out, n, "%s", path);
             found = true;
         }
-        hs_ngram_free(g);
         free(ents[i]);
     }
     free(ents);
     return found ? HS_OK : HS_FAIL(HS_ERR_IO, "no n-gram store for this model's vocabulary in %s", dir);
 }
 
-/* The store the policy drafts from (store_len > 0): --store FILE (which must
- * load and fit, used or not), else the one found, else none (said once). */
-static hs_status attach_store(const hs_cli_spec *s, const hs_gguf *model, hs_cli_spec_models *out) {
+hs_status hs_cli_store_open(const char *given, const hs_gguf *model, const char *who, char *path, size_t n,
+                            hs_ngram **out) {
     hs_status st = HS_OK;
-    const bool given = s->store && strcmp(s->store, "none") != 0;
-    if (!out->spec || (s->store && !given) || (!given && out->policy.store_len == 0)) return HS_OK;
+    *out = NULL;
+    path[0] = '\0';
+    if (given && !strcmp(given, "none")) return HS_OK;
     if (given)
-        snprintf(out->store_path, sizeof out->store_path, "%s", s->store);
-    else if (hs_cli_store_find(model, out->store_path, sizeof out->store_path) != HS_OK) {
-        fprintf(stderr, "[heterospec] %s: the policy's n-gram chains are off (tools/build_store.sh builds "
-                        "SmolLM2's)\n",
-                hs_last_error());
-        out->store_path[0] = '\0';
+        snprintf(path, n, "%s", given);
+    else if (hs_cli_store_find(model, path, n) != HS_OK) {
+        fprintf(stderr, "[%s] %s: the policy's n-gram chains are off (tools/build_store.sh builds SmolLM2's)\n",
+                who, hs_last_error());
+        path[0] = '\0';
         return HS_OK;
     }
-    HS_TRY(hs_ngram_load(out->store_path, &out->store));
-    HS_TRY(hs_ngram_check(out->store, model));
+    HS_TRY(hs_ngram_load(path, out));
+    st = hs_ngram_check(*out, model);
+fail:
+    if (st != HS_OK) {
+        hs_ngram_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+/* The store the policy drafts from (store_len > 0), or the one --store gives
+ * (which must load and fit, used or not). */
+static hs_status attach_store(const hs_cli_spec *s, const hs_gguf *model, hs_cli_spec_models *out) {
+    hs_status st = HS_OK;
+    if (!out->spec || (!s->store && out->policy.store_len == 0)) return HS_OK;
+    HS_TRY(hs_cli_store_open(s->store, model, "heterospec", out->store_path, sizeof out->store_path, &out->store));
+    if (!out->store) return HS_OK;
     if (out->policy.store_len == 0)
         fprintf(stderr, "[heterospec] %s: unused, the policy drafts no n-gram chains (%s)\n", out->store_path,
                 out->policy.name && !strcmp(out->policy.name, "heterospec") ? "store_len 0 in its calibration"

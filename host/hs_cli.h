@@ -84,6 +84,11 @@ hs_status hs_cli_head_find(const hs_gguf *model, char *out, size_t n);
 /* The first n-gram store (*.hsng in $HS_HOME/ngram, name order) built for
  * the model's vocabulary; HS_ERR_IO when there is none. */
 hs_status hs_cli_store_find(const hs_gguf *model, char *out, size_t n);
+/* The store to draft from: given ("none": none), else the one found (none,
+ * said on stderr as [who], when there is none), loaded and checked against
+ * the model; *out NULL (path "") without one. */
+hs_status hs_cli_store_open(const char *given, const hs_gguf *model, const char *who, char *path, size_t n,
+                            hs_ngram **out);
 
 /* HeteroSpec calibrations (host/cli_hx.c). A calibration file is keyed by
  * the device (UUID, driver version and info), the model file and the head

@@ -165,24 +165,62 @@ hs_status hs_ngram_save(const hs_ngram *g, const char *path) {
     return ok ? HS_OK : HS_FAIL(HS_ERR_IO, "ngram: writing %s failed", path);
 }
 
+/* The header of a store file of size bytes (at least NGRAM_HEADER of them
+ * in h): magic, version, order and vocabulary, and its entry count against
+ * the size. */
+static hs_status parse_header(const char *path, const unsigned char *h, long size, hs_ngram_info *in) {
+    if (memcmp(h, NGRAM_MAGIC, 4) != 0 || get32(h + 4) != NGRAM_VERSION)
+        return HS_FAIL(HS_ERR_FORMAT, "ngram: %s is not a version-%u store (magic \"%s\")", path, NGRAM_VERSION,
+                       NGRAM_MAGIC);
+    *in = (hs_ngram_info){.order = get32(h + 8),
+                          .min_count = get32(h + 12),
+                          .n_vocab = get32(h + 16),
+                          .vocab_hash = get64(h + 24),
+                          .n_tokens = get64(h + 32),
+                          .n_entries = get64(h + 40)};
+    if (in->order < 1 || in->order > HS_NGRAM_MAX_ORDER || in->n_vocab == 0)
+        return HS_FAIL(HS_ERR_FORMAT, "ngram: %s: order %u (1 .. %u), vocabulary %u", path, in->order,
+                       HS_NGRAM_MAX_ORDER, in->n_vocab);
+    if (in->n_entries > ((uint64_t)size - NGRAM_HEADER) / 16 || (uint64_t)size != NGRAM_HEADER + 16 * in->n_entries)
+        return HS_FAIL(HS_ERR_FORMAT, "ngram: %s is %ld bytes, but its header says %llu entries (%llu bytes)", path,
+                       size, (unsigned long long)in->n_entries,
+                       (unsigned long long)(NGRAM_HEADER + 16 * in->n_entries));
+    return HS_OK;
+}
+
+/* Opens path and checks its size holds a header (*size: the file's bytes). */
+static hs_status open_store(const char *path, FILE **f, long *size) {
+    *f = fopen(path, "rb");
+    if (!*f) return HS_FAIL(HS_ERR_IO, "ngram: cannot open %s", path);
+    *size = -1;
+    if (fseek(*f, 0, SEEK_END) == 0) *size = ftell(*f);
+    if (*size < 0 || fseek(*f, 0, SEEK_SET) != 0) return HS_FAIL(HS_ERR_IO, "ngram: cannot read %s", path);
+    if (*size < (long)NGRAM_HEADER)
+        return HS_FAIL(HS_ERR_FORMAT, "ngram: %s is %ld bytes, shorter than the %u-byte header", path, *size,
+                       NGRAM_HEADER);
+    return HS_OK;
+}
+
+hs_status hs_ngram_read_info(const char *path, hs_ngram_info *out) {
+    FILE *f;
+    long size;
+    unsigned char h[NGRAM_HEADER];
+    hs_status st = open_store(path, &f, &size);
+    if (st == HS_OK && fread(h, 1, sizeof h, f) != sizeof h) st = HS_FAIL(HS_ERR_IO, "ngram: cannot read %s", path);
+    if (st == HS_OK) st = parse_header(path, h, size, out);
+    if (f) fclose(f);
+    return st;
+}
+
 hs_status hs_ngram_load(const char *path, hs_ngram **out) {
     hs_status st = HS_OK;
     *out = NULL;
     unsigned char *buf = NULL;
     hs_ngram *g = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return HS_FAIL(HS_ERR_IO, "ngram: cannot open %s", path);
-    long size = -1;
-    if (fseek(f, 0, SEEK_END) == 0) size = ftell(f);
-    if (size < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        st = HS_FAIL(HS_ERR_IO, "ngram: cannot read %s", path);
-        goto fail;
-    }
-    if (size < (long)NGRAM_HEADER) {
-        st = HS_FAIL(HS_ERR_FORMAT, "ngram: %s is %ld bytes, shorter than the %u-byte header", path, size,
-                     NGRAM_HEADER);
-        goto fail;
-    }
+    FILE *f = NULL;
+    long size;
+    hs_ngram_info in;
+    HS_TRY(open_store(path, &f, &size));
     buf = malloc((size_t)size);
     g = calloc(1, sizeof *g);
     if (!buf || !g) {
@@ -193,29 +231,7 @@ hs_status hs_ngram_load(const char *path, hs_ngram **out) {
         st = HS_FAIL(HS_ERR_IO, "ngram: cannot read %s", path);
         goto fail;
     }
-    if (memcmp(buf, NGRAM_MAGIC, 4) != 0 || get32(buf + 4) != NGRAM_VERSION) {
-        st = HS_FAIL(HS_ERR_FORMAT, "ngram: %s is not a version-%u store (magic \"%s\")", path, NGRAM_VERSION,
-                     NGRAM_MAGIC);
-        goto fail;
-    }
-    hs_ngram_info in = {.order = get32(buf + 8),
-                        .min_count = get32(buf + 12),
-                        .n_vocab = get32(buf + 16),
-                        .vocab_hash = get64(buf + 24),
-                        .n_tokens = get64(buf + 32),
-                        .n_entries = get64(buf + 40)};
-    if (in.order < 1 || in.order > HS_NGRAM_MAX_ORDER || in.n_vocab == 0) {
-        st = HS_FAIL(HS_ERR_FORMAT, "ngram: %s: order %u (1 .. %u), vocabulary %u", path, in.order,
-                     HS_NGRAM_MAX_ORDER, in.n_vocab);
-        goto fail;
-    }
-    if (in.n_entries > ((uint64_t)size - NGRAM_HEADER) / 16 ||
-        (uint64_t)size != NGRAM_HEADER + 16 * in.n_entries) {
-        st = HS_FAIL(HS_ERR_FORMAT, "ngram: %s is %ld bytes, but its header says %llu entries (%llu bytes)",
-                     path, size, (unsigned long long)in.n_entries,
-                     (unsigned long long)(NGRAM_HEADER + 16 * in.n_entries));
-        goto fail;
-    }
+    HS_TRY(parse_header(path, buf, size, &in));
     g->e = malloc(sizeof *g->e * (in.n_entries + 1));
     if (!g->e) {
         st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "ngram: out of memory for %s", path);
@@ -241,7 +257,7 @@ hs_status hs_ngram_load(const char *path, hs_ngram **out) {
     *out = g;
     return HS_OK;
 fail:
-    fclose(f);
+    if (f) fclose(f);
     free(buf);
     hs_ngram_free(g);
     return st;

@@ -52,6 +52,9 @@ hs_status hs_ngram_save(const hs_ngram *g, const char *path);
 /* HS_ERR_IO for a missing file, HS_ERR_FORMAT naming what is wrong with a
  * corrupt or truncated one. */
 hs_status hs_ngram_load(const char *path, hs_ngram **out);
+/* The header alone (what hs_ngram_load checks before the entries): for
+ * finding a store by its vocabulary without reading it. */
+hs_status hs_ngram_read_info(const char *path, hs_ngram_info *out);
 void hs_ngram_free(hs_ngram *g);
 hs_ngram_info hs_ngram_get_info(const hs_ngram *g);
 

@@ -175,8 +175,9 @@ static hs_status draft(hs_spec *s, int32_t root, uint32_t max_new, uint32_t room
             const uint32_t want = len > HS_LOOKUP_MAX_LEN ? HS_LOOKUP_MAX_LEN : len;
             s->n_lookup = hs_lookup(s->hist, t->ctx + 1, p->lookup_min, want, s->lookup, &s->lookup_match);
         }
-        /* The store's chain (kept for observers even when the lookup matched). */
-        if (p->store_len && s->store) {
+        /* The store's chain: where the lookup matched nothing, and in every
+         * round an observer records (calibration keeps both chains). */
+        if (p->store_len && s->store && (!s->n_lookup || s->observer)) {
             const uint32_t len = p->store_len < max_useful ? p->store_len : max_useful;
             const uint32_t want = len > HS_LOOKUP_MAX_LEN ? HS_LOOKUP_MAX_LEN : len;
             s->n_store = hs_ngram_chain(s->store, s->hist, t->ctx + 1, want, s->store_chain, s->store_conf);

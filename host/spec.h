@@ -94,9 +94,9 @@ typedef struct hs_spec_round_info {
      * 0 when the policy has lookup off or nothing matched) and its match. */
     const int32_t *lookup;
     uint32_t n_lookup, lookup_match;
-    /* The n-gram store's chain after the sequence (drafted whenever a store
-     * is set and the policy's store_len > 0, merged only when the lookup
-     * merged nothing) with its confidence buckets. */
+    /* The n-gram store's chain after the sequence (with a store set and the
+     * policy's store_len > 0, drafted in every observed round, merged only
+     * when the lookup merged nothing) with its confidence buckets. */
     const int32_t *store;
     const uint8_t *store_conf;
     uint32_t n_store;

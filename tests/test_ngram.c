@@ -214,6 +214,9 @@ static void test_file(void **state) {
     const hs_ngram_info a = hs_ngram_get_info(g), b = hs_ngram_get_info(l);
     assert_true(a.order == b.order && a.min_count == b.min_count && a.n_vocab == b.n_vocab &&
                 a.vocab_hash == b.vocab_hash && a.n_tokens == b.n_tokens && a.n_entries == b.n_entries);
+    hs_ngram_info h; /* the header alone says the same */
+    HS_CHECK(hs_ngram_read_info(path, &h));
+    assert_true(h.order == a.order && h.vocab_hash == a.vocab_hash && h.n_entries == a.n_entries);
     /* Same answers for every context of the corpus. */
     for (uint64_t i = 4; i < n; i += 3) {
         int32_t t1 = -2, t2 = -2;
@@ -236,6 +239,7 @@ static void test_file(void **state) {
     assert_int_equal(hs_ngram_load(bad, &l), HS_ERR_FORMAT);
     write_bytes(bad, bytes, size - 5);
     assert_int_equal(hs_ngram_load(bad, &l), HS_ERR_FORMAT);
+    assert_int_equal(hs_ngram_read_info(bad, &h), HS_ERR_FORMAT);
     unsigned char *c = malloc(size);
     memcpy(c, bytes, size);
     c[0] = 'X';
