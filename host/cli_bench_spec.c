@@ -2,7 +2,8 @@
  * question sets in EAGLE's format (DESIGN.md section 8). Every method runs on
  * the same questions in the same process, question by question (all methods
  * on one question before the next, so drifts of the machine hit all alike);
- * each method has one untimed warm-up generation first. */
+ * each method has one untimed warm-up generation first, after recording every
+ * graph its rounds can ask for (hs_spec_prepare). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -475,6 +476,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
                 const bool greedy = ms[mi].temp <= 0;
                 hs_gen_result r;
                 if (si == 0 && qi == 0) { /* warm-up: records graphs, compiles pipelines */
+                    if (gp.spec && (st = hs_spec_prepare(gp.spec)) != HS_OK) break;
                     hs_gen_params wp = gp;
                     wp.n_predict = n_predict < 32 ? n_predict : 32;
                     if ((st = hs_engine_generate(sm.target, tok, ids, n_ids, &wp, &r)) != HS_OK) break;

@@ -113,6 +113,16 @@ const hs_spec_stats *hs_spec_stats_get(const hs_spec *s) { return &s->stats; }
 
 void hs_spec_set_store(hs_spec *s, const hs_ngram *store) { s->store = store; }
 
+hs_status hs_spec_prepare(hs_spec *s) {
+    hs_status st = HS_OK;
+    HS_TRY(hs_llama_prepare_tree(s->target, s->max_verify));
+    /* A round's consume keeps the accepted path (at most the list); a level
+     * drafts at most what the policy drafts in all. */
+    if (s->head) HS_TRY(hs_eagle3_prepare(s->head, s->max_verify, hs_tree_policy_max_drafted(&s->policy)));
+fail:
+    return st;
+}
+
 void hs_spec_set_observer(hs_spec *s, hs_spec_observer fn, void *user) {
     s->observer = fn;
     s->observer_user = user;

@@ -114,6 +114,10 @@ const hs_spec_stats *hs_spec_stats_get(const hs_spec *s);
 /* The n-gram store the policy's store_len drafts from (NULL: none; the
  * caller keeps it alive and checks it fits the target, hs_ngram_check). */
 void hs_spec_set_store(hs_spec *s, const hs_ngram *store);
+/* Records every graph a round of this policy can ask of the target and the
+ * head (hs_llama_prepare_tree, hs_eagle3_prepare) without running anything:
+ * for a benchmark's warm-up, so that no pipeline is compiled while it times. */
+hs_status hs_spec_prepare(hs_spec *s);
 /* Calls fn after every round's acceptance (NULL: none). */
 void hs_spec_set_observer(hs_spec *s, hs_spec_observer fn, void *user);
 

@@ -693,6 +693,19 @@ fail:
     return st;
 }
 
+hs_status hs_eagle3_prepare(hs_eagle3 *h, uint32_t max_rows, uint32_t max_width) {
+    hs_status st = HS_OK;
+    eagle3_graph *gr;
+    for (uint32_t n = 1; n <= max_rows && n <= h->max_batch; n++) { /* a bucket's later sizes find its graph */
+        HS_TRY(get_graph(h, EAGLE3_CONSUME, hs_model_bucket(n, h->max_batch), &gr));
+        HS_TRY(get_graph(h, EAGLE3_CONSUME_CACHE, hs_model_bucket(n, h->max_batch), &gr));
+    }
+    for (uint32_t w = 1; w <= max_width && w <= h->max_nodes; w++)
+        HS_TRY(get_graph(h, EAGLE3_DRAFT, hs_model_bucket(w, h->max_nodes), &gr));
+fail:
+    return st;
+}
+
 /* Flushes the step data of cap rows (mask rows of `words`), runs the graph and
  * unpacks n Top-K records into h->results with target ids. */
 static hs_status run(hs_eagle3 *h, eagle3_kind kind, uint32_t cap, uint32_t words, uint32_t n) {

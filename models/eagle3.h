@@ -193,6 +193,13 @@ hs_status hs_eagle3_consume_cache(hs_eagle3 *h, const uint32_t *tap_slots, const
 hs_status hs_eagle3_draft(hs_eagle3 *h, const uint32_t *parent_slots, const int32_t *tokens, uint32_t w,
                           const hs_topk_result **topk);
 
+/* Records now, without running anything, the graphs of consumes (full and
+ * cache-only) of 1 .. max_rows rows and of draft levels of 1 .. max_width
+ * nodes (each capacity bucket once; limited to max_batch and max_nodes):
+ * recording compiles the pipelines a new shape needs, which a benchmark's
+ * warm-up wants done before it times anything. */
+hs_status hs_eagle3_prepare(hs_eagle3 *h, uint32_t max_rows, uint32_t max_width);
+
 /* Slots drafted so far (excluding slot 0). */
 uint32_t hs_eagle3_n_slots(const hs_eagle3 *h);
 uint32_t hs_eagle3_max_nodes(const hs_eagle3 *h);

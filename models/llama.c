@@ -648,6 +648,21 @@ fail:
     return st;
 }
 
+hs_status hs_llama_prepare_tree(hs_llama *m, uint32_t max_n) {
+    hs_status st = HS_OK;
+    llama_graph *gr;
+    if (max_n > m->max_batch) max_n = m->max_batch;
+    for (uint32_t n = 1; n <= max_n; n++) /* a bucket's later sizes find its graph */
+        HS_TRY(get_graph(m,
+                         (llama_graph){.n = hs_model_tree_bucket(n, m->max_batch), .layers = true, .out0 = 0,
+                                       .n_out = 1, .dst0 = 0},
+                         &gr));
+    for (uint32_t row = 1; row < max_n; row++)
+        HS_TRY(get_graph(m, (llama_graph){.n = 0, .layers = false, .out0 = row, .n_out = 1, .dst0 = row}, &gr));
+fail:
+    return st;
+}
+
 /* Which rows of an eval get the output head. */
 typedef enum { OUT_ALL, OUT_LAST, OUT_FIRST } out_rows;
 

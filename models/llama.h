@@ -147,11 +147,19 @@ hs_vk_binding hs_llama_taps(const hs_llama *m, uint32_t layers[HS_LLAMA_TAPS]);
 hs_status hs_llama_taps_read(hs_llama *m, uint32_t first, uint32_t n, float *out);
 
 /* Graphs recorded so far. An eval with every row's logits (or the root's,
- * hs_llama_eval_tree) is recorded for a capacity bucket (the next power of
- * two of n, at most max_batch) with the used count in the step data, so
- * trees of changing size reuse a few graphs; a last-row eval is recorded for
- * its exact n; hs_llama_head records one graph per row it is asked for. */
+ * hs_llama_eval_tree) is recorded for a capacity bucket (hs_model_tree_bucket:
+ * n itself up to HS_MODEL_EXACT_BUCKETS, then the next power of two, at most
+ * max_batch) with the used count in the step data, so trees of changing size
+ * reuse a few graphs; a last-row eval is recorded for its exact n;
+ * hs_llama_head records one graph per row it is asked for. */
 uint32_t hs_llama_graph_count(const hs_llama *m);
+
+/* Records now, without running anything, every graph tree verification of up
+ * to max_n rows can ask for: hs_llama_eval_tree's for each bucket of 1 ..
+ * max_n rows and hs_llama_head's for rows 1 .. max_n - 1. Recording compiles
+ * the pipelines a new shape needs (on lavapipe 50-200 ms per bucket), which a
+ * benchmark's warm-up wants done before it times anything. */
+hs_status hs_llama_prepare_tree(hs_llama *m, uint32_t max_n);
 
 /* Number of dispatches of the last evaluated graph (for reports). */
 uint32_t hs_llama_last_dispatches(const hs_llama *m);

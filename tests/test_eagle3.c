@@ -637,6 +637,46 @@ static void test_dispatches(void **state) {
     assert_int_equal(hs_eagle3_top_k(e->h), TOPK);
 }
 
+/* hs_eagle3_prepare records every consume and draft graph up to its sizes:
+ * on a head of its own (the group's has graphs from earlier tests), consumes
+ * of 1 .. PROMPT rows (full and cache-only) and levels of 1 .. MAX_NODES
+ * nodes record nothing new after it, nor does preparing again. */
+static void test_prepare(void **state) {
+    e3_env *e = *state;
+    static float feats[PROMPT * 3 * TDIM];
+    int32_t next[PROMPT];
+    target_prompt(e, feats, next);
+    hs_eagle3 *h;
+    const hs_eagle3_options ho = head_options();
+    HS_CHECK(hs_eagle3_load(e->base.ops, e->hg, e->t, &ho, &h));
+    HS_CHECK(hs_eagle3_prepare(h, PROMPT, MAX_NODES));
+    const uint32_t graphs = hs_eagle3_graph_count(h);
+    HS_CHECK(hs_eagle3_prepare(h, PROMPT, MAX_NODES));
+    uint32_t again = hs_eagle3_graph_count(h), first_new = 0;
+    const hs_topk_result *root = NULL, *got;
+    for (uint32_t n = 1; n <= PROMPT; n++) {
+        hs_eagle3_reset(h);
+        HS_CHECK(hs_eagle3_consume_cache(h, k_slots, next, n));
+        hs_eagle3_reset(h);
+        HS_CHECK(hs_eagle3_consume(h, k_slots, next, n, &root));
+        if (!first_new && hs_eagle3_graph_count(h) != graphs) first_new = n;
+    }
+    uint32_t parents[MAX_NODES] = {0};
+    int32_t tokens[MAX_NODES];
+    for (int i = 0; i < MAX_NODES; i++)
+        tokens[i] = (int32_t)root->ids[i % TOPK];
+    for (uint32_t w = 1; w <= MAX_NODES; w++) {
+        hs_eagle3_reset_tree(h);
+        HS_CHECK(hs_eagle3_draft(h, parents, tokens, w, &got));
+        if (!first_new && hs_eagle3_graph_count(h) != graphs) first_new = 100 + w;
+    }
+    hs_eagle3_destroy(h);
+    assert_int_equal(again, graphs);
+    if (first_new)
+        fail_msg("%s of %u recorded a graph the preparation did not", first_new < 100 ? "a consume" : "a level",
+                 first_new % 100);
+}
+
 /* ---- fit and files ---- */
 
 static void expect_fit_error(const hs_eagle3_config *c, const hs_llama *t, const char *const *needles,
@@ -912,7 +952,7 @@ int main(void) {
         cmocka_unit_test(test_cache_consume), cmocka_unit_test(test_level_invariance),
         cmocka_unit_test(test_dispatches),    cmocka_unit_test(test_fit),
         cmocka_unit_test(test_bad_files),     cmocka_unit_test(test_bad_calls),
-        cmocka_unit_test(test_quantized),
+        cmocka_unit_test(test_quantized),     cmocka_unit_test(test_prepare),
     };
     const struct CMUnitTest again[] = {
         cmocka_unit_test(test_vs_reference),

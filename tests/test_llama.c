@@ -330,6 +330,41 @@ static void test_buckets(void **state) {
         if (memcmp(logits + (size_t)i * V, twelve[i], sizeof twelve[i]) != 0) fail_msg("tree of 17: node %u differs", i);
 }
 
+/* hs_llama_prepare_tree records every graph tree verification of up to its
+ * size asks for: on a model of its own (the group's has graphs from earlier
+ * tests), trees of 1 .. 20 nodes with the head of every row record nothing
+ * new after it, nor does preparing again, and a tree of a larger bucket does. */
+static void test_prepare_tree(void **state) {
+    model_env *e = *state;
+    enum { N = 20, LARGER = 33 }; /* buckets 1 .. 8, 16, 32; 64 */
+    const int32_t bos = 1;
+    int32_t tokens[LARGER], parents[LARGER];
+    for (int i = 0; i < LARGER; i++) {
+        tokens[i] = 260 + 7 * i;
+        parents[i] = i - 1;
+    }
+    hs_llama *m;
+    hs_llama_options opt = {.n_ctx = 128, .max_batch = 64};
+    HS_CHECK(hs_llama_load(e->base.ops, e->g, &opt, &m));
+    const float *logits;
+    uint32_t a;
+    HS_CHECK(hs_llama_eval(m, &bos, 1, NULL, true, true, &logits, NULL));
+    HS_CHECK(hs_llama_prepare_tree(m, N));
+    const uint32_t graphs = hs_llama_graph_count(m);
+    HS_CHECK(hs_llama_prepare_tree(m, N));
+    assert_int_equal(hs_llama_graph_count(m), graphs);
+    for (uint32_t n = 1; n <= N; n++) {
+        HS_CHECK(hs_llama_eval_tree(m, tokens, n, parents, &logits, &a));
+        for (uint32_t row = 1; row < n; row++) HS_CHECK(hs_llama_head(m, row, &logits, &a));
+        if (hs_llama_graph_count(m) != graphs)
+            fail_msg("a tree of %u nodes recorded a graph the preparation did not", n);
+    }
+    HS_CHECK(hs_llama_eval_tree(m, tokens, LARGER, parents, &logits, &a));
+    const uint32_t after = hs_llama_graph_count(m);
+    hs_llama_destroy(m);
+    assert_int_equal(after, graphs + 1);
+}
+
 /* After a tree, hs_llama_accept keeps one path: decoding on from it gives
  * bitwise the logits of decoding that path plainly (and, for the golden
  * prompt, the independently computed golden logits). */
@@ -651,6 +686,7 @@ int main(void) {
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_head_on_demand),
+        cmocka_unit_test(test_prepare_tree),
         cmocka_unit_test(test_accept),
         cmocka_unit_test(test_taps),
         cmocka_unit_test(test_mixed_types),
