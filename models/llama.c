@@ -388,7 +388,9 @@ void hs_llama_reset(hs_llama *m) {
 }
 uint64_t hs_llama_weight_bytes(const hs_llama *m) { return m->weight_bytes; }
 uint32_t hs_llama_last_dispatches(const hs_llama *m) { return m->last_dispatches; }
-uint32_t hs_llama_graph_count(const hs_llama *m) { return (uint32_t)stbds_arrlen(m->graphs); }
+uint32_t hs_llama_graph_count(const hs_llama *m) {
+    return (uint32_t)stbds_arrlen(m->graphs) + (m->gather ? 1u : 0u);
+}
 
 hs_vk_binding hs_llama_taps(const hs_llama *m, uint32_t layers[HS_LLAMA_TAPS]) {
     if (layers) memcpy(layers, m->tap_layers, sizeof m->tap_layers);
@@ -601,9 +603,30 @@ fail:
     return st;
 }
 
+/* The KV compaction of hs_llama_accept (rows listed in the step data), recorded once. */
+static hs_status record_gather(hs_llama *m) {
+    hs_status st = HS_OK;
+    if (m->gather) return HS_OK;
+    const hs_llama_config *c = &m->cfg;
+    const uint64_t all = m->layer_bytes * c->n_layer;
+    hs_vk_binding k = B(m->k_cache, 0, all), v = B(m->v_cache, 0, all);
+    hs_vk_binding rows = B(m->step, m->off_gather, (HS_KV_GATHER_SRC + (uint64_t)m->max_batch) * 4);
+    HS_TRY(hs_vk_seq_create(m->vk, &m->gather));
+    st = hs_vk_seq_begin(m->gather);
+    if (st == HS_OK)
+        st = hs_op_kv_gather(m->ops, m->gather, &k, &v, HS_TYPE_F32, c->n_layer, m->layer_bytes, m->n_ctx,
+                             c->n_kv_head * c->head_dim, &rows, m->max_batch);
+    if (st == HS_OK) st = hs_vk_seq_end(m->gather);
+    if (st != HS_OK) {
+        hs_vk_seq_destroy(m->gather);
+        m->gather = NULL;
+    }
+fail:
+    return st;
+}
+
 hs_status hs_llama_accept(hs_llama *m, const uint32_t *nodes, uint32_t n) {
     hs_status st = HS_OK;
-    const hs_llama_config *c = &m->cfg;
     if (n > m->pending)
         return HS_FAIL(HS_ERR_INVALID_ARG, "hs_llama_accept: %u nodes, but the last tree has %u (or was committed)", n,
                        m->pending);
@@ -624,22 +647,7 @@ hs_status hs_llama_accept(hs_llama *m, const uint32_t *nodes, uint32_t n) {
         for (uint32_t i = 0; i < n; i++) g[HS_KV_GATHER_SRC + i] = m->n_past + nodes[i];
         /* The gather rows just written -> visible to the compaction. */
         HS_TRY(hs_vk_buffer_flush(m->step, m->off_gather, (HS_KV_GATHER_SRC + n) * 4));
-        if (!m->gather) {
-            const uint64_t all = m->layer_bytes * c->n_layer;
-            hs_vk_binding k = B(m->k_cache, 0, all), v = B(m->v_cache, 0, all);
-            hs_vk_binding rows = B(m->step, m->off_gather, (HS_KV_GATHER_SRC + (uint64_t)m->max_batch) * 4);
-            HS_TRY(hs_vk_seq_create(m->vk, &m->gather));
-            st = hs_vk_seq_begin(m->gather);
-            if (st == HS_OK)
-                st = hs_op_kv_gather(m->ops, m->gather, &k, &v, HS_TYPE_F32, c->n_layer, m->layer_bytes, m->n_ctx,
-                                     c->n_kv_head * c->head_dim, &rows, m->max_batch);
-            if (st == HS_OK) st = hs_vk_seq_end(m->gather);
-            if (st != HS_OK) {
-                hs_vk_seq_destroy(m->gather);
-                m->gather = NULL;
-                return st;
-            }
-        }
+        HS_TRY(record_gather(m));
         HS_TRY(hs_vk_seq_submit(m->gather));
     }
     m->n_past += n;
@@ -659,6 +667,7 @@ hs_status hs_llama_prepare_tree(hs_llama *m, uint32_t max_n) {
                          &gr));
     for (uint32_t row = 1; row < max_n; row++)
         HS_TRY(get_graph(m, (llama_graph){.n = 0, .layers = false, .out0 = row, .n_out = 1, .dst0 = row}, &gr));
+    if (max_n > 1) HS_TRY(record_gather(m)); /* a path other than the first nodes moves cache rows */
 fail:
     return st;
 }

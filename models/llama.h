@@ -151,12 +151,14 @@ hs_status hs_llama_taps_read(hs_llama *m, uint32_t first, uint32_t n, float *out
  * n itself up to HS_MODEL_EXACT_BUCKETS, then the next power of two, at most
  * max_batch) with the used count in the step data, so trees of changing size
  * reuse a few graphs; a last-row eval is recorded for its exact n;
- * hs_llama_head records one graph per row it is asked for. */
+ * hs_llama_head records one graph per row it is asked for; and the KV
+ * compaction hs_llama_accept records the first time a path moves rows. */
 uint32_t hs_llama_graph_count(const hs_llama *m);
 
 /* Records now, without running anything, every graph tree verification of up
  * to max_n rows can ask for: hs_llama_eval_tree's for each bucket of 1 ..
- * max_n rows and hs_llama_head's for rows 1 .. max_n - 1. Recording compiles
+ * max_n rows, hs_llama_head's for rows 1 .. max_n - 1 and hs_llama_accept's
+ * KV compaction. Recording compiles
  * the pipelines a new shape needs (on lavapipe 50-200 ms per bucket), which a
  * benchmark's warm-up wants done before it times anything. */
 hs_status hs_llama_prepare_tree(hs_llama *m, uint32_t max_n);

@@ -332,8 +332,9 @@ static void test_buckets(void **state) {
 
 /* hs_llama_prepare_tree records every graph tree verification of up to its
  * size asks for: on a model of its own (the group's has graphs from earlier
- * tests), trees of 1 .. 20 nodes with the head of every row record nothing
- * new after it, nor does preparing again, and a tree of a larger bucket does. */
+ * tests), trees of 1 .. 20 nodes with the head of every row and a kept path
+ * that moves cache rows record nothing new after it, nor does preparing again,
+ * and a tree of a larger bucket does. */
 static void test_prepare_tree(void **state) {
     model_env *e = *state;
     enum { N = 20, LARGER = 33 }; /* buckets 1 .. 8, 16, 32; 64 */
@@ -359,9 +360,16 @@ static void test_prepare_tree(void **state) {
         if (hs_llama_graph_count(m) != graphs)
             fail_msg("a tree of %u nodes recorded a graph the preparation did not", n);
     }
+    /* A kept path that moves cache rows (the compaction) */
+    const int32_t fork[3] = {-1, -1, 1};
+    const uint32_t path[2] = {1, 2};
+    HS_CHECK(hs_llama_eval_tree(m, tokens, 3, fork, &logits, &a));
+    HS_CHECK(hs_llama_accept(m, path, 2));
+    const uint32_t kept = hs_llama_graph_count(m);
     HS_CHECK(hs_llama_eval_tree(m, tokens, LARGER, parents, &logits, &a));
     const uint32_t after = hs_llama_graph_count(m);
     hs_llama_destroy(m);
+    assert_int_equal(kept, graphs);
     assert_int_equal(after, graphs + 1);
 }
 

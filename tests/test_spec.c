@@ -341,6 +341,46 @@ static double two_sample_chi2(const uint32_t *a, const uint32_t *b, uint32_t n_b
     return stat;
 }
 
+/* hs_spec_prepare records every graph a round of the policy can ask for: on a
+ * target and head of their own, after it, greedy and sampled generations from
+ * BOS (a one-token prompt, whose graphs a round also uses) record nothing new
+ * in either, for every method and HeteroSpec model. */
+static void test_prepare_covers_rounds(void **state) {
+    spec_env *e = *state;
+    hs_llama *m;
+    hs_eagle3 *head;
+    HS_CHECK(load_pair(e, 512, &m, &head));
+    const int32_t bos = 1;
+    for (size_t k = 0; k < N_METHODS + N_HX; k++) {
+        hs_tree_policy pol;
+        hs_hx_model hm;
+        if (k < N_METHODS) {
+            pol = policy_of(k);
+        } else {
+            hx_model((int)(k - N_METHODS), &hm);
+            pol = hs_heterospec_policy(&hm);
+        }
+        hs_spec *spec;
+        HS_CHECK(hs_spec_create(m, head, &pol, &spec));
+        HS_CHECK(hs_spec_prepare(spec));
+        const uint32_t tg = hs_llama_graph_count(m), hg = hs_eagle3_graph_count(head);
+        for (uint32_t seed = 0; seed < 4; seed++) {
+            hs_sampler_params sp = hs_sampler_default_params();
+            sp.temperature = seed ? 1.0f : 0.0f;
+            sp.seed = seed;
+            hs_gen_result r;
+            gen(m, e->tok, spec, &bos, 1, 120, &sp, &r);
+            hs_gen_result_free(&r);
+            if (hs_llama_graph_count(m) != tg || hs_eagle3_graph_count(head) != hg)
+                fail_msg("policy %zu, seed %u: %u graphs of the target and %u of the head recorded after", k,
+                         seed, hs_llama_graph_count(m) - tg, hs_eagle3_graph_count(head) - hg);
+        }
+        hs_spec_destroy(spec);
+    }
+    hs_eagle3_destroy(head);
+    hs_llama_destroy(m);
+}
+
 /* Sampling at temperature 1 (no filters) and with llama.cpp's default
  * filters: for each of the first generated positions after the prompt's,
  * the token histogram over many seeds under speculation must match plain
@@ -666,6 +706,7 @@ int main(void) {
         cmocka_unit_test(test_store_equals_plain),
         cmocka_unit_test(test_context_fills_in_a_round),
         cmocka_unit_test(test_limits_and_end),
+        cmocka_unit_test(test_prepare_covers_rounds),
         cmocka_unit_test(test_sampling_distribution),
     };
     int failed = hs_test_run_group("spec", tests, setup, teardown);
