@@ -158,9 +158,9 @@ uint32_t hs_llama_graph_count(const hs_llama *m);
 /* Records now, without running anything, every graph tree verification of up
  * to max_n rows can ask for: hs_llama_eval_tree's for each bucket of 1 ..
  * max_n rows, hs_llama_head's for rows 1 .. max_n - 1 and hs_llama_accept's
- * KV compaction. Recording compiles
- * the pipelines a new shape needs (on lavapipe 50-200 ms per bucket), which a
- * benchmark's warm-up wants done before it times anything. */
+ * KV compaction. Recording compiles the pipelines a new shape needs (on
+ * lavapipe 50-200 ms per bucket), which a benchmark's warm-up wants done
+ * before it times anything. */
 hs_status hs_llama_prepare_tree(hs_llama *m, uint32_t max_n);
 
 /* Number of dispatches of the last evaluated graph (for reports). */
