@@ -693,15 +693,19 @@ fail:
     return st;
 }
 
+/* The capacity buckets of a consume of n rows and of a draft level of w nodes. */
+static uint32_t consume_cap(const hs_eagle3 *h, uint32_t n) { return hs_model_bucket(n, h->max_batch); }
+static uint32_t draft_cap(const hs_eagle3 *h, uint32_t w) { return hs_model_bucket(w, h->max_nodes); }
+
 hs_status hs_eagle3_prepare(hs_eagle3 *h, uint32_t max_rows, uint32_t max_width) {
     hs_status st = HS_OK;
     eagle3_graph *gr;
     for (uint32_t n = 1; n <= max_rows && n <= h->max_batch; n++) { /* a bucket's later sizes find its graph */
-        HS_TRY(get_graph(h, EAGLE3_CONSUME, hs_model_bucket(n, h->max_batch), &gr));
-        HS_TRY(get_graph(h, EAGLE3_CONSUME_CACHE, hs_model_bucket(n, h->max_batch), &gr));
+        HS_TRY(get_graph(h, EAGLE3_CONSUME, consume_cap(h, n), &gr));
+        HS_TRY(get_graph(h, EAGLE3_CONSUME_CACHE, consume_cap(h, n), &gr));
     }
     for (uint32_t w = 1; w <= max_width && w <= h->max_nodes; w++)
-        HS_TRY(get_graph(h, EAGLE3_DRAFT, hs_model_bucket(w, h->max_nodes), &gr));
+        HS_TRY(get_graph(h, EAGLE3_DRAFT, draft_cap(h, w), &gr));
 fail:
     return st;
 }
@@ -768,7 +772,7 @@ static hs_status consume(hs_eagle3 *h, const uint32_t *tap_slots, const int32_t 
     }
     /* Rows n .. cap-1 of the bucket are inert: no taps (zeros), token 0, a
      * cache row the KV write skips, and no live query. */
-    const uint32_t cap = hs_model_bucket(n, h->max_batch), words = hs_attn_mask_words(cap);
+    const uint32_t cap = consume_cap(h, n), words = hs_attn_mask_words(cap);
     const step_view v = step_open(h, cap, words);
     int32_t *tok = v.tok, *pos = v.pos;
     uint32_t *rows = v.rows, *ids_a = v.ids_a, *ids_b = v.ids_b, *info = v.info, *mask = v.mask;
@@ -835,7 +839,7 @@ hs_status hs_eagle3_draft(hs_eagle3 *h, const uint32_t *parent_slots, const int3
                            "hs_eagle3_draft: token %d of node %u is out of the vocabulary (%u)", tokens[i], i,
                            h->cfg.n_vocab);
     }
-    const uint32_t cap = hs_model_bucket(w, h->max_nodes), words = h->node_words;
+    const uint32_t cap = draft_cap(h, w), words = h->node_words;
     const step_view v = step_open(h, cap, words);
     int32_t *tok = v.tok, *pos = v.pos;
     uint32_t *rows = v.rows, *ids_a = v.ids_a, *ids_b = v.ids_b, *info = v.info, *mask = v.mask;

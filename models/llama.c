@@ -656,29 +656,26 @@ fail:
     return st;
 }
 
-hs_status hs_llama_prepare_tree(hs_llama *m, uint32_t max_n) {
-    hs_status st = HS_OK;
-    llama_graph *gr;
-    if (max_n > m->max_batch) max_n = m->max_batch;
-    for (uint32_t n = 1; n <= max_n; n++) /* a bucket's later sizes find its graph */
-        HS_TRY(get_graph(m,
-                         (llama_graph){.n = hs_model_tree_bucket(n, m->max_batch), .layers = true, .out0 = 0,
-                                       .n_out = 1, .dst0 = 0},
-                         &gr));
-    for (uint32_t row = 1; row < max_n; row++)
-        HS_TRY(get_graph(m, (llama_graph){.n = 0, .layers = false, .out0 = row, .n_out = 1, .dst0 = row}, &gr));
-    if (max_n > 1) HS_TRY(record_gather(m)); /* a path other than the first nodes moves cache rows */
-fail:
-    return st;
-}
-
 /* Which rows of an eval get the output head. */
 typedef enum { OUT_ALL, OUT_LAST, OUT_FIRST } out_rows;
+
+/* The graph of an eval of n rows: all-rows evals (trees) run in a capacity
+ * bucket; the head's rows are every slot of the bucket (the inert ones too),
+ * the last token's, or the root's; last_only's land at row 0. */
+static llama_graph eval_shape(const hs_llama *m, uint32_t n, out_rows out) {
+    const uint32_t cap = out == OUT_LAST ? n : hs_model_tree_bucket(n, m->max_batch);
+    return (llama_graph){
+        .n = cap, .layers = true, .out0 = out == OUT_LAST ? n - 1 : 0, .n_out = out == OUT_ALL ? cap : 1, .dst0 = 0};
+}
+
+/* The graph of hs_llama_head's row. */
+static llama_graph head_shape(uint32_t row) {
+    return (llama_graph){.n = 0, .layers = false, .out0 = row, .n_out = 1, .dst0 = row};
+}
 
 static hs_status eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents, out_rows out,
                       bool commit, const float **logits, const uint32_t **argmax) {
     hs_status st = HS_OK;
-    const bool last_only = out == OUT_LAST;
     const hs_llama_config *c = &m->cfg;
     if (n == 0 || n > m->max_batch)
         return HS_FAIL(HS_ERR_INVALID_ARG, "hs_llama_eval: %u tokens (batch limit %u)", n, m->max_batch);
@@ -689,10 +686,10 @@ static hs_status eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int3
         if (tokens[i] < 0 || (uint32_t)tokens[i] >= c->n_vocab)
             return HS_FAIL(HS_ERR_INVALID_ARG, "token id %d out of the vocabulary (%u)", tokens[i], c->n_vocab);
     if (parents) HS_TRY(hs_attn_check_parents(parents, n));
-    /* All-rows evals (trees) run in a capacity bucket; the slots past n are
-     * inert: token 0, no parent, a cache row the kernels skip, and the
-     * attention's used count stops before them. */
-    const uint32_t cap = last_only ? n : hs_model_tree_bucket(n, m->max_batch);
+    /* The slots of the graph past n are inert: token 0, no parent, a cache
+     * row the kernels skip, and the attention's used count stops before them. */
+    const llama_graph want = eval_shape(m, n, out);
+    const uint32_t cap = want.n;
     uint8_t *step = hs_vk_buffer_map(m->step);
     HS_ASSERT(step);
     int32_t *tok = (int32_t *)(step + m->off_tokens), *pos = (int32_t *)(step + m->off_pos);
@@ -718,13 +715,6 @@ static hs_status eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int3
     /* Tokens, positions, rows, parents and info just written -> visible to
      * the graph's dispatches (one range: they lie back to back before argmax). */
     HS_TRY(hs_vk_buffer_flush(m->step, 0, m->off_info + HS_ATTN_INFO_WORDS * 4));
-    /* The head's rows: every slot of the bucket (the inert ones too), the
-     * last token's, or the root's; last_only's land at row 0. */
-    const llama_graph want = {.n = cap,
-                              .layers = true,
-                              .out0 = out == OUT_LAST ? n - 1 : 0,
-                              .n_out = out == OUT_ALL ? cap : 1,
-                              .dst0 = 0};
     llama_graph *gr;
     HS_TRY(get_graph(m, want, &gr));
     HS_TRY(hs_vk_seq_submit(gr->seq));
@@ -770,9 +760,8 @@ hs_status hs_llama_head(hs_llama *m, uint32_t row, const float **logits, uint32_
     hs_status st = HS_OK;
     if (row >= m->last_n)
         return HS_FAIL(HS_ERR_INVALID_ARG, "hs_llama_head: row %u, but the last eval had %u rows", row, m->last_n);
-    const llama_graph want = {.n = 0, .layers = false, .out0 = row, .n_out = 1, .dst0 = row};
     llama_graph *gr;
-    HS_TRY(get_graph(m, want, &gr));
+    HS_TRY(get_graph(m, head_shape(row), &gr));
     HS_TRY(hs_vk_seq_submit(gr->seq));
     const uint64_t v4 = (uint64_t)m->cfg.n_vocab * 4;
     if (logits) {
@@ -783,6 +772,18 @@ hs_status hs_llama_head(hs_llama *m, uint32_t row, const float **logits, uint32_
         HS_TRY(hs_vk_buffer_invalidate(m->step, m->off_argmax + (uint64_t)row * 4, 4));
         *argmax = ((const uint32_t *)((const uint8_t *)hs_vk_buffer_map(m->step) + m->off_argmax))[row];
     }
+fail:
+    return st;
+}
+
+hs_status hs_llama_prepare_tree(hs_llama *m, uint32_t max_n) {
+    hs_status st = HS_OK;
+    llama_graph *gr;
+    if (max_n > m->max_batch) max_n = m->max_batch;
+    for (uint32_t n = 1; n <= max_n; n++) /* a bucket's later sizes find its graph */
+        HS_TRY(get_graph(m, eval_shape(m, n, OUT_FIRST), &gr));
+    for (uint32_t row = 1; row < max_n; row++) HS_TRY(get_graph(m, head_shape(row), &gr));
+    if (max_n > 1) HS_TRY(record_gather(m)); /* a path other than the first nodes moves cache rows */
 fail:
     return st;
 }
