@@ -11,6 +11,7 @@
  * section 4, which ppN (only the last row's logits) underestimates. */
 #include <math.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -207,9 +208,11 @@ int hs_cli_bench(int argc, char **argv) {
             ntg = parse_list(argv[++i], tg, MAX_TESTS);
         else if (!strcmp(o, "-v") && v)
             nvf = parse_list(argv[++i], vf, MAX_TESTS);
-        else if (!strcmp(o, "-d") && v)
-            depth = atoi(argv[++i]);
-        else if (!strcmp(o, "-r") && v) reps = atoi(argv[++i]);
+        else if (!strcmp(o, "-d") && v) {
+            if (!hs_cli_int("bench", o, argv[++i], 0, INT_MAX, &depth)) return 2;
+        } else if (!strcmp(o, "-r") && v) {
+            if (!hs_cli_int("bench", o, argv[++i], INT_MIN, INT_MAX, &reps)) return 2;
+        }
         else if (!strcmp(o, "-o") && v) {
             json = !strcmp(argv[++i], "json");
             if (!json && strcmp(argv[i], "md")) {

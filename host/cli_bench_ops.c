@@ -285,11 +285,7 @@ int hs_cli_bench_ops(int argc, char **argv) {
             }
             json = true;
         } else if (!strcmp(argv[i], "-r") && i + 1 < argc) {
-            reps = atoi(argv[++i]);
-            if (reps < 1 || reps > HS_BENCH_MAX_SAMPLES) {
-                fprintf(stderr, "heterospec bench-ops: -r must be 1..%d\n", HS_BENCH_MAX_SAMPLES);
-                return 2;
-            }
+            if (!hs_cli_int("bench-ops", "-r", argv[++i], 1, HS_BENCH_MAX_SAMPLES, &reps)) return 2;
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
             only = argv[++i];
         } else {

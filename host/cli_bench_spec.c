@@ -4,6 +4,8 @@
  * on one question before the next, so drifts of the machine hit all alike);
  * each method has one untimed warm-up generation first, after recording every
  * graph its rounds can ask for (hs_spec_prepare). */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,8 +133,12 @@ static int parse(int argc, char **argv, args *a) {
         switch (w) {
         case 0: a->model = v; break;
         case 1: a->head = v; break;
-        case 2: a->n_predict = atoi(v); break;
-        case 3: a->n_ctx = atoi(v); break;
+        case 2:
+            if (!hs_cli_int("bench-spec", o, v, 0, INT_MAX, &a->n_predict)) return 2;
+            break;
+        case 3:
+            if (!hs_cli_int("bench-spec", o, v, 0, INT_MAX, &a->n_ctx)) return 2;
+            break;
         case 4: {
             char *end = NULL;
             a->n_temps = 0;
@@ -150,7 +156,9 @@ static int parse(int argc, char **argv, args *a) {
             }
             break;
         }
-        case 5: a->sp.seed = strtoull(v, NULL, 10); break;
+        case 5:
+            if (!hs_cli_u64("bench-spec", o, v, &a->sp.seed)) return 2;
+            break;
         case 6: a->methods = v; break;
         case 7: a->out = v; break;
         case 8: a->calib = v; break;
@@ -208,7 +216,13 @@ static hs_status parse_method(const char *text, method *m) {
                 if (*c == 'x') *c = ',';
             s.tree = tree;
         } else if (dst && part[1] >= '0' && part[1] <= '9') {
-            *dst = atoi(part + 1);
+            char *end;
+            errno = 0;
+            const long x = strtol(part + 1, &end, 10);
+            if (*end || errno || x > INT_MAX)
+                return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: '%s' is not a letter and a number", text,
+                               part);
+            *dst = (int)x;
             if (dst == &m->lookup && *dst > (int)HS_LOOKUP_MAX_LEN)
                 return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: a lookup chain is 0..%u tokens", text,
                                HS_LOOKUP_MAX_LEN);

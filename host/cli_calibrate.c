@@ -14,6 +14,7 @@
  *      grid (hs_hx_search_eagle2).
  * The result goes to $HS_HOME/calib (keyed by device, model, head and mode;
  * -o FILE elsewhere), where generate and bench-spec find it. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,9 +112,15 @@ static int parse(int argc, char **argv, cal_args *a) {
         switch (w) {
         case 0: a->model = v; break;
         case 1: a->head = v; break;
-        case 2: a->n_predict = atoi(v); break;
-        case 3: a->sp.temperature = (float)atof(v); break;
-        case 4: a->sp.seed = strtoull(v, NULL, 10); break;
+        case 2:
+            if (!hs_cli_int("calibrate", o, v, INT_MIN, INT_MAX, &a->n_predict)) return 2;
+            break;
+        case 3:
+            if (!hs_cli_real("calibrate", o, v, -HUGE_VAL, HUGE_VAL, &a->sp.temperature)) return 2;
+            break;
+        case 4:
+            if (!hs_cli_u64("calibrate", o, v, &a->sp.seed)) return 2;
+            break;
         case 5:
             if (sscanf(v, "%u/%u/%u", &a->rec_k, &a->rec_d, &a->rec_n) != 3 || a->rec_k < 1 ||
                 a->rec_k > HS_TOPK_MAX_K || a->rec_d < 1 || a->rec_d >= HS_TREE_MAX_DEPTH - 1 ||
@@ -129,9 +136,15 @@ static int parse(int argc, char **argv, cal_args *a) {
                         "level its %u verified nodes cannot reach): the fit sees no deeper nodes\n",
                         v, a->rec_n, a->rec_d, a->rec_n);
             break;
-        case 6: a->strata = atoi(v); break;
-        case 7: a->max_verify = atoi(v); break;
-        case 8: a->reps = atoi(v); break;
+        case 6:
+            if (!hs_cli_int("calibrate", o, v, INT_MIN, INT_MAX, &a->strata)) return 2;
+            break;
+        case 7:
+            if (!hs_cli_int("calibrate", o, v, INT_MIN, INT_MAX, &a->max_verify)) return 2;
+            break;
+        case 8:
+            if (!hs_cli_int("calibrate", o, v, INT_MIN, INT_MAX, &a->reps)) return 2;
+            break;
         case 9: a->out = v; break;
         default: a->head_weights = v; break;
         }

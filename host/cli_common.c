@@ -1,5 +1,7 @@
 /* Helpers shared by the CLI commands. */
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,53 @@ hs_status hs_cli_model_path(const char *given, char *buf, size_t n) {
     hs_status st = hs_home_dir(home, sizeof home);
     if (st == HS_OK) snprintf(buf, n, "%s/%s", home, HS_CLI_DEFAULT_MODEL);
     return st;
+}
+
+static void bad_number(const char *cmd, const char *opt, const char *v, const char *what) {
+    fprintf(stderr, "heterospec%s%s: %s %s: expected %s\n", cmd ? " " : "", cmd ? cmd : "", opt, v, what);
+}
+
+bool hs_cli_int(const char *cmd, const char *opt, const char *v, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    const long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < lo || x > hi || x < INT_MIN || x > INT_MAX) {
+        char what[96];
+        snprintf(what, sizeof what, "an integer %ld..%ld", lo, hi);
+        bad_number(cmd, opt, v, what);
+        return false;
+    }
+    *out = (int)x;
+    return true;
+}
+
+bool hs_cli_real(const char *cmd, const char *opt, const char *v, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    const double x = strtod(v, &end);
+    if (end == v || *end || errno || !(x >= lo && x <= hi)) {
+        char what[96];
+        if (isinf(lo) && isinf(hi))
+            snprintf(what, sizeof what, "a number");
+        else
+            snprintf(what, sizeof what, "a number %g..%g", lo, hi);
+        bad_number(cmd, opt, v, what);
+        return false;
+    }
+    *out = (float)x;
+    return true;
+}
+
+bool hs_cli_u64(const char *cmd, const char *opt, const char *v, uint64_t *out) {
+    char *end;
+    errno = 0;
+    const unsigned long long x = strtoull(v, &end, 10);
+    if (end == v || *end || errno || v[0] == '-') {
+        bad_number(cmd, opt, v, "an unsigned integer");
+        return false;
+    }
+    *out = (uint64_t)x;
+    return true;
 }
 
 hs_status hs_cli_read_text(const char *path, char **out) {

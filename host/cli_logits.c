@@ -76,9 +76,9 @@ static int parse(int argc, char **argv, logits_args *a) {
             a->token_list = argv[++i];
         else if (!strcmp(o, "-o"))
             a->out = argv[++i];
-        else if (!strcmp(o, "--batch"))
-            a->batch = atoi(argv[++i]);
-        else if (!strcmp(o, "--chat"))
+        else if (!strcmp(o, "--batch")) {
+            if (!hs_cli_int("logits", o, argv[++i], INT_MIN, INT_MAX, &a->batch)) return 2;
+        } else if (!strcmp(o, "--chat"))
             a->chat = true;
         else if (!strcmp(o, "--print-tokens"))
             a->print_tokens = true;

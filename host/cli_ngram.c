@@ -46,7 +46,7 @@ done:
 
 int hs_cli_ngram_build(int argc, char **argv) {
     const char *model = NULL, *out = NULL;
-    long order = 4, min_count = 2;
+    int order = 4, min_count = 2;
     const char **files = NULL;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -64,14 +64,17 @@ int hs_cli_ngram_build(int argc, char **argv) {
             return 0;
         } else if (!strcmp(o, "-m") && i + 1 < argc) model = argv[++i];
         else if (!strcmp(o, "-o") && i + 1 < argc) out = argv[++i];
-        else if (!strcmp(o, "--order") && i + 1 < argc) order = strtol(argv[++i], NULL, 10);
-        else if (!strcmp(o, "--min-count") && i + 1 < argc) min_count = strtol(argv[++i], NULL, 10);
+        else if (!strcmp(o, "--order") && i + 1 < argc) {
+            if (!hs_cli_int("ngram-build", o, argv[++i], 1, HS_NGRAM_MAX_ORDER, &order)) return 2;
+        } else if (!strcmp(o, "--min-count") && i + 1 < argc) {
+            if (!hs_cli_int("ngram-build", o, argv[++i], 1, 65535, &min_count)) return 2;
+        }
         else if (o[0] == '-' && o[1] != '\0') {
             fprintf(stderr, "heterospec ngram-build: unknown option '%s' (see --help)\n", o);
             return 2;
         } else arrput(files, o);
     }
-    if (!model || !out || arrlen(files) == 0 || order < 1 || order > (long)HS_NGRAM_MAX_ORDER ||
+    if (!model || !out || arrlen(files) == 0 || order < 1 || order > (int)HS_NGRAM_MAX_ORDER ||
         min_count < 1 || min_count > 65535) {
         fprintf(stderr, "heterospec ngram-build: need -m MODEL, -o OUT and input files; --order 1..%u, "
                         "--min-count 1..65535 (see --help)\n",

@@ -2,6 +2,7 @@
  * finding a head that fits the model, loading target and head together, and
  * the statistics printed after a run. */
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,9 +37,9 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     switch (which) {
     case 0: s->method = v; break;
     case 1: s->head = v; break;
-    case 2: s->depth = atoi(v); break;
-    case 3: s->top_k = atoi(v); break;
-    case 4: s->tree_size = atoi(v); break;
+    case 2: return hs_cli_int(NULL, o, v, 1, INT_MAX, &s->depth) ? 2 : -1;
+    case 3: return hs_cli_int(NULL, o, v, 1, INT_MAX, &s->top_k) ? 2 : -1;
+    case 4: return hs_cli_int(NULL, o, v, 1, INT_MAX, &s->tree_size) ? 2 : -1;
     case 5: s->tree = v; break;
     case 6: s->calib = v; break;
     case 7: s->head_weights = v; break;
@@ -310,6 +311,12 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
         memcpy(opt.tap_layers, hc.tap_layers, sizeof opt.tap_layers);
     }
     HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
+    /* A tree the target cannot verify in one pass is refused, not cut. */
+    if (s->tree_size > 0 && (uint32_t)s->tree_size >= hs_llama_max_batch(out->target))
+        HS_TRY(HS_FAIL(HS_ERR_INVALID_ARG,
+                       "--tree-size %d: the target verifies at most %u tokens per pass, the root included, "
+                       "so a tree of at most %u drafted tokens",
+                       s->tree_size, hs_llama_max_batch(out->target), hs_llama_max_batch(out->target) - 1));
     if (hs_cli_spec_on(s)) {
         hs_eagle3_options ho = {.top_k =
                                     out->policy.top_k > HS_TOPK_MAX_K ? HS_TOPK_MAX_K : out->policy.top_k};

@@ -3,7 +3,9 @@
 #ifndef HS_CLI_H
 #define HS_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include <cJSON.h>
@@ -27,6 +29,13 @@ hs_status hs_cli_model_path(const char *given, char *buf, size_t n);
  * text that was tokenized (malloc'ed). */
 hs_status hs_cli_prompt_ids(const hs_gguf *g, const hs_tok *tok, const char *text, bool chat, char **rendered,
                             int32_t **ids, size_t *n);
+/* Option values as numbers: the whole of v (no trailing characters, no
+ * overflow) within [lo, hi], else a message naming cmd ("heterospec CMD:
+ * OPT V: expected ...", just "heterospec:" when cmd is NULL) on stderr and
+ * false. */
+bool hs_cli_int(const char *cmd, const char *opt, const char *v, long lo, long hi, int *out);
+bool hs_cli_real(const char *cmd, const char *opt, const char *v, double lo, double hi, float *out);
+bool hs_cli_u64(const char *cmd, const char *opt, const char *v, uint64_t *out);
 /* The whole file at path as a NUL-terminated string (*out, malloc'ed). */
 hs_status hs_cli_read_text(const char *path, char **out);
 

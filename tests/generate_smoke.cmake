@@ -49,6 +49,21 @@ if(rc EQUAL 0 OR NOT err MATCHES "--head-weights q5: expected auto, file or q4_1
   message(FATAL_ERROR "--head-weights q5 gave rc ${rc}:\n${err}")
 endif()
 
+# Numbers are parsed whole: a value with trailing characters, not a number, or out of range is refused
+# by name (not read as 12, 0 or a cut tree), and so is a tree the target cannot verify in one pass.
+foreach(bad "-n;12x;-n 12x: expected an integer" "--temp;abc;--temp abc: expected a number"
+            "--seed;-3;--seed -3: expected an unsigned integer"
+            "--depth;5x;--depth 5x: expected an integer 1\\.\\."
+            "--tree-size;100000;--tree-size 100000: the target verifies at most [0-9]+ tokens per pass")
+  list(GET bad 0 opt)
+  list(GET bad 1 val)
+  list(GET bad 2 re)
+  execute_process(COMMAND ${HS} ${args} --spec eagle2 ${opt} ${val} RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "${re}")
+    message(FATAL_ERROR "generate ${opt} ${val} gave rc ${rc}, expected a refusal matching '${re}':\n${err}")
+  endif()
+endforeach()
+
 # A calibration of this device, model and head (one short question), then used.
 execute_process(COMMAND ${HS} calibrate -m ${MODEL} --data ${DATA} --sets gsm8k --questions 1-2 -n 24 -r 1
                         --no-chat -o ${WORK}/cal.json
