@@ -163,6 +163,21 @@ static bool search_dir(const char *dir, const head_target *model, char *out, siz
     return found;
 }
 
+/* Whether the head file at path fits the model, with what does not fit as the error. */
+static hs_status head_check(const char *path, const hs_gguf *model) {
+    hs_status st = HS_OK;
+    hs_gguf *g = NULL;
+    hs_llama_config cfg;
+    hs_eagle3_config hc;
+    HS_TRY(hs_llama_config_read(model, &cfg));
+    HS_TRY(hs_gguf_open(path, &g));
+    HS_TRY(hs_eagle3_config_read(g, &hc));
+    HS_TRY(hs_eagle3_check_config(&hc, &cfg));
+fail:
+    hs_gguf_close(g);
+    return st;
+}
+
 hs_status hs_cli_head_find(const hs_gguf *model, char *out, size_t n) {
     hs_status st = HS_OK;
     char home[1024] = "", dir[1100];
@@ -264,9 +279,12 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
     }
     if (hs_cli_spec_on(s)) {
         HS_TRY(hs_cli_spec_policy(s, &out->policy));
-        if (s->head)
+        if (s->head) {
             snprintf(out->head_path, sizeof out->head_path, "%s", s->head);
-        else if (!out->policy.headless) /* --spec lookup needs none */
+            /* Checked here too: a calibration may run without the head, and one that does not fit the
+             * model is refused, not ignored. */
+            HS_TRY(head_check(out->head_path, model));
+        } else if (!out->policy.headless) /* --spec lookup needs none */
             HS_TRY(hs_cli_head_find(model, out->head_path, sizeof out->head_path));
     }
     if (!strcmp(out->policy.name ? out->policy.name : "", "heterospec")) {

@@ -4,7 +4,8 @@
 # by `calibrate` is found and named when given, and a bad calibration file is
 # refused with a clear message and a non-zero exit; a failed `logits -o`
 # leaves no partial file.
-#   cmake -DHS=<heterospec> -DMODEL=<gguf> -DDATA=<bench dir> -DWORK=<dir> -P generate_smoke.cmake
+#   cmake -DHS=<heterospec> -DMODEL=<gguf> -DDATA=<bench dir> -DMISFIT_HEAD=<a head of another model>
+#         -DWORK=<dir> -P generate_smoke.cmake
 file(MAKE_DIRECTORY ${WORK})
 set(args generate -m ${MODEL} -p "Once upon a time" -n 48 --json)
 execute_process(COMMAND ${HS} ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE auto ERROR_VARIABLE err)
@@ -63,6 +64,13 @@ foreach(bad "-n;12x;-n 12x: expected an integer" "--temp;abc;--temp abc: expecte
     message(FATAL_ERROR "generate ${opt} ${val} gave rc ${rc}, expected a refusal matching '${re}':\n${err}")
   endif()
 endforeach()
+
+# A head given by name that does not fit the model is refused, naming what differs, also where the
+# calibration beside it (SmolLM2's, which runs without its head on lavapipe) would not load it.
+execute_process(COMMAND ${HS} ${args} --head ${MISFIT_HEAD} RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "head does not fit the target; hidden size")
+  message(FATAL_ERROR "generate --head ${MISFIT_HEAD} (SmolLM2's head, stories260K) gave rc ${rc}:\n${err}")
+endif()
 
 # A calibration of this device, model and head (one short question), then used.
 execute_process(COMMAND ${HS} calibrate -m ${MODEL} --data ${DATA} --sets gsm8k --questions 1-2 -n 24 -r 1
