@@ -116,6 +116,8 @@ static hs_status try_load(const char *path, hs_cli_hx *out, int *found) {
         out->have_eagle2 = true;
         out->eagle2 = hs_tree_eagle2((uint32_t)k->valueint, (uint32_t)d->valueint, (uint32_t)n->valueint);
     }
+    const cJSON *fm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "model"), "fnv1a64");
+    snprintf(out->for_model, sizeof out->for_model, "%s", cJSON_IsString(fm) ? fm->valuestring : "");
     const cJSON *dev =
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "device"), "name");
     snprintf(out->source, sizeof out->source, "%s (measured on %s)", path,
@@ -127,15 +129,30 @@ fail:
     return st;
 }
 
+/* A calibration made on another model file (another quantization, say)
+ * still works, but its costs and acceptance were measured on that one. */
+static void warn_other_model(const hs_cli_hx *hx, uint64_t model_hash) {
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)model_hash);
+    if (hx->for_model[0] && strcmp(hx->for_model, hex))
+        fprintf(stderr,
+                "[heterospec] warning: calibration %s was made for another model file (fnv1a64 %s, this one "
+                "%s): its costs and acceptance were measured there (heterospec calibrate makes this model's)\n",
+                hx->source, hx->for_model, hex);
+}
+
 hs_status hs_cli_hx_load(const hs_vk_caps *caps, const char *model_path, const char *head_path,
                          const char *given, bool sampling, hs_cli_hx *out) {
     hs_status st = HS_OK;
     memset(out, 0, sizeof *out);
     hs_hx_model_default(&out->model);
     int found = 0;
+    uint64_t model_hash;
+    HS_TRY(file_hash(model_path, &model_hash));
     if (given) {
         HS_TRY(try_load(given, out, &found));
         if (!found) return HS_FAIL(HS_ERR_IO, "--calibration %s: no such file", given);
+        warn_other_model(out, model_hash);
         return HS_OK;
     }
     hs_cli_hx_id id;
@@ -158,6 +175,8 @@ hs_status hs_cli_hx_load(const hs_vk_caps *caps, const char *model_path, const c
         snprintf(
             out->source, sizeof out->source,
             "built-in defaults (no calibration for this device, model and head: run heterospec calibrate)");
+    else
+        warn_other_model(out, model_hash);
 fail:
     return st;
 }

@@ -111,6 +111,7 @@ typedef struct hs_cli_hx {
     bool have_eagle2;      /* the calibration chose an EAGLE-2 setting */
     hs_tree_policy eagle2; /* ... this one (bench-spec's eagle2-tuned) */
     char source[1600];     /* the file loaded, or the built-in defaults */
+    char for_model[17];    /* the file's model.fnv1a64 ("" if none) */
 } hs_cli_hx;
 hs_status hs_cli_hx_identity(const hs_vk_caps *caps, const char *model_path, const char *head_path,
                              hs_cli_hx_id *id);

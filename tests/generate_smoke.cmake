@@ -72,6 +72,15 @@ if(rc EQUAL 0 OR NOT err MATCHES "head does not fit the target; hidden size")
   message(FATAL_ERROR "generate --head ${MISFIT_HEAD} (SmolLM2's head, stories260K) gave rc ${rc}:\n${err}")
 endif()
 
+# A calibration made on another model file (SmolLM2's, committed beside its head) still loads, with a
+# warning naming both files' hashes.
+get_filename_component(misfit_dir ${MISFIT_HEAD} DIRECTORY)
+execute_process(COMMAND ${HS} ${args} --calibration ${misfit_dir}/heterospec-greedy.json
+                RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT err MATCHES "warning: calibration [^\n]* was made for another model file \\(fnv1a64 ")
+  message(FATAL_ERROR "generate with SmolLM2's calibration on stories260K (rc ${rc}) gave no warning:\n${err}")
+endif()
+
 # A calibration of this device, model and head (one short question), then used.
 execute_process(COMMAND ${HS} calibrate -m ${MODEL} --data ${DATA} --sets gsm8k --questions 1-2 -n 24 -r 1
                         --no-chat -o ${WORK}/cal.json
