@@ -116,7 +116,8 @@ static hs_status try_load(const char *path, hs_cli_hx *out, int *found) {
         out->have_eagle2 = true;
         out->eagle2 = hs_tree_eagle2((uint32_t)k->valueint, (uint32_t)d->valueint, (uint32_t)n->valueint);
     }
-    const cJSON *fm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "model"), "fnv1a64");
+    const cJSON *fm =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "model"), "fnv1a64");
     snprintf(out->for_model, sizeof out->for_model, "%s", cJSON_IsString(fm) ? fm->valuestring : "");
     const cJSON *dev =
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "device"), "name");
@@ -136,8 +137,9 @@ static void warn_other_model(const hs_cli_hx *hx, uint64_t model_hash) {
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)model_hash);
     if (hx->for_model[0] && strcmp(hx->for_model, hex))
         fprintf(stderr,
-                "[heterospec] warning: calibration %s was made for another model file (fnv1a64 %s, this one "
-                "%s): its costs and acceptance were measured there (heterospec calibrate makes this model's)\n",
+                "[heterospec] warning: calibration %s was made for another model file (fnv1a64 %s, this "
+                "one %s): its costs and acceptance were measured there (heterospec calibrate makes this "
+                "model's)\n",
                 hx->source, hx->for_model, hex);
 }
 
