@@ -149,11 +149,11 @@ hs_status hs_cli_hx_load(const hs_vk_caps *caps, const char *model_path, const c
     memset(out, 0, sizeof *out);
     hs_hx_model_default(&out->model);
     int found = 0;
-    uint64_t model_hash;
-    HS_TRY(file_hash(model_path, &model_hash));
     if (given) {
+        uint64_t model_hash;
         HS_TRY(try_load(given, out, &found));
         if (!found) return HS_FAIL(HS_ERR_IO, "--calibration %s: no such file", given);
+        HS_TRY(file_hash(model_path, &model_hash));
         warn_other_model(out, model_hash);
         return HS_OK;
     }
@@ -178,7 +178,7 @@ hs_status hs_cli_hx_load(const hs_vk_caps *caps, const char *model_path, const c
             out->source, sizeof out->source,
             "built-in defaults (no calibration for this device, model and head: run heterospec calibrate)");
     else
-        warn_other_model(out, model_hash);
+        warn_other_model(out, id.model);
 fail:
     return st;
 }
