@@ -179,9 +179,10 @@ int hs_cli_generate(int argc, char **argv) {
     if (hs_cli_spec_load(&a.spec, ops, g, &lo, &sm) != HS_OK) goto fail;
     m = sm.target;
     if (hs_engine_check_fit(m, n_ids, (uint32_t)a.n_predict) != HS_OK) goto fail;
-    /* Every graph speculation's rounds can ask for is recorded now, with the
-     * load, so that no round of the generation pays a recording (or, with a
-     * cold shader cache, a pipeline compile) inside the timed generation. */
+    /* Every graph speculation's rounds can ask for is recorded now (its
+     * pipelines created), with the load, so that no round of the timed
+     * generation pays a recording. (llvmpipe still compiles a shader's machine
+     * code at its first run, which a warm Mesa shader cache skips.) */
     if (sm.spec && hs_spec_prepare(sm.spec) != HS_OK) goto fail;
     double t_load = hs_now_s() - t0;
     if (!a.quiet && !a.json) {
