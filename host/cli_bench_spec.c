@@ -4,7 +4,6 @@
  * on one question before the next, so drifts of the machine hit all alike);
  * each method has one untimed warm-up generation first, after recording every
  * graph its rounds can ask for (hs_spec_prepare). */
-#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,13 +215,9 @@ static hs_status parse_method(const char *text, method *m) {
                 if (*c == 'x') *c = ',';
             s.tree = tree;
         } else if (dst && part[1] >= '0' && part[1] <= '9') {
-            char *end;
-            errno = 0;
-            const long x = strtol(part + 1, &end, 10);
-            if (*end || errno || x > INT_MAX)
+            if (!hs_cli_parse_int(part + 1, 0, INT_MAX, dst))
                 return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: '%s' is not a letter and a number", text,
                                part);
-            *dst = (int)x;
             if (dst == &m->lookup && *dst > (int)HS_LOOKUP_MAX_LEN)
                 return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: a lookup chain is 0..%u tokens", text,
                                HS_LOOKUP_MAX_LEN);

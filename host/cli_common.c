@@ -25,18 +25,21 @@ static void bad_number(const char *cmd, const char *opt, const char *v, const ch
     fprintf(stderr, "heterospec%s%s: %s %s: expected %s\n", cmd ? " " : "", cmd ? cmd : "", opt, v, what);
 }
 
-bool hs_cli_int(const char *cmd, const char *opt, const char *v, long lo, long hi, int *out) {
+bool hs_cli_parse_int(const char *v, long lo, long hi, int *out) {
     char *end;
     errno = 0;
     const long x = strtol(v, &end, 10);
-    if (end == v || *end || errno || x < lo || x > hi || x < INT_MIN || x > INT_MAX) {
-        char what[96];
-        snprintf(what, sizeof what, "an integer %ld..%ld", lo, hi);
-        bad_number(cmd, opt, v, what);
-        return false;
-    }
+    if (end == v || *end || errno || x < lo || x > hi || x < INT_MIN || x > INT_MAX) return false;
     *out = (int)x;
     return true;
+}
+
+bool hs_cli_int(const char *cmd, const char *opt, const char *v, long lo, long hi, int *out) {
+    if (hs_cli_parse_int(v, lo, hi, out)) return true;
+    char what[96];
+    snprintf(what, sizeof what, "an integer %ld..%ld", lo, hi);
+    bad_number(cmd, opt, v, what);
+    return false;
 }
 
 bool hs_cli_real(const char *cmd, const char *opt, const char *v, double lo, double hi, float *out) {

@@ -43,18 +43,8 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     case 5: s->tree = v; break;
     case 6: s->calib = v; break;
     case 7: s->head_weights = v; break;
-    case 9: s->store = v; break;
-    default: {
-        char *end;
-        const long n = strtol(v, &end, 10);
-        if (end == v || *end || n < 0 || n > (long)HS_LOOKUP_MAX_LEN) {
-            fprintf(stderr, "heterospec: --lookup %s: expected a chain length 0..%u (0: off)\n", v,
-                    HS_LOOKUP_MAX_LEN);
-            return -1;
-        }
-        s->lookup = (int)n;
-        break;
-    }
+    case 8: return hs_cli_int(NULL, o, v, 0, HS_LOOKUP_MAX_LEN, &s->lookup) ? 2 : -1; /* 0: off */
+    default: s->store = v; break;
     }
     return 2;
 }
@@ -123,17 +113,25 @@ typedef struct head_target {
     const char *name;
 } head_target;
 
-/* Whether the head file at path fits the model (read from its header only). */
-static bool head_fits(const char *path, const head_target *m) {
+/* Whether the head file at path fits a model of configuration cfg (read
+ * from its header only), with what does not fit as the error; *hc receives
+ * the head's configuration. */
+static hs_status head_check(const char *path, const hs_llama_config *cfg, hs_eagle3_config *hc) {
+    hs_status st = HS_OK;
     hs_gguf *g = NULL;
-    bool ok = false;
-    if (hs_gguf_open(path, &g) == HS_OK) {
-        hs_eagle3_config hc;
-        ok = hs_eagle3_config_read(g, &hc) == HS_OK && hs_eagle3_check_config(&hc, &m->cfg) == HS_OK &&
-             (!hc.target_name[0] || !strcmp(m->name, hc.target_name));
-        hs_gguf_close(g);
-    }
-    return ok;
+    HS_TRY(hs_gguf_open(path, &g));
+    HS_TRY(hs_eagle3_config_read(g, hc));
+    HS_TRY(hs_eagle3_check_config(hc, cfg));
+fail:
+    hs_gguf_close(g);
+    return st;
+}
+
+/* head_check, and the head names no other model than m's. */
+static bool head_fits(const char *path, const head_target *m) {
+    hs_eagle3_config hc;
+    return head_check(path, &m->cfg, &hc) == HS_OK &&
+           (!hc.target_name[0] || !strcmp(m->name, hc.target_name));
 }
 
 /* Searches dir and its subfolders (one level) for the first fitting head,
@@ -161,21 +159,6 @@ static bool search_dir(const char *dir, const head_target *model, char *out, siz
     }
     free(ents);
     return found;
-}
-
-/* Whether the head file at path fits the model, with what does not fit as the error. */
-static hs_status head_check(const char *path, const hs_gguf *model) {
-    hs_status st = HS_OK;
-    hs_gguf *g = NULL;
-    hs_llama_config cfg;
-    hs_eagle3_config hc;
-    HS_TRY(hs_llama_config_read(model, &cfg));
-    HS_TRY(hs_gguf_open(path, &g));
-    HS_TRY(hs_eagle3_config_read(g, &hc));
-    HS_TRY(hs_eagle3_check_config(&hc, &cfg));
-fail:
-    hs_gguf_close(g);
-    return st;
 }
 
 hs_status hs_cli_head_find(const hs_gguf *model, char *out, size_t n) {
@@ -283,7 +266,10 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
             snprintf(out->head_path, sizeof out->head_path, "%s", s->head);
             /* Checked here too: a calibration may run without the head, and one that does not fit the
              * model is refused, not ignored. */
-            HS_TRY(head_check(out->head_path, model));
+            hs_llama_config cfg;
+            hs_eagle3_config hc;
+            HS_TRY(hs_llama_config_read(model, &cfg));
+            HS_TRY(head_check(out->head_path, &cfg, &hc));
         } else if (!out->policy.headless) /* --spec lookup needs none */
             HS_TRY(hs_cli_head_find(model, out->head_path, sizeof out->head_path));
     }

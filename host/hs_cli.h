@@ -34,6 +34,8 @@ hs_status hs_cli_prompt_ids(const hs_gguf *g, const hs_tok *tok, const char *tex
  * OPT V: expected ...", just "heterospec:" when cmd is NULL) on stderr and
  * false. */
 bool hs_cli_int(const char *cmd, const char *opt, const char *v, long lo, long hi, int *out);
+/* hs_cli_int's test alone, without a message (for callers that report their own). */
+bool hs_cli_parse_int(const char *v, long lo, long hi, int *out);
 bool hs_cli_real(const char *cmd, const char *opt, const char *v, double lo, double hi, float *out);
 bool hs_cli_u64(const char *cmd, const char *opt, const char *v, uint64_t *out);
 /* The whole file at path as a NUL-terminated string (*out, malloc'ed). */
