@@ -245,29 +245,36 @@ void load_row(uint row) {
 #endif
 }
 
+/* The online softmax's step for score s of head slot h: the factor alpha by
+ * which the accumulators are scaled before s's term is added (exp2(m - s) when
+ * s raises the running maximum m, else exactly 1.0), with the maximum and the
+ * running sum updated (sum * alpha, then + exp2(s - m), two roundings).
+ * Branch-free on purpose: llvmpipe runs both sides of a branch that diverges
+ * across lanes, and a rescale behind `if` cost a masked pass over every
+ * accumulator at every key. x * 1.0 is x, so applying alpha always changes
+ * no bits. */
+float rescale(uint h, float s) {
+    const bool grow = s > g_m[h];
+    const float alpha = grow ? exp2(g_m[h] - s) : 1.0;
+    if (grow) g_m[h] = s;
+    precise float ls = g_l[h] * alpha;
+    precise float ls2 = ls + exp2(s - g_m[h]);
+    g_l[h] = ls2;
+    return alpha;
+}
+
 /* Folds the loaded row into head slot h: the one update every key of every
  * query goes through, in ordinal order. */
 void fold(uint h) {
     precise vec4 a = vec4(0.0);
     [[unroll]] for (uint c = 0u; c < D4; c++) a = fma(g_q[h * D4 + c], g_k[c], a);
     precise float s = (a.x + a.y) + (a.z + a.w);
-    /* Rescale only when the maximum grows: rare after the first keys. */
-    if (s > g_m[h]) {
-        const float alpha = exp2(g_m[h] - s);
-        precise float ls = g_l[h] * alpha;
-        g_l[h] = ls;
-        [[unroll]] for (uint c = 0u; c < D4; c++) {
-            precise vec4 x = g_acc[h * D4 + c] * alpha;
-            g_acc[h * D4 + c] = x;
-        }
-        g_m[h] = s;
-    }
+    const float alpha = rescale(h, s);
     const float pr = exp2(s - g_m[h]);
-    precise float ls = g_l[h] + pr;
-    g_l[h] = ls;
     [[unroll]] for (uint c = 0u; c < D4; c++) {
-        precise vec4 x = fma(vec4(pr), g_v[c], g_acc[h * D4 + c]);
-        g_acc[h * D4 + c] = x;
+        precise vec4 x = g_acc[h * D4 + c] * alpha;
+        precise vec4 y = fma(vec4(pr), g_v[c], x);
+        g_acc[h * D4 + c] = y;
     }
 }
 
@@ -490,28 +497,18 @@ void main() {
             const vec4 k = subgroupShuffle(kp[c / QB], first + c % QB);
             [[unroll]] for (uint hh = 0u; hh < HPW; hh++) a[hh] = fma(g_q[hh * D4 + c], k, a[hh]);
         }
-        float pr[HPW];
+        float pr[HPW], al[HPW];
         [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
             precise float s = (a[hh].x + a[hh].y) + (a[hh].z + a[hh].w);
-            if (s > g_m[hh]) {
-                const float alpha = exp2(g_m[hh] - s);
-                precise float ls = g_l[hh] * alpha;
-                g_l[hh] = ls;
-                [[unroll]] for (uint c = 0u; c < D4; c++) {
-                    precise vec4 x = g_acc[hh * D4 + c] * alpha;
-                    g_acc[hh * D4 + c] = x;
-                }
-                g_m[hh] = s;
-            }
+            al[hh] = rescale(hh, s);
             pr[hh] = exp2(s - g_m[hh]);
-            precise float ls = g_l[hh] + pr[hh];
-            g_l[hh] = ls;
         }
         [[unroll]] for (uint c = 0u; c < D4; c++) {
             const vec4 v = subgroupShuffle(vp[c / QB], first + c % QB);
             [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
-                precise vec4 x = fma(vec4(pr[hh]), v, g_acc[hh * D4 + c]);
-                g_acc[hh * D4 + c] = x;
+                precise vec4 x = g_acc[hh * D4 + c] * al[hh];
+                precise vec4 y = fma(vec4(pr[hh]), v, x);
+                g_acc[hh * D4 + c] = y;
             }
         }
     }
