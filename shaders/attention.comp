@@ -245,20 +245,22 @@ void load_row(uint row) {
 #endif
 }
 
-/* The online softmax's step for score s of head slot h: the factor alpha by
- * which the accumulators are scaled before s's term is added (exp2(m - s) when
- * s raises the running maximum m, else exactly 1.0), with the maximum and the
- * running sum updated (sum * alpha, then + exp2(s - m), two roundings).
- * Branch-free on purpose: llvmpipe runs both sides of a branch that diverges
- * across lanes, and a rescale behind `if` cost a masked pass over every
- * accumulator at every key. x * 1.0 is x, so applying alpha always changes
- * no bits. */
-float rescale(uint h, float s) {
+/* The online softmax's step for score s of head slot h: returns the factor
+ * alpha by which the accumulators are scaled before the key's term pr * v is
+ * added (exp2(m - s) when s raises the running maximum m, else exactly 1.0),
+ * sets pr = exp2(s - m) with m updated, and updates the running sum (sum *
+ * alpha, then + pr: two roundings). The caller applies alpha to every
+ * accumulator whether or not m grew, without a branch: llvmpipe runs both
+ * sides of a branch that diverges across lanes, so a rescale behind `if`
+ * cost a masked pass over every accumulator at every key. x * 1.0 is x, so
+ * applying alpha always changes no bits. */
+float rescale(uint h, float s, out float pr) {
     const bool grow = s > g_m[h];
     const float alpha = grow ? exp2(g_m[h] - s) : 1.0;
     if (grow) g_m[h] = s;
+    pr = exp2(s - g_m[h]);
     precise float ls = g_l[h] * alpha;
-    precise float ls2 = ls + exp2(s - g_m[h]);
+    precise float ls2 = ls + pr;
     g_l[h] = ls2;
     return alpha;
 }
@@ -269,8 +271,8 @@ void fold(uint h) {
     precise vec4 a = vec4(0.0);
     [[unroll]] for (uint c = 0u; c < D4; c++) a = fma(g_q[h * D4 + c], g_k[c], a);
     precise float s = (a.x + a.y) + (a.z + a.w);
-    const float alpha = rescale(h, s);
-    const float pr = exp2(s - g_m[h]);
+    float pr;
+    const float alpha = rescale(h, s, pr);
     [[unroll]] for (uint c = 0u; c < D4; c++) {
         precise vec4 x = g_acc[h * D4 + c] * alpha;
         precise vec4 y = fma(vec4(pr), g_v[c], x);
@@ -500,8 +502,7 @@ void main() {
         float pr[HPW], al[HPW];
         [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
             precise float s = (a[hh].x + a[hh].y) + (a[hh].z + a[hh].w);
-            al[hh] = rescale(hh, s);
-            pr[hh] = exp2(s - g_m[hh]);
+            al[hh] = rescale(hh, s, pr[hh]);
         }
         [[unroll]] for (uint c = 0u; c < D4; c++) {
             const vec4 v = subgroupShuffle(vp[c / QB], first + c % QB);
