@@ -44,7 +44,7 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     case 6: s->calib = v; break;
     case 7: s->head_weights = v; break;
     case 8: return hs_cli_int(NULL, o, v, 0, HS_LOOKUP_MAX_LEN, &s->lookup) ? 2 : -1; /* 0: off */
-    default: s->store = v; break;
+    case 9: s->store = v; break;
     }
     return 2;
 }
