@@ -202,8 +202,8 @@ static hs_status open_store(const char *path, FILE **f, long *size) {
 }
 
 hs_status hs_ngram_read_info(const char *path, hs_ngram_info *out) {
-    FILE *f;
-    long size;
+    FILE *f = NULL;
+    long size = 0;
     unsigned char h[NGRAM_HEADER];
     hs_status st = open_store(path, &f, &size);
     if (st == HS_OK && fread(h, 1, sizeof h, f) != sizeof h) st = HS_FAIL(HS_ERR_IO, "ngram: cannot read %s", path);
@@ -218,7 +218,7 @@ hs_status hs_ngram_load(const char *path, hs_ngram **out) {
     unsigned char *buf = NULL;
     hs_ngram *g = NULL;
     FILE *f = NULL;
-    long size;
+    long size = 0;
     hs_ngram_info in;
     HS_TRY(open_store(path, &f, &size));
     buf = malloc((size_t)size);

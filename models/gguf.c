@@ -668,7 +668,7 @@ hs_status hs_gguf_value_i64(const hs_gguf_value *v, int64_t *out) {
 }
 
 hs_status hs_gguf_value_u32(const hs_gguf_value *v, uint32_t *out) {
-    uint64_t x;
+    uint64_t x = 0;
     if (!is_uint(v->type) && !is_sint(v->type)) return type_error(v, "an integer (u32)");
     if (hs_gguf_value_u64(v, &x) != HS_OK || x > UINT32_MAX) return range_error(v, "u32");
     *out = (uint32_t)x;
@@ -676,7 +676,7 @@ hs_status hs_gguf_value_u32(const hs_gguf_value *v, uint32_t *out) {
 }
 
 hs_status hs_gguf_value_i32(const hs_gguf_value *v, int32_t *out) {
-    int64_t x;
+    int64_t x = 0;
     if (!is_uint(v->type) && !is_sint(v->type)) return type_error(v, "an integer (i32)");
     if (hs_gguf_value_i64(v, &x) != HS_OK || x < INT32_MIN || x > INT32_MAX) return range_error(v, "i32");
     *out = (int32_t)x;
@@ -771,7 +771,7 @@ hs_status hs_gguf_arr_elem(const hs_gguf_value *arr, uint64_t i, hs_gguf_value *
 
 #define HS_GGUF_ARR_GETTER(fn, T, conv)                                                                      \
     hs_status fn(const hs_gguf_value *arr, uint64_t i, T *out) {                                             \
-        hs_gguf_value e;                                                                                     \
+        hs_gguf_value e = {0};                                                                               \
         hs_status st = hs_gguf_arr_elem(arr, i, &e);                                                         \
         return st != HS_OK ? st : conv(&e, out);                                                             \
     }

@@ -20,7 +20,7 @@ hs_status hs_model_matrix(const hs_gguf *g, const char *name, uint32_t rows, uin
 hs_status hs_model_load_matrix(hs_ops *ops, const hs_gguf *g, const char *name, uint32_t rows, uint32_t cols,
                                hs_weight **out, uint64_t *bytes) {
     hs_status st = HS_OK;
-    const hs_gguf_tensor *t;
+    const hs_gguf_tensor *t = NULL;
     HS_TRY(hs_model_matrix(g, name, rows, cols, &t));
     HS_TRY(hs_weight_create(ops, (hs_type)t->type, rows, cols, t->data, out));
     *bytes += hs_weight_device_bytes(*out);

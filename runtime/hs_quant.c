@@ -96,7 +96,7 @@ static hs_status row_blocks(const char *fn, hs_type type, uint64_t n, uint64_t *
 }
 
 hs_status hs_dequantize_row(hs_type type, const void *src, float *dst, uint64_t n) {
-    uint64_t nb;
+    uint64_t nb = 0;
     hs_status st = row_blocks("hs_dequantize_row", type, n, &nb);
     if (st != HS_OK) return st;
     switch (type) {
@@ -169,7 +169,7 @@ hs_status hs_dequantize_row(hs_type type, const void *src, float *dst, uint64_t 
 /* ---- reference quantizers (ggml's quantize_row_*_ref) ---- */
 
 hs_status hs_quantize_row(hs_type type, const float *src, void *dst, uint64_t n) {
-    uint64_t nb;
+    uint64_t nb = 0;
     hs_status st = row_blocks("hs_quantize_row", type, n, &nb);
     if (st != HS_OK) return st;
     switch (type) {

@@ -233,7 +233,7 @@ hs_status hs_op_softmax(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *x, con
                       wg, true, &p);
     if (st != HS_OK) return st;
 
-    uint64_t per;
+    uint64_t per = 1;
     st = plan_rows(c, op, a, 2, max_groups_2d(c), &per);
     if (st != HS_OK) return st;
     for (uint64_t r0 = 0; r0 < n; r0 += per) {
