@@ -655,6 +655,30 @@ def cmd_feats(a):
     return 0
 
 
+def cmd_heldout_set(a):
+    """The held-out training prompts (line index % 50 == 0, never trained on) as a bench-spec question set,
+    DIR/SET/question.jsonl in EAGLE's format: heterospec bench-spec --data DIR --sets SET measures on the device
+    the acceptance that train's held-out evaluation predicts, which tells a head that learned too little from
+    one the runtime computes differently, and both from prompts unlike the training data (the benchmark sets)."""
+    out = os.path.join(a.out, a.set)
+    os.makedirs(out, exist_ok=True)
+    n = 0
+    with open(a.prompts) as f, open(os.path.join(out, "question.jsonl"), "w") as o:
+        for idx, line in enumerate(f):
+            if n >= a.n:
+                break
+            if not is_heldout(idx):
+                continue
+            p = json.loads(line)
+            if len(p["prompt"]) > a.max_chars:
+                continue
+            o.write(json.dumps({"question_id": idx, "category": p.get("source", ""), "turns": [p["prompt"]]})
+                    + "\n")
+            n += 1
+    print(f"heldout-set: {n} held-out prompts -> {out}/question.jsonl")
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -707,11 +731,17 @@ def main(argv=None):
     w.add_argument("--out", required=True)
     w.add_argument("-n", type=int, default=3)
     w.add_argument("--ids", action="store_true")
+    h = sub.add_parser("heldout-set")
+    h.add_argument("--prompts", required=True, help="the training prompts (prompts.jsonl)")
+    h.add_argument("--out", required=True, help="folder for bench-spec --data")
+    h.add_argument("--set", default="heldout", help="the set's name (its subfolder)")
+    h.add_argument("-n", type=int, default=20, help="the first N held-out prompts in file order")
+    h.add_argument("--max-chars", type=int, default=600, help="skip longer prompts (the articles)")
     a = ap.parse_args(argv)
     if "/data/bench" in os.path.abspath(getattr(a, "prompts", "") or ""):
         sys.exit("distill: refusing to use benchmark prompts for training data")
     cmds = {"gen": cmd_gen, "gen-stories": cmd_gen_stories, "jobs": cmd_jobs, "feats": cmd_feats,
-            "pack-feats": cmd_pack_feats, "show": cmd_show}
+            "pack-feats": cmd_pack_feats, "show": cmd_show, "heldout-set": cmd_heldout_set}
     return cmds[a.cmd](a)
 
 
