@@ -3,7 +3,7 @@
 # the same questions (also heterospec without its context lookup and prompt
 # lookup without a head), exits 0, and in the JSON report every method's greedy
 # output equals ar's on every question, and tau >= 1; then two temperatures
-# in one run.
+# in one run; unknown methods are refused by name.
 #   cmake -DHS=<heterospec> -DMODEL=<gguf> -DDATA=<bench dir> -DWORK=<dir> -P bench_spec_smoke.cmake
 file(MAKE_DIRECTORY ${WORK})
 # Only the EAGLE-2 choice: heterospec keeps its built-in strata and costs.
@@ -107,3 +107,13 @@ if(NOT rc EQUAL 0 OR NOT spec STREQUAL "heterospec" OR NOT no_head OR NOT err MA
   message(FATAL_ERROR "generate with a headless calibration: exit ${rc}, spec '${spec}', head '${head}':\n${err}")
 endif()
 message("a headless calibration: heterospec without the head (and /h1 with it), equal to ar")
+# A method that does not exist is refused by its name, before anything runs.
+foreach(bad foo none chain/x2)
+  execute_process(COMMAND ${HS} bench-spec -m ${MODEL} --no-chat --data ${DATA} --sets gsm8k --questions 1-1
+                          -n 4 --methods ar,${bad}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "method ${bad}: " OR err MATCHES "\\[bench-spec\\]")
+    message(FATAL_ERROR "--methods ar,${bad}: exit ${rc}, not refused by name before running:\n${err}")
+  endif()
+endforeach()
+message("unknown methods refused by name")
