@@ -657,25 +657,27 @@ def cmd_feats(a):
 
 def cmd_heldout_set(a):
     """The held-out training prompts (line index % 50 == 0, never trained on) as a bench-spec question set,
-    DIR/SET/question.jsonl in EAGLE's format: heterospec bench-spec --data DIR --sets SET measures on the device
+    DIR/SET/question.jsonl in EAGLE's format (with --by-source, a set per prompt source): heterospec bench-spec --data DIR --sets SET measures on the device
     the acceptance that train's held-out evaluation predicts, which tells a head that learned too little from
     one the runtime computes differently, and both from prompts unlike the training data (the benchmark sets)."""
-    out = os.path.join(a.out, a.set)
-    os.makedirs(out, exist_ok=True)
-    n = 0
-    with open(a.prompts) as f, open(os.path.join(out, "question.jsonl"), "w") as o:
+    sets = {}  # set name -> question lines
+    with open(a.prompts) as f:
         for idx, line in enumerate(f):
-            if n >= a.n:
-                break
             if not is_heldout(idx):
                 continue
             p = json.loads(line)
-            if len(p["prompt"]) > a.max_chars:
+            src = p.get("source", "")
+            name = src if a.by_source else a.set
+            if len(p["prompt"]) > a.max_chars or len(sets.setdefault(name, [])) >= a.n:
                 continue
-            o.write(json.dumps({"question_id": idx, "category": p.get("source", ""), "turns": [p["prompt"]]})
-                    + "\n")
-            n += 1
-    print(f"heldout-set: {n} held-out prompts -> {out}/question.jsonl")
+            sets[name].append(json.dumps({"question_id": idx, "category": src, "turns": [p["prompt"]]}))
+    for name, lines in sorted(sets.items()):
+        if not lines:
+            continue
+        os.makedirs(os.path.join(a.out, name), exist_ok=True)
+        with open(os.path.join(a.out, name, "question.jsonl"), "w") as o:
+            o.write("".join(x + "\n" for x in lines))
+        print(f"heldout-set: {len(lines)} held-out prompts -> {a.out}/{name}/question.jsonl")
     return 0
 
 
@@ -735,7 +737,8 @@ def main(argv=None):
     h.add_argument("--prompts", required=True, help="the training prompts (prompts.jsonl)")
     h.add_argument("--out", required=True, help="folder for bench-spec --data")
     h.add_argument("--set", default="heldout", help="the set's name (its subfolder)")
-    h.add_argument("-n", type=int, default=20, help="the first N held-out prompts in file order")
+    h.add_argument("-n", type=int, default=20, help="the first N held-out prompts in file order (per set)")
+    h.add_argument("--by-source", action="store_true", help="a set per prompt source, named after it")
     h.add_argument("--max-chars", type=int, default=600, help="skip longer prompts (the articles)")
     a = ap.parse_args(argv)
     if "/data/bench" in os.path.abspath(getattr(a, "prompts", "") or ""):
