@@ -475,6 +475,14 @@ def cmd_jobs(a):
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     prompts = tokenize_prompts(a.hs, a.model, a.prompts, a.out + ".prompt_ids.txt")
     order = order_of(prompts, a.seed, a.min_prompt, a.max_prompt)
+    if a.sources:  # the same order, restricted to prompts of these sources
+        want = set(a.sources.split(","))
+        with open(a.prompts) as f:
+            src = [json.loads(line).get("source", "") for line in f]
+        unknown = want - set(src)
+        if unknown:
+            sys.exit(f"distill jobs: no prompt of source(s) {', '.join(sorted(unknown))} in {a.prompts}")
+        order = [i for i in order if src[i] in want]
     tmp = a.out + ".tmp"
     with open(tmp, "w") as f:
         for i in order:
@@ -714,6 +722,7 @@ def main(argv=None):
     j.add_argument("--min-prompt", type=int, default=1)
     j.add_argument("--max-prompt", type=int, default=256)
     j.add_argument("--seed", type=int, default=0)
+    j.add_argument("--sources", help="only prompts of these sources (comma-separated), in the same order")
     e = sub.add_parser("feats")
     e.add_argument("--model", required=True)
     e.add_argument("--answers", required=True,

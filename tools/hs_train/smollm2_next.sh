@@ -12,9 +12,15 @@
 #                                                  the same for the prompts of 257..640 tokens (mostly news
 #                                                  articles to summarise, which the short ones leave out), in
 #                                                  $OUT/answers-long.txt with a KV cache of 1024 per sequence
+#   tools/hs_train/smollm2_next.sh gen-open MINUTES
+#                                                  the same for the short prompts of the open-ended sources
+#                                                  ($OPEN_SOURCES: role-play, assistant, QA and self-instruct
+#                                                  prompts, on which the head accepts least) not answered yet,
+#                                                  in $OUT/answers-open.txt
 #   tools/hs_train/smollm2_next.sh pack            the answers not committed yet -> models/heads/smollm2/distill/
-#                                                  answers-NN.txt.xz and answers-long-NN.txt.xz (then commit
-#                                                  them, with their lines in the README)
+#                                                  answers-NN.txt.xz, answers-long-NN.txt.xz and
+#                                                  answers-open-NN.txt.xz (then commit them, with their lines in
+#                                                  the README)
 #   tools/hs_train/smollm2_next.sh train [--minutes M] [train.py options]
 #                                                  features of the committed answers (all, or the files named
 #                                                  in $ANSWERS, comma-separated: hs-oracle's where gen recorded
@@ -36,7 +42,7 @@ dist="$repo/models/heads/smollm2/distill"
 out="$home/distill/smollm2-llama"
 model="$home/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 shared="${HS_SHARED:-$repo/../shared}"
-step="${1:?usage: smollm2_next.sh gen MINUTES | gen-long MINUTES | pack | train [--minutes M] [train.py options]}"
+step="${1:?usage: smollm2_next.sh gen MINUTES | gen-long MINUTES | gen-open MINUTES | pack | train [--minutes M] [train.py options]}"
 shift
 
 [ -f "$model" ] || bash "$repo/tools/fetch_model.sh" >&2
@@ -45,7 +51,8 @@ hs="$repo/build/heterospec"
 PY="$(bash "$repo/tools/pyenv.sh" train)"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/runtime-$(id -u)}"
 mkdir -p "$XDG_RUNTIME_DIR" "$out"
-# committed KIND: the committed answer files of the short ("") or long ("-long") prompts, in order.
+# committed KIND: the committed answer files of the short (""), long ("-long") or open-ended short ("-open")
+# prompts, in order.
 committed() { ls "$dist"/answers"$1"-[0-9]*.txt.xz 2>/dev/null || true; }
 # The prompts' ids as heterospec tokenizes them, in the order gen uses (prompts of 1..256 tokens).
 [ -f "$out/jobs.txt" ] || (cd "$repo/tools" && "$PY" -m hs_train.distill jobs --model "$model" --hs "$hs" \
@@ -68,6 +75,28 @@ gen_answers() {
   fi
   "$oracle" --distill "$out/jobs$kind.txt" --answers "$out/answers$kind.txt" --feats "$out/feats$kind.hsf" \
     --parallel 128 -t 2 --minutes "$minutes" "$@" "$model" 2>&1 | tee -a "$out/gen$kind.log"
+}
+
+# The open-ended sources gen-open answers (short prompts of them already answered by gen are skipped).
+OPEN_SOURCES="${OPEN_SOURCES:-gpteacher_roleplay,oasst_1k,oasst_prompt_lottery_en_250_text,oasst_en_100_text,t0_hotpotqa,t0_adversarial_qa,selfinstruct_user_oriented_instructions,selfinstruct_seed_tasks}"
+
+# pack_open: complete answers of $out/answers-open.txt whose prompt no committed file answers (the file
+# starts with every committed short answer, so that hs-oracle skips those prompts), as the next
+# answers-open-NN file.
+pack_open() {
+  local n_files next
+  [ -s "$out/answers-open.txt" ] || return 0
+  n_files=$(committed -open | wc -l)
+  next="$dist/answers-open-$(printf '%02d' "$n_files").txt.xz"
+  for f in $(committed ""; committed -open); do xz -dc "$f"; done | cut -f1 | sort -u >"$out/open-seen.txt"
+  grep -P '^\d+\t[01]\t\d+\t[\d,]*\d$' "$out/answers-open.txt" |
+    awk -F'\t' 'NR == FNR { seen[$1] = 1; next } !($1 in seen) && !done[$1]++' "$out/open-seen.txt" - >"$out/open-new.txt"
+  if [ ! -s "$out/open-new.txt" ]; then
+    echo "pack: no new answers in $out/answers-open.txt"
+    return 0
+  fi
+  xz -9 <"$out/open-new.txt" >"$next"
+  echo "pack: $(xz -dc "$next" | wc -l) answers -> $next ($(sha256sum "$next" | cut -d' ' -f1))"
 }
 
 # pack_answers KIND: complete lines of $out/answers KIND.txt past those of the committed files, as the next file.
@@ -93,9 +122,23 @@ gen-long)
   # 640 prompt tokens + 256 answer tokens fit a cache of 1024 rows per sequence.
   gen_answers -long "${1:?smollm2_next.sh gen-long MINUTES}" --ctx 1024
   ;;
+gen-open)
+  if [ ! -f "$out/jobs-open.txt" ]; then
+    cp "$out/jobs.txt.prompt_ids.txt" "$out/jobs-open.txt.prompt_ids.txt"
+    (cd "$repo/tools" && "$PY" -m hs_train.distill jobs --model "$model" --hs "$hs" --sources "$OPEN_SOURCES" \
+      --prompts "$shared/data/train/prompts.jsonl" --out "$out/jobs-open.txt")
+  fi
+  # Seeded with every committed short answer (and the open ones), so hs-oracle starts at the first
+  # open-ended prompt nobody answered.
+  if [ ! -s "$out/answers-open.txt" ]; then
+    for f in $(committed ""; committed -open); do xz -dc "$f"; done >"$out/answers-open.txt"
+  fi
+  gen_answers -open "${1:?smollm2_next.sh gen-open MINUTES}"
+  ;;
 pack)
   pack_answers ""
   pack_answers -long
+  pack_open
   ;;
 train)
   minutes=0
@@ -103,12 +146,12 @@ train)
     minutes="$2"
     shift 2
   fi
-  answers="${ANSWERS:-$( (committed ""; committed -long) | paste -sd, -)}"
+  answers="${ANSWERS:-$( (committed ""; committed -long; committed -open) | paste -sd, -)}"
   answers="$(tr , '\n' <<<"$answers" | xargs realpath | paste -sd, -)" # $ANSWERS may be relative; cd below
   cd "$repo/tools"
   # Sequences whose features hs-oracle recorded while answering (gen --feats), then the JAX target's
   # features for the rest (the committed answers of another machine, or of runs before --feats).
-  "$PY" -m hs_train.distill pack-feats --answers "$answers" --feats "$out/feats.hsf,$out/feats-long.hsf" \
+  "$PY" -m hs_train.distill pack-feats --answers "$answers" --feats "$out/feats.hsf,$out/feats-long.hsf,$out/feats-open.hsf" \
     --out "$out/feats"
   "$PY" -m hs_train.distill feats --model "$model" --answers "$answers" --prompt-ids "$out/jobs.txt.prompt_ids.txt" \
     --out "$out/feats"
@@ -117,7 +160,7 @@ train)
     --ckpt-min 5 --minutes "$minutes" "$@"
   ;;
 *)
-  echo "smollm2_next.sh: unknown step '$step' (gen, gen-long, pack or train)" >&2
+  echo "smollm2_next.sh: unknown step '$step' (gen, gen-long, gen-open, pack or train)" >&2
   exit 2
   ;;
 esac
