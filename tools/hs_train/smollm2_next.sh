@@ -64,53 +64,44 @@ if [ ! -f "$out/jobs-long.txt" ]; then
     --max-prompt 640 --prompts "$shared/data/train/prompts.jsonl" --out "$out/jobs-long.txt")
 fi
 
-# gen_answers KIND MINUTES [hs-oracle options]: answers to the jobs of KIND past those in $out/answers KIND.txt,
-# which starts as the committed answers of KIND (hs-oracle skips every prompt already in it).
+# seeds KIND: the committed files whose answers start $out/answers KIND.txt (hs-oracle skips every prompt
+# already in it) and that pack leaves out: those of KIND, and for -open every short answer too (the
+# open-ended prompts are short prompts, some of them answered by gen).
+seeds() {
+  committed "$1"
+  if [ "$1" = -open ]; then committed ""; fi
+}
+
+# gen_answers KIND MINUTES [hs-oracle options]: answers to the jobs of KIND not in $out/answers KIND.txt.
 gen_answers() {
   local kind="$1" minutes="$2" oracle="$home/peer/bin/hs-oracle"
   shift 2
   [ -x "$oracle" ] || bash "$repo/tools/oracle/build.sh" >&2
   if [ ! -s "$out/answers$kind.txt" ]; then
-    for f in $(committed "$kind"); do xz -dc "$f"; done >"$out/answers$kind.txt"
+    for f in $(seeds "$kind"); do xz -dc "$f"; done >"$out/answers$kind.txt"
   fi
   "$oracle" --distill "$out/jobs$kind.txt" --answers "$out/answers$kind.txt" --feats "$out/feats$kind.hsf" \
     --parallel 128 -t 2 --minutes "$minutes" "$@" "$model" 2>&1 | tee -a "$out/gen$kind.log"
 }
 
-# The open-ended sources gen-open answers (short prompts of them already answered by gen are skipped).
+# The open-ended sources gen-open answers.
 OPEN_SOURCES="${OPEN_SOURCES:-gpteacher_roleplay,oasst_1k,oasst_prompt_lottery_en_250_text,oasst_en_100_text,t0_hotpotqa,t0_adversarial_qa,selfinstruct_user_oriented_instructions,selfinstruct_seed_tasks}"
 
-# pack_open: complete answers of $out/answers-open.txt whose prompt no committed file answers (the file
-# starts with every committed short answer, so that hs-oracle skips those prompts), as the next
-# answers-open-NN file.
-pack_open() {
-  local n_files next
-  [ -s "$out/answers-open.txt" ] || return 0
-  n_files=$(committed -open | wc -l)
-  next="$dist/answers-open-$(printf '%02d' "$n_files").txt.xz"
-  for f in $(committed ""; committed -open); do xz -dc "$f"; done | cut -f1 | sort -u >"$out/open-seen.txt"
-  grep -P '^\d+\t[01]\t\d+\t[\d,]*\d$' "$out/answers-open.txt" |
-    awk -F'\t' 'NR == FNR { seen[$1] = 1; next } !($1 in seen) && !done[$1]++' "$out/open-seen.txt" - >"$out/open-new.txt"
-  if [ ! -s "$out/open-new.txt" ]; then
-    echo "pack: no new answers in $out/answers-open.txt"
-    return 0
-  fi
-  xz -9 <"$out/open-new.txt" >"$next"
-  echo "pack: $(xz -dc "$next" | wc -l) answers -> $next ($(sha256sum "$next" | cut -d' ' -f1))"
-}
-
-# pack_answers KIND: complete lines of $out/answers KIND.txt past those of the committed files, as the next file.
+# pack_answers KIND: the complete lines of $out/answers KIND.txt whose prompt no seed file answers, once
+# each, as the next answers KIND-NN file.
 pack_answers() {
-  local kind="$1" n_old=0 n_files next
+  local kind="$1" next
   [ -s "$out/answers$kind.txt" ] || return 0
-  for f in $(committed "$kind"); do n_old=$((n_old + $(xz -dc "$f" | wc -l))); done
-  if [ "$(wc -l <"$out/answers$kind.txt")" -le "$n_old" ]; then
+  next="$dist/answers$kind-$(printf '%02d' "$(committed "$kind" | wc -l)").txt.xz"
+  for f in $(seeds "$kind"); do xz -dc "$f"; done | cut -f1 >"$out/pack-seen.txt"
+  grep -P '^\d+\t[01]\t\d+\t[\d,]*\d$' "$out/answers$kind.txt" |
+    awk -F'\t' 'NR == FNR { seen[$1] = 1; next } !($1 in seen) && !done[$1]++' "$out/pack-seen.txt" - \
+      >"$out/pack-new.txt"
+  if [ ! -s "$out/pack-new.txt" ]; then
     echo "pack: no new answers in $out/answers$kind.txt"
     return 0
   fi
-  n_files=$(committed "$kind" | wc -l)
-  next="$dist/answers$kind-$(printf '%02d' "$n_files").txt.xz"
-  tail -n +$((n_old + 1)) "$out/answers$kind.txt" | grep -P '^\d+\t[01]\t\d+\t[\d,]*\d$' | xz -9 >"$next"
+  xz -9 <"$out/pack-new.txt" >"$next"
   echo "pack: $(xz -dc "$next" | wc -l) answers -> $next ($(sha256sum "$next" | cut -d' ' -f1))"
 }
 
@@ -128,17 +119,12 @@ gen-open)
     (cd "$repo/tools" && "$PY" -m hs_train.distill jobs --model "$model" --hs "$hs" --sources "$OPEN_SOURCES" \
       --prompts "$shared/data/train/prompts.jsonl" --out "$out/jobs-open.txt")
   fi
-  # Seeded with every committed short answer (and the open ones), so hs-oracle starts at the first
-  # open-ended prompt nobody answered.
-  if [ ! -s "$out/answers-open.txt" ]; then
-    for f in $(committed ""; committed -open); do xz -dc "$f"; done >"$out/answers-open.txt"
-  fi
   gen_answers -open "${1:?smollm2_next.sh gen-open MINUTES}"
   ;;
 pack)
   pack_answers ""
   pack_answers -long
-  pack_open
+  pack_answers -open
   ;;
 train)
   minutes=0
@@ -151,8 +137,8 @@ train)
   cd "$repo/tools"
   # Sequences whose features hs-oracle recorded while answering (gen --feats), then the JAX target's
   # features for the rest (the committed answers of another machine, or of runs before --feats).
-  "$PY" -m hs_train.distill pack-feats --answers "$answers" --feats "$out/feats.hsf,$out/feats-long.hsf,$out/feats-open.hsf" \
-    --out "$out/feats"
+  "$PY" -m hs_train.distill pack-feats --answers "$answers" \
+    --feats "$out/feats.hsf,$out/feats-long.hsf,$out/feats-open.hsf" --out "$out/feats"
   "$PY" -m hs_train.distill feats --model "$model" --answers "$answers" --prompt-ids "$out/jobs.txt.prompt_ids.txt" \
     --out "$out/feats"
   "$PY" -m hs_train.train --model "$model" --data "$out/feats" --out "$home/heads/smollm2-next" \
