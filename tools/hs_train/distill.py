@@ -665,9 +665,10 @@ def cmd_feats(a):
 
 def cmd_heldout_set(a):
     """The held-out training prompts (line index % 50 == 0, never trained on) as a bench-spec question set,
-    DIR/SET/question.jsonl in EAGLE's format (with --by-source, a set per prompt source): heterospec bench-spec --data DIR --sets SET measures on the device
-    the acceptance that train's held-out evaluation predicts, which tells a head that learned too little from
-    one the runtime computes differently, and both from prompts unlike the training data (the benchmark sets)."""
+    DIR/SET/question.jsonl in EAGLE's format (with --by-source, a set per prompt source): heterospec bench-spec
+    --data DIR --sets SET measures on the device the acceptance that train's held-out evaluation predicts, which
+    tells a head that learned too little from one the runtime computes differently, and both from prompts unlike
+    the training data (the benchmark sets)."""
     sets = {}  # set name -> question lines
     with open(a.prompts) as f:
         for idx, line in enumerate(f):
