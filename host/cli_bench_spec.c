@@ -195,8 +195,7 @@ static hs_status parse_method(const char *text, method *m) {
         m->policy = (hs_tree_policy){.name = "eagle2-tuned"};
         return HS_OK;
     }
-    if (strcmp(name, "chain") && strcmp(name, "static") && strcmp(name, "eagle2") && strcmp(name, "heterospec") &&
-        strcmp(name, "lookup"))
+    if (!hs_cli_spec_builds(name))
         return HS_FAIL(HS_ERR_INVALID_ARG,
                        "method %s: expected ar, chain, static, eagle2, eagle2-tuned, heterospec or lookup", text);
     hs_cli_spec s;

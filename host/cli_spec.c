@@ -69,6 +69,13 @@ hs_status hs_cli_head_weights(const char *name, hs_eagle3_weights *out) {
 
 static int pick(int given, int dflt) { return given >= 0 ? given : dflt; }
 
+bool hs_cli_spec_builds(const char *method) {
+    static const char *const built[] = {"chain", "static", "eagle2", "heterospec", "lookup"}; /* as below */
+    for (size_t i = 0; i < sizeof built / sizeof *built; i++)
+        if (!strcmp(method, built[i])) return true;
+    return false;
+}
+
 hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out) {
     hs_status st = HS_OK;
     if (!strcmp(s->method, "chain")) {

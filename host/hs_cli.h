@@ -87,6 +87,9 @@ hs_status hs_cli_head_weights(const char *name, hs_eagle3_weights *out);
 /* What a loaded head computes with, as statistics and JSON name it: "q4_1" or "file" ("" without a head). */
 const char *hs_cli_head_weights_name(const hs_eagle3 *head);
 hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out);
+/* Whether hs_cli_spec_policy builds a policy for this method name (chain, static, eagle2, heterospec,
+ * lookup): what a caller with a vocabulary of its own (bench-spec's methods) asks before naming an error. */
+bool hs_cli_spec_builds(const char *method);
 /* The first head (in $HS_HOME/heads, then the source tree's models/heads,
  * subfolders one level deep, name order) whose file fits the model: same
  * hidden size and vocabulary, tap layers inside it, and, when the head names
