@@ -117,9 +117,7 @@ static int parse(int argc, char **argv, args *a) {
         const char *const valued[] = {"-m",     "--head",    "-n", "-c",           "--temp",
                                       "--seed", "--methods", "-o", "--calibration", "--head-weights",
                                       "--store"};
-        int w = -1;
-        for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++)
-            if (!strcmp(o, valued[k])) w = k;
+        const int w = hs_cli_option_index(o, valued, (int)(sizeof valued / sizeof valued[0]));
         if (w < 0) {
             fprintf(stderr, "heterospec bench-spec: unknown option '%s' (see --help)\n", o);
             return 2;

@@ -100,9 +100,7 @@ static int parse(int argc, char **argv, cal_args *a) {
         const char *const valued[] = {"-m",       "--head",   "-n",           "--temp", "--seed",
                                       "--record", "--strata", "--max-verify", "-r",     "-o",
                                       "--head-weights"};
-        int w = -1;
-        for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++)
-            if (!strcmp(o, valued[k])) w = k;
+        const int w = hs_cli_option_index(o, valued, (int)(sizeof valued / sizeof valued[0]));
         if (w < 0 || !v) {
             fprintf(stderr, "heterospec calibrate: %s '%s' (see --help)\n",
                     w < 0 ? "unknown option" : "no value for", o);

@@ -42,6 +42,12 @@ bool hs_cli_int(const char *cmd, const char *opt, const char *v, long lo, long h
     return false;
 }
 
+int hs_cli_option_index(const char *o, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(o, names[i])) return i;
+    return -1;
+}
+
 bool hs_cli_real(const char *cmd, const char *opt, const char *v, double lo, double hi, float *out) {
     char *end;
     errno = 0;

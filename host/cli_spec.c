@@ -26,9 +26,7 @@ void hs_cli_spec_defaults(hs_cli_spec *s) {
 int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     const char *const valued[] = {"--spec",      "--head", "--depth",        "--draft-top-k", "--tree-size",
                                   "--tree",      "--calibration", "--head-weights", "--lookup", "--store"};
-    int which = -1;
-    for (int i = 0; i < (int)(sizeof valued / sizeof valued[0]); i++)
-        if (!strcmp(o, valued[i])) which = i;
+    const int which = hs_cli_option_index(o, valued, (int)(sizeof valued / sizeof valued[0]));
     if (which < 0) return 0;
     if (!v) {
         fprintf(stderr, "heterospec: %s needs a value\n", o);

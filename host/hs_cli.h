@@ -36,6 +36,8 @@ hs_status hs_cli_prompt_ids(const hs_gguf *g, const hs_tok *tok, const char *tex
 bool hs_cli_int(const char *cmd, const char *opt, const char *v, long lo, long hi, int *out);
 /* hs_cli_int's test alone, without a message (for callers that report their own). */
 bool hs_cli_parse_int(const char *v, long lo, long hi, int *out);
+/* The index of o in names[0..n), -1 when it is none of them (the option parsers' table of valued options). */
+int hs_cli_option_index(const char *o, const char *const *names, int n);
 bool hs_cli_real(const char *cmd, const char *opt, const char *v, double lo, double hi, float *out);
 bool hs_cli_u64(const char *cmd, const char *opt, const char *v, uint64_t *out);
 /* The whole file at path as a NUL-terminated string (*out, malloc'ed). */
