@@ -67,24 +67,27 @@ hs_status hs_cli_head_weights(const char *name, hs_eagle3_weights *out) {
 
 static int pick(int given, int dflt) { return given >= 0 ? given : dflt; }
 
-bool hs_cli_spec_builds(const char *method) {
-    static const char *const built[] = {"chain", "static", "eagle2", "heterospec", "lookup"}; /* as below */
-    for (size_t i = 0; i < sizeof built / sizeof *built; i++)
-        if (!strcmp(method, built[i])) return true;
-    return false;
-}
+/* The methods hs_cli_spec_policy builds, in the order of its switch. */
+enum { SPEC_CHAIN, SPEC_STATIC, SPEC_EAGLE2, SPEC_LOOKUP, SPEC_HETEROSPEC, SPEC_N };
+static const char *const spec_methods[SPEC_N] = {"chain", "static", "eagle2", "lookup", "heterospec"};
+
+static int spec_method(const char *name) { return hs_cli_option_index(name, spec_methods, SPEC_N); }
+
+bool hs_cli_spec_builds(const char *method) { return spec_method(method) >= 0; }
 
 hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out) {
     hs_status st = HS_OK;
-    if (!strcmp(s->method, "chain")) {
+    switch (spec_method(s->method)) {
+    case SPEC_CHAIN: {
         const int d = pick(s->depth, 4);
         if (d < 1 || d >= (int)HS_TREE_MAX_DEPTH)
             return HS_FAIL(HS_ERR_INVALID_ARG, "--depth %d: a chain drafts 1..%u tokens", d,
                            HS_TREE_MAX_DEPTH - 1);
         *out = hs_tree_chain((uint32_t)d);
-    } else if (!strcmp(s->method, "static")) {
-        HS_TRY(hs_tree_static_parse(s->tree ? s->tree : "4,2,2,1", out));
-    } else if (!strcmp(s->method, "eagle2")) {
+        break;
+    }
+    case SPEC_STATIC: HS_TRY(hs_tree_static_parse(s->tree ? s->tree : "4,2,2,1", out)); break;
+    case SPEC_EAGLE2: {
         const int k = pick(s->top_k, 10), d = pick(s->depth, 5), n = pick(s->tree_size, 60);
         if (k < 1 || k > (int)HS_TOPK_MAX_K)
             return HS_FAIL(HS_ERR_INVALID_ARG, "--draft-top-k %d: must be 1..%u", k, HS_TOPK_MAX_K);
@@ -92,7 +95,9 @@ hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out) {
             return HS_FAIL(HS_ERR_INVALID_ARG, "--depth %d: must be 1..%u", d, HS_TREE_MAX_DEPTH - 2);
         if (n < 1) return HS_FAIL(HS_ERR_INVALID_ARG, "--tree-size %d: must be >= 1", n);
         *out = hs_tree_eagle2((uint32_t)k, (uint32_t)d, (uint32_t)n);
-    } else if (!strcmp(s->method, "lookup")) {
+        break;
+    }
+    case SPEC_LOOKUP: {
         /* Chains of 3 after matches of 2+ tokens: what `calibrate` (greedy, SmolLM2 on lavapipe, questions
          * 1-5 of each set) replays best of chains 1..16 x matches 1..4 ("lookup without the head, best"). */
         const int n = s->lookup >= 0 ? s->lookup : 3, m = pick(s->depth, 2);
@@ -101,10 +106,13 @@ hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out) {
                            "--spec lookup: --lookup %d must be 1..%u, --depth (the shortest match) %d 1..%u", n,
                            HS_LOOKUP_MAX_LEN, m, HS_LOOKUP_MAX_MATCH);
         *out = hs_tree_lookup((uint32_t)n, (uint32_t)m);
-    } else if (!strcmp(s->method, "heterospec")) {
+        break;
+    }
+    case SPEC_HETEROSPEC:
         /* Its calibration is attached once the head is known (hs_cli_spec_load). */
         *out = (hs_tree_policy){.name = "heterospec"};
-    } else {
+        break;
+    default:
         return HS_FAIL(HS_ERR_INVALID_ARG,
                        "--spec %s: expected none, chain, static, eagle2, heterospec or lookup", s->method);
     }
