@@ -142,6 +142,13 @@ def main():
     assert list(t2d2[[2, 4, 5, 7, 9, 11]]) == [0, 1, 2, 3, 4, -1]
     gp3, d2t3, _ = train.grow_vocab(gp, old_ids - np.arange(3), seqs, {"output": outw}, V, 50)
     assert list(np.arange(len(d2t3)) + d2t3) == [2, 4, 5, 7, 9, 11]  # only answered tokens join
+    # rechoose_vocab: the n most frequent answer tokens (5, 4, then 7 and 11 tied, the lower id first); 7
+    # keeps its column, 4, 5 and 11 take the target's rows, 2 and 9 (never answered) leave.
+    gp4, d2t4, t2d4, kept = train.rechoose_vocab(gp, old_ids - np.arange(3), seqs, {"output": outw}, V, 3)
+    assert list(np.arange(len(d2t4)) + d2t4) == [4, 5, 7] and kept == 1, (d2t4, kept)
+    assert np.array_equal(gp4["lm_head"][:, 2], gp["lm_head"][:, 1])
+    assert np.array_equal(gp4["lm_head"][:, :2], outw[:, [4, 5]])
+    assert list(t2d4[[2, 4, 5, 7, 9]]) == [-1, 0, 1, 2, -1]
     # fit_rows: a sequence longer than T head rows loses the start of its prompt, features with it, and
     # keeps every answer token's row; one whose answer would lose a row is left out.
     n_tok, P = 12, 7

@@ -99,22 +99,36 @@ def draft_vocab(train_seqs, n_vocab, n_draft):
     return ids, d2t, t2d, counts
 
 
-def grow_vocab(params, d2t, train_seqs, tparams, n_vocab, n_draft):
-    """An --init head's vocabulary grown to n_draft: its tokens, then the most frequent answer tokens it
-    lacks; lm_head columns of the new tokens start from the target's output rows (as init_params does), the
-    old ones keep theirs; ids in increasing target-id order again. Returns (params, d2t, t2d)."""
+def remap_vocab(params, d2t, ids, tparams, n_vocab):
+    """An --init head moved to the draft vocabulary ids (target ids): lm_head columns of tokens it had keep
+    theirs, the others start from the target's output rows (as init_params does). Returns (params, d2t, t2d)."""
     old = np.arange(len(d2t)) + d2t
-    counts = answer_counts(train_seqs, n_vocab)
-    counts[old] = -1  # already in
-    extra = np.argsort(-counts, kind="stable")[: max(0, n_draft - len(old))]
-    extra = extra[counts[extra] > 0]
-    ids = np.sort(np.concatenate([old, extra])).astype(np.int64)
+    ids = np.sort(np.asarray(ids, np.int64))
     out = np.asarray(tparams["output"], np.float32)
     col_old = {int(t): i for i, t in enumerate(old)}
     lm = np.stack([params["lm_head"][:, col_old[int(t)]] if int(t) in col_old else out[:, int(t)] for t in ids], 1)
     p = dict(params)
     p["lm_head"] = np.ascontiguousarray(lm.astype(np.float32))
     return (p,) + vocab_maps(ids, n_vocab)
+
+
+def grow_vocab(params, d2t, train_seqs, tparams, n_vocab, n_draft):
+    """An --init head's vocabulary grown to n_draft: its tokens, then the most frequent answer tokens it
+    lacks (remap_vocab). Returns (params, d2t, t2d)."""
+    old = np.arange(len(d2t)) + d2t
+    counts = answer_counts(train_seqs, n_vocab)
+    counts[old] = -1  # already in
+    extra = np.argsort(-counts, kind="stable")[: max(0, n_draft - len(old))]
+    extra = extra[counts[extra] > 0]
+    return remap_vocab(params, d2t, np.concatenate([old, extra]), tparams, n_vocab)
+
+
+def rechoose_vocab(params, d2t, train_seqs, tparams, n_vocab, n_draft):
+    """An --init head moved to the n_draft most frequent answer tokens of train_seqs (draft_vocab's choice
+    for a new head; remap_vocab). Returns (params, d2t, t2d, kept: how many of its tokens stay)."""
+    ids = draft_vocab(train_seqs, n_vocab, n_draft)[0]
+    kept = len(np.intersect1d(ids, np.arange(len(d2t)) + d2t))
+    return remap_vocab(params, d2t, ids, tparams, n_vocab) + (kept,)
 
 
 def coverage(seqs, t2d):
@@ -538,6 +552,9 @@ def main(argv=None):
     ap.add_argument("--init", help="head.gguf to start from (its weights and draft vocabulary) instead of a "
                     "random head: continued training on more data; a --draft-vocab above the head's grows its "
                     "vocabulary by the most frequent answer tokens it lacks")
+    ap.add_argument("--revocab", action="store_true", help="with --init: the draft vocabulary re-chosen as a "
+                    "new head's would be (the --draft-vocab most frequent training answer tokens), the head's "
+                    "lm_head columns kept for the tokens that stay")
     a = ap.parse_args(argv)
     if any("/data/bench" in os.path.abspath(d) for d in data_dirs(a.data)):
         sys.exit("train: refusing benchmark data")
@@ -571,7 +588,13 @@ def main(argv=None):
         init, d2t = params_from_head(a.init, tcfg)
         d2t, t2d = vocab_maps(np.arange(len(d2t)) + d2t, tcfg.n_vocab)
         log(logf, f"init from {a.init}: its weights and its draft vocabulary ({len(d2t)} tokens)")
-        if a.draft_vocab > len(d2t):
+        if a.revocab:
+            n_old = len(d2t)
+            init, d2t, t2d, kept = rechoose_vocab(init, d2t, train, tparams, tcfg.n_vocab, a.draft_vocab)
+            log(logf, f"draft vocabulary re-chosen (--revocab): the {len(d2t)} most frequent training answer "
+                f"tokens; {kept} of the head's {n_old} kept with their lm_head columns, {len(d2t) - kept} new "
+                "from the target's output rows")
+        elif a.draft_vocab > len(d2t):
             init, d2t, t2d = grow_vocab(init, d2t, train, tparams, tcfg.n_vocab, a.draft_vocab)
             log(logf, f"draft vocabulary grown to {len(d2t)} tokens (--draft-vocab {a.draft_vocab}): the "
                 "most frequent training answer tokens it lacked, lm_head columns from the target's output rows")
