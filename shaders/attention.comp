@@ -58,7 +58,11 @@
  * KV_PER_ROW / QB units of a prefix row and subgroupShuffle hands the row
  * around (a shuffle is cheap on lavapipe, a load is a gather), so a prefix
  * row costs a lane 2 KV_PER_ROW / QB loads instead of 2 KV_PER_ROW. Tree keys
- * differ per query and are loaded as above. Needs HEAD_DIM % (4 QB) == 0.
+ * differ per query and are loaded as above, except in a block of a causal
+ * chain (prompt processing, a chain's verification): there every live query
+ * sees nodes 0 .. its own, so a node's ordinal is its row for all of them and
+ * the block shares those rows' loads as well, each query folding only the
+ * rows it sees (the others are exact no-ops). Needs HEAD_DIM % (4 QB) == 0.
  * Spec constants: 0 = workgroup size (== LANES, QBLOCK: LANES * QB), 1 =
  * LANES, 2 = HEAD_DIM (multiple of 4), 3 = HPW (divides n_head / n_kv_head),
  * 4 = QB (QBLOCK).
@@ -398,6 +402,18 @@ uint tree_row(uint t, uint n_prefix, inout bool first_tree) {
 }
 
 #if QBLOCK
+/* Whether query g_qi (< n_used) sees exactly the tree nodes 0 .. g_qi, as every query of a causal chain
+ * (prompt processing, chain drafts) does: then the ordinal of its key in row r is r. */
+bool chain_row() {
+    const uint used_words = min((g_n_used + 31u) / 32u, p.mask_words), k = g_qi + 1u;
+    bool ok = true;
+    for (uint w = 0u; w < used_words; w++) {
+        const uint want = k >= 32u * (w + 1u) ? 0xFFFFFFFFu : (k > 32u * w ? (1u << (k - 32u * w)) - 1u : 0u);
+        ok = ok && mask_word(w) == want;
+    }
+    return ok;
+}
+
 /* Query g_qi's tree keys dealt to `lane` from ordinal t on (t >= n_prefix, t = lane mod LANES). */
 void fold_tree(uint lane, uint t, uint n_prefix, uint n_vis) {
     bool first_tree = true;
@@ -448,6 +464,62 @@ void main() {
 #endif
 }
 #else
+/* rescale() for a key that slot's query may not see (vis false): then the state keeps its bits (the
+ * maximum does not grow, alpha is 1.0, pr +0.0). With vis true it is rescale(). */
+float rescale_vis(uint h, float s, bool vis, out float pr) {
+    const bool grow = vis && s > g_m[h];
+    const float alpha = grow ? exp2(g_m[h] - s) : 1.0;
+    if (grow) g_m[h] = s;
+    pr = vis ? exp2(s - g_m[h]) : 0.0;
+    precise float ls = g_l[h] * alpha;
+    precise float ls2 = ls + pr;
+    g_l[h] = ls2;
+    return alpha;
+}
+
+/* Row t folded into every head by the QB slots of a lane together: slot j
+ * loads units j, j + QB, ... of K and V, unit c comes from slot c % QB.
+ * fold() for every head, each head's operations in fold's order, but
+ * interleaved so that each shuffled K or V unit is used by all heads at once
+ * (no copy of the row is kept: fewer live registers). CHECK: rows past a
+ * slot's visible keys (t >= n_vis) leave its state as it was. */
+#if KV_TEXEL
+#define HS_KV_UNIT(KB, VB, i)                                                                      \
+    kp[i] = uintBitsToFloat(texelFetch(KT, int(KB + j + i * QB)));                                 \
+    vp[i] = uintBitsToFloat(texelFetch(VT, int(VB + j + i * QB)));
+#else
+#define HS_KV_UNIT(KB, VB, i)                                                                      \
+    kp[i] = kc[KB + j + i * QB];                                                                   \
+    vp[i] = vc[VB + j + i * QB];
+#endif
+#define HS_SHARED_ROW(CHECK)                                                                       \
+    {                                                                                              \
+        const uint kb = p.k_off + (t * p.n_kv_head + g_kvh) * KV_PER_ROW;                          \
+        const uint vb = p.v_off + (t * p.n_kv_head + g_kvh) * KV_PER_ROW;                          \
+        vec4 kp[PU], vp[PU];                                                                       \
+        [[unroll]] for (uint i = 0u; i < PU; i++) { HS_KV_UNIT(kb, vb, i) }                        \
+        precise vec4 a[HPW];                                                                       \
+        [[unroll]] for (uint hh = 0u; hh < HPW; hh++) a[hh] = vec4(0.0);                           \
+        [[unroll]] for (uint c = 0u; c < D4; c++) {                                                \
+            const vec4 k = subgroupShuffle(kp[c / QB], first + c % QB);                            \
+            [[unroll]] for (uint hh = 0u; hh < HPW; hh++) a[hh] = fma(g_q[hh * D4 + c], k, a[hh]); \
+        }                                                                                          \
+        const bool vis = !(CHECK) || t < n_vis;                                                    \
+        float pr[HPW], al[HPW];                                                                    \
+        [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {                                            \
+            precise float s = (a[hh].x + a[hh].y) + (a[hh].z + a[hh].w);                           \
+            al[hh] = (CHECK) ? rescale_vis(hh, s, vis, pr[hh]) : rescale(hh, s, pr[hh]);           \
+        }                                                                                          \
+        [[unroll]] for (uint c = 0u; c < D4; c++) {                                                \
+            const vec4 v = subgroupShuffle(vp[c / QB], first + c % QB);                            \
+            [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {                                        \
+                precise vec4 x = g_acc[hh * D4 + c] * al[hh];                                      \
+                precise vec4 y = fma(vec4(pr[hh]), v, x);                                          \
+                g_acc[hh * D4 + c] = vis ? y : g_acc[hh * D4 + c];                                 \
+            }                                                                                      \
+        }                                                                                          \
+    }
+
 void main() {
     /* Invocation (lane, j): lane `lane` of query slot j; the QB slots of a
      * lane are neighbours in one subgroup. */
@@ -473,47 +545,28 @@ void main() {
     init_state(live ? ql : qb0, h0);
 
     /* Prefix rows t = lane, lane + LANES, ... < n_prefix: the same trip count
-     * for the QB slots of a lane. Slot j loads units j, j + QB, ... of K and
-     * V; unit c comes from slot c % QB. */
+     * for the QB slots of a lane (HS_SHARED_ROW). */
     const uint PU = KV_PER_ROW / QB;
     uint t = lane;
-    for (; t < n_prefix; t += LANES) {
-        const uint kb = p.k_off + (t * p.n_kv_head + g_kvh) * KV_PER_ROW;
-        const uint vb = p.v_off + (t * p.n_kv_head + g_kvh) * KV_PER_ROW;
-        vec4 kp[PU], vp[PU];
-        [[unroll]] for (uint i = 0u; i < PU; i++) {
-#if KV_TEXEL
-            kp[i] = uintBitsToFloat(texelFetch(KT, int(kb + j + i * QB)));
-            vp[i] = uintBitsToFloat(texelFetch(VT, int(vb + j + i * QB)));
-#else
-            kp[i] = kc[kb + j + i * QB];
-            vp[i] = vc[vb + j + i * QB];
-#endif
-        }
-        /* fold() for every head, each head's operations in fold's order, but
-         * interleaved so that each shuffled K or V unit is used by all heads
-         * at once (no copy of the row is kept: fewer live registers). */
-        precise vec4 a[HPW];
-        [[unroll]] for (uint hh = 0u; hh < HPW; hh++) a[hh] = vec4(0.0);
-        [[unroll]] for (uint c = 0u; c < D4; c++) {
-            const vec4 k = subgroupShuffle(kp[c / QB], first + c % QB);
-            [[unroll]] for (uint hh = 0u; hh < HPW; hh++) a[hh] = fma(g_q[hh * D4 + c], k, a[hh]);
-        }
-        float pr[HPW], al[HPW];
-        [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
-            precise float s = (a[hh].x + a[hh].y) + (a[hh].z + a[hh].w);
-            al[hh] = rescale(hh, s, pr[hh]);
-        }
-        [[unroll]] for (uint c = 0u; c < D4; c++) {
-            const vec4 v = subgroupShuffle(vp[c / QB], first + c % QB);
-            [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
-                precise vec4 x = g_acc[hh * D4 + c] * al[hh];
-                precise vec4 y = fma(vec4(pr[hh]), v, x);
-                g_acc[hh * D4 + c] = y;
-            }
-        }
+    for (; t < n_prefix; t += LANES) HS_SHARED_ROW(false)
+    /* A block of a causal chain (every live slot sees tree nodes 0 .. its own, so a node's ordinal is its
+     * row for each of them) shares its tree rows the same way: the rows up to its first node's, which
+     * every live slot sees, as the prefix (a slot that is not live folds them too, into a state nobody
+     * reads); then the rows of its other nodes, each folded by the slots that see it. For the others such
+     * a key is a no-op, exactly: the maximum and the accumulators keep their bits, the sum gains +0.0
+     * times 1.0. */
+    const uint mine = uint(p.live_word == 1u && (!live || chain_row()));
+    uint all = mine;
+    [[unroll]] for (uint jj = 0u; jj < QB; jj++) all &= subgroupShuffle(mine, first + jj);
+    const bool chain = all != 0u;
+    const uint qf = p.q_base + qb0; /* the block's first node */
+    if (chain && qf < g_n_used) {
+        for (; t <= n_prefix + qf; t += LANES) HS_SHARED_ROW(false)
+        const uint lim = n_prefix + min(qf + QB, g_n_used); /* past the block's last live node */
+        for (; t < lim; t += LANES) HS_SHARED_ROW(true)
+    } else if (live) {
+        fold_tree(lane, t, n_prefix, n_vis);
     }
-    if (live) fold_tree(lane, t, n_prefix, n_vis);
 
     [[unroll]] for (uint part = 0u; part < MP; part++) {
         if (part > 0u) barrier(); /* the last part is merged: its shared state may go */

@@ -779,8 +779,11 @@ static uint8_t *qblock_run(hs_test_env *env, hs_ops *ops, attn_dev *a, const sha
  * tuning attnqb) give bitwise the one-query kernel's outputs: several block
  * sizes, storage and texel cache reads, n not a multiple of the block, slots
  * past the tree and past the live queries, an empty prefix, random masks,
- * the 8-bit and the cols forms. The blocked kernel must have run (its
- * pipeline was made) wherever the tuning asks for it and the device allows. */
+ * the 8-bit and the cols forms; causal chains (whose blocks share the tree
+ * rows' loads too), also over two mask words, past the live nodes and with a
+ * branch after a chain (blocks of both kinds in one dispatch). The blocked
+ * kernel must have run (its pipeline was made) wherever the tuning asks for
+ * it and the device allows. */
 static void test_attention_qblock(void **state) {
     hs_test_env *env = *state;
     hs_rng r;
@@ -794,11 +797,20 @@ static void test_attention_qblock(void **state) {
         shape s;
         uint32_t n, n_prefix, n_used, n_live;
         int kind;
+        int chain; /* 1: a causal chain; 2: a chain with node 6 a child of node 3 */
     } cases[] = {
-        {{9, 3, 64, 400, HS_TYPE_F32}, 13, 300, 13, 0, 0}, {{9, 3, 64, 400, HS_TYPE_F32}, 64, 270, 60, 0, 0},
-        {{9, 3, 64, 400, HS_TYPE_F32}, 7, 0, 7, 0, 0},     {{9, 3, 64, 400, HS_TYPE_F32}, 11, 37, 9, 0, 1},
-        {{9, 3, 64, 400, HS_TYPE_F32}, 10, 41, 30, 6, 2},  {{4, 1, 128, 200, HS_TYPE_F32}, 9, 150, 9, 0, 0},
-        {{6, 2, 48, 200, HS_TYPE_F32}, 6, 77, 5, 0, 0},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 13, 300, 13, 0, 0, 0},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 64, 270, 60, 0, 0, 0},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 7, 0, 7, 0, 0, 0},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 11, 37, 9, 0, 1, 0},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 10, 41, 30, 6, 2, 0},
+        {{4, 1, 128, 200, HS_TYPE_F32}, 9, 150, 9, 0, 0, 0},
+        {{6, 2, 48, 200, HS_TYPE_F32}, 6, 77, 5, 0, 0, 0},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 29, 250, 29, 0, 0, 1},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 20, 0, 17, 0, 0, 1},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 16, 40, 16, 0, 1, 1},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 40, 120, 37, 0, 0, 1},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 24, 100, 24, 0, 0, 2},
     };
     static const uint32_t qbs[] = {2, 4, 8};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -810,9 +822,12 @@ static void test_attention_qblock(void **state) {
         void *k = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
         void *v = rand_cache(&r, s->type, (size_t)s->n_ctx * s->n_kv * s->hd);
         uint32_t *mask = malloc((size_t)n * words * 4);
-        if (ci % 2 == 0) { /* a tree: its mask rows (words of n) in rows of n_cols columns */
+        if (cases[ci].chain || ci % 2 == 0) { /* a tree: its mask rows (words of n) in rows of n_cols */
             int32_t parents[64];
             rand_tree(&r, parents, n);
+            if (cases[ci].chain)
+                for (uint32_t i = 0; i < n; i++)
+                    parents[i] = cases[ci].chain == 2 && i == 6 ? 3 : (int32_t)i - 1;
             uint32_t *m = host_mask(parents, n, NULL);
             const uint32_t mw = hs_attn_mask_words(n);
             memset(mask, 0, (size_t)n * words * 4);
