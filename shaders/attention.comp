@@ -257,17 +257,20 @@ void load_row(uint row) {
  * accumulator whether or not m grew, without a branch: llvmpipe runs both
  * sides of a branch that diverges across lanes, so a rescale behind `if`
  * cost a masked pass over every accumulator at every key. x * 1.0 is x, so
- * applying alpha always changes no bits. */
-float rescale(uint h, float s, out float pr) {
-    const bool grow = s > g_m[h];
+ * applying alpha always changes no bits. vis false (a key the query does not
+ * see, in QBLOCK's chain blocks) keeps the state's bits: the maximum does not
+ * grow, alpha is 1.0, pr +0.0. */
+float rescale_vis(uint h, float s, bool vis, out float pr) {
+    const bool grow = vis && s > g_m[h];
     const float alpha = grow ? exp2(g_m[h] - s) : 1.0;
     if (grow) g_m[h] = s;
-    pr = exp2(s - g_m[h]);
+    pr = vis ? exp2(s - g_m[h]) : 0.0;
     precise float ls = g_l[h] * alpha;
     precise float ls2 = ls + pr;
     g_l[h] = ls2;
     return alpha;
 }
+float rescale(uint h, float s, out float pr) { return rescale_vis(h, s, true, pr); }
 
 /* Folds the loaded row into head slot h: the one update every key of every
  * query goes through, in ordinal order. */
@@ -464,19 +467,6 @@ void main() {
 #endif
 }
 #else
-/* rescale() for a key that slot's query may not see (vis false): then the state keeps its bits (the
- * maximum does not grow, alpha is 1.0, pr +0.0). With vis true it is rescale(). */
-float rescale_vis(uint h, float s, bool vis, out float pr) {
-    const bool grow = vis && s > g_m[h];
-    const float alpha = grow ? exp2(g_m[h] - s) : 1.0;
-    if (grow) g_m[h] = s;
-    pr = vis ? exp2(s - g_m[h]) : 0.0;
-    precise float ls = g_l[h] * alpha;
-    precise float ls2 = ls + pr;
-    g_l[h] = ls2;
-    return alpha;
-}
-
 /* Row t folded into every head by the QB slots of a lane together: slot j
  * loads units j, j + QB, ... of K and V, unit c comes from slot c % QB.
  * fold() for every head, each head's operations in fold's order, but
@@ -508,7 +498,7 @@ float rescale_vis(uint h, float s, bool vis, out float pr) {
         float pr[HPW], al[HPW];                                                                    \
         [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {                                            \
             precise float s = (a[hh].x + a[hh].y) + (a[hh].z + a[hh].w);                           \
-            al[hh] = (CHECK) ? rescale_vis(hh, s, vis, pr[hh]) : rescale(hh, s, pr[hh]);           \
+            al[hh] = rescale_vis(hh, s, vis, pr[hh]);                                              \
         }                                                                                          \
         [[unroll]] for (uint c = 0u; c < D4; c++) {                                                \
             const vec4 v = subgroupShuffle(vp[c / QB], first + c % QB);                            \
