@@ -133,8 +133,9 @@ train)
     shift 2
   fi
   answers="${ANSWERS:-$( (committed ""; committed -long; committed -open) | paste -sd, -)}"
-  answers="$(tr , '\n' <<<"$answers" | xargs realpath | paste -sd, -)" # $ANSWERS may be relative; cd below
-  cd "$repo/tools"
+  answers="$(tr , '\n' <<<"$answers" | xargs realpath | paste -sd, -)"
+  # From the caller's folder (paths in $ANSWERS and the train.py options stay as given), the package from tools/.
+  export PYTHONPATH="$repo/tools${PYTHONPATH:+:$PYTHONPATH}"
   # Sequences whose features hs-oracle recorded while answering (gen --feats), then the JAX target's
   # features for the rest (the committed answers of another machine, or of runs before --feats).
   "$PY" -m hs_train.distill pack-feats --answers "$answers" \

@@ -149,6 +149,21 @@ def main():
     assert np.array_equal(gp4["lm_head"][:, 2], gp["lm_head"][:, 1])
     assert np.array_equal(gp4["lm_head"][:, :2], outw[:, [4, 5]])
     assert list(t2d4[[2, 4, 5, 7, 9]]) == [-1, 0, 1, 2, -1]
+    # remap_vocab with at least 2 D kept tokens: a new token's column is its target row through the least-
+    # squares map from the kept tokens' target rows to their trained columns (exact here: the columns are
+    # such a map of the rows).
+    Vm, Dm = 40, 3
+    outm = rng.standard_normal((Dm, Vm)).astype(np.float32)
+    amap = rng.standard_normal((Dm, Dm)).astype(np.float32)
+    oldm = np.arange(0, 20, 2)  # 10 tokens >= 2 D
+    gm = {"lm_head": (amap @ outm[:, oldm]).astype(np.float32)}
+    pm, d2tm, _ = train.remap_vocab(gm, oldm - np.arange(len(oldm)), np.concatenate([oldm[:8], [3, 31]]),
+                                    {"output": outm}, Vm)
+    idm = list(np.arange(len(d2tm)) + d2tm)
+    assert idm == [0, 2, 3, 4, 6, 8, 10, 12, 14, 31], idm
+    assert np.array_equal(pm["lm_head"][:, 1], gm["lm_head"][:, 1])  # token 2 kept as it was
+    for tok in (3, 31):
+        assert np.allclose(pm["lm_head"][:, idm.index(tok)], amap @ outm[:, tok], atol=1e-4), tok
     # fit_rows: a sequence longer than T head rows loses the start of its prompt, features with it, and
     # keeps every answer token's row; one whose answer would lose a row is left out.
     n_tok, P = 12, 7
