@@ -106,20 +106,22 @@ def remap_vocab(params, d2t, ids, tparams, n_vocab):
     at least twice as many tokens as dimensions stay): a trained head's hidden state has drifted from the
     target's, and the raw rows would outvote every trained column (measured on the SmolLM2 head: held-out
     top-1 0.000 with raw rows). Returns (params, d2t, t2d)."""
-    old = np.arange(len(d2t)) + d2t
     ids = np.sort(np.asarray(ids, np.int64))
+    col = np.full(n_vocab, -1, np.int64)
+    col[np.arange(len(d2t)) + d2t] = np.arange(len(d2t))  # the head's column of each of its tokens
+    src = col[ids]
+    stay, new = src >= 0, src < 0
     out = np.asarray(tparams["output"], np.float32)
-    col_old = {int(t): i for i, t in enumerate(old)}
-    stay = np.array([int(t) for t in ids if int(t) in col_old], np.int64)
-    D = out.shape[0]
-    if len(stay) >= 2 * D:
-        cols = np.array([col_old[int(t)] for t in stay])
-        x, y = out[:, stay].astype(np.float64), params["lm_head"][:, cols].astype(np.float64)
+    head = params["lm_head"]
+    lm = np.empty((head.shape[0], len(ids)), np.float32)
+    lm[:, stay] = head[:, src[stay]]
+    lm[:, new] = out[:, ids[new]]
+    if stay.sum() >= 2 * out.shape[0]:
+        x, y = out[:, ids[stay]].astype(np.float64), head[:, src[stay]].astype(np.float64)
         amap = np.linalg.lstsq(x.T, y.T, rcond=None)[0].T  # y ~ amap @ x
-        out = (amap @ out.astype(np.float64)).astype(np.float32)
-    lm = np.stack([params["lm_head"][:, col_old[int(t)]] if int(t) in col_old else out[:, int(t)] for t in ids], 1)
+        lm[:, new] = amap @ lm[:, new].astype(np.float64)
     p = dict(params)
-    p["lm_head"] = np.ascontiguousarray(lm.astype(np.float32))
+    p["lm_head"] = lm
     return (p,) + vocab_maps(ids, n_vocab)
 
 
