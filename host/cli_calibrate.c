@@ -325,6 +325,35 @@ static void print_replay(const char *what, const hs_hx_replay_result *r) {
            r->rounds ? r->tokens / r->rounds : 0, r->rounds ? r->verified / r->rounds : 0);
 }
 
+/* What chains could reach on this cost (hs_hx_chain_bound), before any
+ * recording: the speedup for per-token acceptances a, and the least a that
+ * reaches 1.5x and 2x, with free drafts (the lookup's) and the head's. */
+static void print_chain_bounds(const hs_hx_cost *c, uint32_t max_verify) {
+    static const double as[] = {0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
+    const uint32_t max_d = max_verify - 1 < HS_TREE_MAX_DEPTH - 1 ? max_verify - 1 : HS_TREE_MAX_DEPTH - 1;
+    printf("\nchains on this cost at context %u, each drafted token accepted with probability a given its parent "
+           "(modelled speedup over plain decoding, best chain length in brackets; chains up to %u):\n\n| drafts | ",
+           c->ctx0, max_d);
+    for (size_t i = 0; i < sizeof as / sizeof *as; i++)
+        printf("a %.1f | ", as[i]);
+    printf("a for 1.5x | a for 2x |\n| --- |");
+    for (size_t i = 0; i < sizeof as / sizeof *as + 2; i++)
+        printf(" ---: |");
+    for (int head = 0; head < 2; head++) {
+        printf("\n| %s |", head ? "the head's" : "free (lookup)");
+        for (size_t i = 0; i < sizeof as / sizeof *as; i++) {
+            uint32_t d;
+            const double s = hs_hx_chain_bound(c, c->ctx0, as[i], head, max_d, &d);
+            printf(" %.2fx (%u) |", s, d);
+        }
+        for (int k = 0; k < 2; k++) {
+            const double need = hs_hx_chain_needs(c, c->ctx0, k ? 2.0 : 1.5, head, max_d);
+            printf(need > 1 ? " never |" : " %.2f |", need);
+        }
+    }
+    printf("\n");
+}
+
 int hs_cli_calibrate(int argc, char **argv) {
     cal_args a;
     int rc = parse(argc, argv, &a);
@@ -409,6 +438,7 @@ int hs_cli_calibrate(int argc, char **argv) {
         printf(pow2 && w <= m.cost.n_draft ? " %.1f |" : " |", 1e3 * hs_hx_t_draft(&m.cost, w));
     }
     printf("\n");
+    print_chain_bounds(&m.cost, m.max_verify);
 
     hs_hx_eagle2_setting e2 = {0};
     bool have_e2 = false;

@@ -117,6 +117,40 @@ static double plain_at(const hs_hx_cost *c, uint32_t ctx) {
     return (c->t_plain > 0 ? c->t_plain : t1) + hs_hx_t_verify_at(c, 1, ctx) - t1;
 }
 
+double hs_hx_chain_bound(const hs_hx_cost *c, uint32_t ctx, double a, bool head, uint32_t max_d,
+                         uint32_t *best_d) {
+    double best = 0, e = 0, p = 1;
+    uint32_t arg = 0;
+    for (uint32_t d = 0; d <= max_d; d++) {
+        if (d) {
+            p *= a;
+            e += p; /* expected accepted of d drafted */
+        }
+        double t = hs_hx_t_verify_at(c, d + 1, ctx) + e * c->t_head;
+        if (head) t += c->t_consume + (d > 1 ? (d - 1) * hs_hx_t_draft(c, 1) : 0);
+        const double s = (1 + e) * plain_at(c, ctx) / t;
+        if (s > best) {
+            best = s;
+            arg = d;
+        }
+    }
+    if (best_d) *best_d = arg;
+    return best;
+}
+
+double hs_hx_chain_needs(const hs_hx_cost *c, uint32_t ctx, double speedup, bool head, uint32_t max_d) {
+    if (hs_hx_chain_bound(c, ctx, 1.0, head, max_d, NULL) < speedup) return 2.0;
+    double lo = 0, hi = 1; /* the bound rises with a */
+    while (hi - lo > 1e-4) {
+        const double mid = 0.5 * (lo + hi);
+        if (hs_hx_chain_bound(c, ctx, mid, head, max_d, NULL) >= speedup)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
 /* Adds one replayed round: its decided tokens, modelled time and verified nodes. */
 static void tally(hs_hx_replay_result *out, const hs_hx_cost *c, uint32_t ctx, double tokens, double time,
                   double verified) {

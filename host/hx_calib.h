@@ -83,6 +83,19 @@ double hs_hx_replay_speedup(const hs_hx_replay_result *r);
  * tuned HeteroSpec policy does not, so that a device and mode where no tree
  * pays decode plainly instead of paying the head's consume every round. */
 bool hs_hx_speculation_pays(const hs_hx_replay_result *r);
+/* The modelled speedup over plain decoding, at ctx context rows, of a chain
+ * drafter whose every drafted token is accepted with probability a given its
+ * parent (a + a^2 + ... + a^d accepted of d), priced as hs_hx_replay prices a
+ * round: the pass over d + 1 rows, each accepted node's output head and, with
+ * the head, its consume and d - 1 draft levels of one node (the consume gives
+ * the first). The best d in 0 .. max_d goes to *best_d (when non-NULL). With
+ * a = 1 it is what any chain drafter could reach on the device: the ceiling
+ * the cost model sets before acceptance enters. */
+double hs_hx_chain_bound(const hs_hx_cost *c, uint32_t ctx, double a, bool head, uint32_t max_d, uint32_t *best_d);
+/* The least a (to 1e-4) whose hs_hx_chain_bound reaches `speedup`; a value
+ * above 1 when not even a = 1 does. */
+double hs_hx_chain_needs(const hs_hx_cost *c, uint32_t ctx, double speedup, bool head, uint32_t max_d);
+
 /* Replays policy p on the rounds, priced with cost. With p->rest, a round
  * that selects nothing makes the next p->rest recorded rounds plain ones (one
  * token each, priced t_consume_cache + t_verify(1)): each stands for a round

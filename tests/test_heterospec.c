@@ -478,6 +478,40 @@ static void test_records_and_replay(void **state) {
     hs_tree_free(&t);
 }
 
+/* Chain bounds: T(n) = 1 + 0.3 (n - 1), an accepted node's head 0.1, consume
+ * 0.05, a draft level of one node 0.06, a plain step T(1) = 1; the values
+ * below are (1 + e) / T worked out by hand for e = a + ... + a^d. */
+static void test_chain_bound(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.9f, 0.1f);
+    set_cost(&m, 0.3);
+    m.cost.t_head = 0.1;
+    uint32_t d = 99;
+    /* Free drafts, all accepted: 5 / (1 + 1.2 + 0.4) at d = 4, rising with d. */
+    assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 1.0, false, 4, &d), 5 / 2.6, 1e-9);
+    assert_int_equal(d, 4);
+    /* Half accepted: d = 1 gives 1.5 / (1.3 + 0.05), d = 2 only 1.75 / (1.6 + 0.075). */
+    assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 0.5, false, 4, &d), 1.5 / 1.35, 1e-9);
+    assert_int_equal(d, 1);
+    /* Nothing accepted: plain decoding through rounds of the root alone (d = 0). */
+    assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 0.0, false, 4, &d), 1.0, 1e-9);
+    assert_int_equal(d, 0);
+    /* The head's: consume 0.05 and 3 levels of 0.06 at d = 4; d = 0 pays the consume alone. */
+    assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 1.0, true, 4, &d), 5 / 2.83, 1e-9);
+    assert_int_equal(d, 4);
+    assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 1.0, true, 1, &d), 2 / 1.45, 1e-9);
+    assert_int_equal(d, 1);
+    assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 0.0, true, 4, &d), 1 / 1.05, 1e-9);
+    /* The least a: 2x is out of reach with chains up to 4 (5 / 2.6 = 1.92), 1.5x is not. */
+    assert_true(hs_hx_chain_needs(&m.cost, 0, 2.0, false, 4) > 1);
+    assert_true(hs_hx_chain_needs(&m.cost, 0, 2.0, false, 16) <= 1);
+    const double a = hs_hx_chain_needs(&m.cost, 0, 1.5, false, 4);
+    assert_true(a > 0.5 && a < 1);
+    assert_true(hs_hx_chain_bound(&m.cost, 0, a, false, 4, NULL) >= 1.5);
+    assert_true(hs_hx_chain_bound(&m.cost, 0, a - 2e-4, false, 4, NULL) < 1.5);
+    assert_true(hs_hx_chain_needs(&m.cost, 0, 1.5, true, 4) > a);
+}
+
 /* A recorded chain of 4 levels, every node with Top-K topk(3, top, ent);
  * the truth follows the top ids (100, 100, ...) or never matches (999). */
 static void chain_round(float top, float ent, bool follows, hs_hx_round *r) {
@@ -1222,6 +1256,7 @@ int main(void) {
         cmocka_unit_test(test_feedback),
         cmocka_unit_test(test_headless),
         cmocka_unit_test(test_store),
+        cmocka_unit_test(test_chain_bound),
     };
     return hs_test_run_group("heterospec", tests, NULL, NULL);
 }
