@@ -331,8 +331,9 @@ static void print_replay(const char *what, const hs_hx_replay_result *r) {
 static void print_chain_bounds(const hs_hx_cost *c, uint32_t max_verify) {
     static const double as[] = {0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0};
     const uint32_t max_d = max_verify - 1 < HS_TREE_MAX_DEPTH - 1 ? max_verify - 1 : HS_TREE_MAX_DEPTH - 1;
-    printf("\nchains on this cost at context %u, each drafted token accepted with probability a given its parent "
-           "(modelled speedup over plain decoding, best chain length in brackets; chains up to %u):\n\n| drafts | ",
+    printf("\nchains on this cost at context %u, each drafted token accepted with probability a given its "
+           "parent (modelled speedup over plain decoding, best chain length in brackets; chains up to "
+           "%u):\n\n| drafts | ",
            c->ctx0, max_d);
     for (size_t i = 0; i < sizeof as / sizeof *as; i++)
         printf("a %.1f | ", as[i]);

@@ -91,7 +91,8 @@ bool hs_hx_speculation_pays(const hs_hx_replay_result *r);
  * the first). The best d in 0 .. max_d goes to *best_d (when non-NULL). With
  * a = 1 it is what any chain drafter could reach on the device: the ceiling
  * the cost model sets before acceptance enters. */
-double hs_hx_chain_bound(const hs_hx_cost *c, uint32_t ctx, double a, bool head, uint32_t max_d, uint32_t *best_d);
+double hs_hx_chain_bound(const hs_hx_cost *c, uint32_t ctx, double a, bool head, uint32_t max_d,
+                         uint32_t *best_d);
 /* The least a (to 1e-4) whose hs_hx_chain_bound reaches `speedup`; a value
  * above 1 when not even a = 1 does. */
 double hs_hx_chain_needs(const hs_hx_cost *c, uint32_t ctx, double speedup, bool head, uint32_t max_d);
