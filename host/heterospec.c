@@ -193,7 +193,7 @@ static double spent_time(const hs_hx_model *m, const hs_tree *t) {
     uint32_t width[HS_TREE_MAX_DEPTH + 1] = {0};
     for (uint32_t v = 1; v < t->n; v++)
         if (t->nodes[v].slot >= 0 && t->nodes[v].depth <= HS_TREE_MAX_DEPTH) width[t->nodes[v].depth]++;
-    double s = m->headless ? 0 : m->cost.t_consume;
+    double s = m->headless ? 0 : m->cost.t_consume + m->cost.t_after_head;
     for (uint32_t d = 1; d <= HS_TREE_MAX_DEPTH; d++)
         s += hs_hx_t_draft(&m->cost, width[d]);
     return s;
@@ -699,6 +699,7 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
     if (m->cost.t_consume_cache > 0) cJSON_AddNumberToObject(c, "t_consume_cache_s", m->cost.t_consume_cache);
     if (m->cost.t_plain > 0) cJSON_AddNumberToObject(c, "t_plain_s", m->cost.t_plain);
     if (m->cost.t_head > 0) cJSON_AddNumberToObject(c, "t_head_s", m->cost.t_head);
+    if (m->cost.t_after_head > 0) cJSON_AddNumberToObject(c, "t_after_head_s", m->cost.t_after_head);
     cJSON_AddItemToObject(c, "verify_s", pairs(m->cost.t_verify, m->cost.n_verify));
     if (m->cost.ctx1 > m->cost.ctx0) {
         cJSON_AddNumberToObject(c, "ctx", m->cost.ctx0);
@@ -892,6 +893,9 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
         r.cost.t_head = 0;
         if (cJSON_GetObjectItemCaseSensitive(c, "t_head_s"))
             HS_TRY(get_num(c, "t_head_s", 0, 1e3, &r.cost.t_head));
+        r.cost.t_after_head = 0;
+        if (cJSON_GetObjectItemCaseSensitive(c, "t_after_head_s"))
+            HS_TRY(get_num(c, "t_after_head_s", 0, 1e3, &r.cost.t_after_head));
         HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "verify_s"), "verify_s", HS_HX_MAX_N,
                          r.cost.t_verify, &r.cost.n_verify));
         r.cost.ctx0 = r.cost.ctx1 = 0;

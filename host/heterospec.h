@@ -18,13 +18,16 @@
  * (hs_hx_lookup); a node both sources propose takes the larger f.
  * Device cost of a round that drafts levels of widths w_1 .. w_L and verifies
  * N nodes besides the root, after c rows of context, accepting A of them:
- *   T = t_consume + sum_l t_draft(w_l) + t_verify(N + 1, c) + A t_head
+ *   T = t_consume + t_after_head + sum_l t_draft(w_l) + t_verify(N + 1, c) + A t_head
+ * (t_after_head: the target's pass runs slower right after the head's work
+ * than after a pass of its own, as in plain decoding; without the head T
+ * drops t_consume and t_after_head)
  * (t_verify measured at two contexts and interpolated in c: attention makes
  * each verified node cost more after a long prompt; the pass computes the
  * root's output head, and each accepted node's is computed when acceptance
  * reaches it, hs_llama_head; before a round A is E[tau] - 1).
  * Rest: after a round that chose N = 0, the next `rest` rounds decode the
- * root alone at t_consume_cache + t_verify(1) each, without a draft
+ * root alone at t_consume_cache + t_after_head + t_verify(1) each, without a draft
  * distribution (host/spec); calibration picks rest on replays, weighing the
  * consumes saved against the speculation those rounds forgo.
  * Decisions (the whole policy):
@@ -130,6 +133,11 @@ typedef struct hs_hx_cost {
      * 0: t_verify includes every row's head (calibrations before the head
      * ran on demand). */
     double t_head;
+    /* What the target's pass costs more when the head ran just before it
+     * (its draft levels or consume) than after a pass of its own, as in
+     * plain decoding: charged once to every round that runs the head
+     * (0: unknown, or calibrations before it was measured). */
+    double t_after_head;
 } hs_hx_cost;
 
 /* The context lookup chain's nodes (host/spec, hs_tree_add_lookup): their

@@ -196,6 +196,25 @@ static void test_dearer_head_smaller_tree(void **state) {
     hs_tree_free(&t);
 }
 
+/* t_after_head is a fixed cost of every round with the head, like its
+ * consume: the dearer it is, the more nodes a round verifies to spread it. */
+static void test_after_head_larger_tree(void **state) {
+    (void)state;
+    hs_hx_model m = two_strata(0.7f, 0.3f);
+    const hs_tree_policy p = hs_heterospec_policy(&m);
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 4096));
+    const hs_topk_result tk = topk(4, 0.7f, 0.3f, 5);
+    set_cost(&m, 0.2);
+    uint32_t n0, d0, n1, d1;
+    grow(&p, &tk, &t, &n0, &d0);
+    m.cost.t_after_head = 2.0;
+    grow(&p, &tk, &t, &n1, &d1);
+    fprintf(stderr, "t_after_head 0: %u nodes, 2: %u nodes\n", n0, n1);
+    assert_true(n1 > n0);
+    hs_tree_free(&t);
+}
+
 /* With verification measured at two contexts (256 rows: slope 0.01 per
  * node; 1024 rows: 0.5), the cost at c rows is interpolated linearly, and a
  * longer context gives a smaller tree: large at 256, none at 1024. */
@@ -341,6 +360,7 @@ static void test_json(void **state) {
     (void)state;
     hs_hx_model m = two_strata(0.8f, 0.2f), back;
     set_cost(&m, 0.03);
+    m.cost.t_after_head = 0.004;
     m.s[0].n_map = 3;
     m.s[0].map_q[2] = 1.0f;
     m.s[0].map_q[1] = 0.5f;
@@ -378,6 +398,7 @@ static void test_json(void **state) {
     for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
         assert_float_equal(back.cost.t_verify[n], m.cost.t_verify[n], 1e-12);
     assert_float_equal(back.cost.t_consume, m.cost.t_consume, 1e-12);
+    assert_float_equal(back.cost.t_after_head, 0.004, 1e-12);
     /* A map that falls is refused. */
     cJSON *knot = cJSON_GetArrayItem(
         cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(p, "strata"), 0), "map"), 2);
@@ -449,6 +470,11 @@ static void test_records_and_replay(void **state) {
     HS_CHECK(hs_hx_replay(&c3, &cost, &r, 1, &res));
     assert_float_equal(res.time_s, 0.5 + 2 + 2 + 14 + 2 * 0.25, 1e-9);
     cost.t_head = 0;
+    /* The target's pass after the head's work costs t_after_head more, once a round with the head. */
+    cost.t_after_head = 0.125;
+    HS_CHECK(hs_hx_replay(&c3, &cost, &r, 1, &res));
+    assert_float_equal(res.time_s, 0.5 + 0.125 + 2 + 2 + 14, 1e-9);
+    cost.t_after_head = 0;
     /* The replay walks the text: the same round recorded at contexts 10, 12 and 14 of one
      * generation; the chain of 3 decides 3 tokens at 10 (the next root at 13), so the round at
      * 12 is already decided and skipped, the one at 14 replayed; a chain of 1 (2 tokens, the
@@ -502,6 +528,10 @@ static void test_chain_bound(void **state) {
     assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 1.0, true, 1, &d), 2 / 1.45, 1e-9);
     assert_int_equal(d, 1);
     assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 0.0, true, 4, &d), 1 / 1.05, 1e-9);
+    m.cost.t_after_head = 0.02; /* with the head only */
+    assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 1.0, true, 4, &d), 5 / 2.85, 1e-9);
+    assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 1.0, false, 4, &d), 5 / 2.6, 1e-9);
+    m.cost.t_after_head = 0;
     /* The least a: 2x is out of reach with chains up to 4 (5 / 2.6 = 1.92), 1.5x is not. */
     assert_true(hs_hx_chain_needs(&m.cost, 0, 2.0, false, 4) > 1);
     assert_true(hs_hx_chain_needs(&m.cost, 0, 2.0, false, 16) <= 1);
@@ -561,6 +591,11 @@ static void test_rest(void **state) {
     assert_float_equal(res.time_s, 2 * (0.2 + 1) + 3 * (0.05 + 1), 1e-9);
     assert_float_equal(res.plain_s, 5 * 1.0, 1e-9); /* 5 tokens, a plain step (t_verify(1)) each */
     assert_float_equal(hs_hx_replay_speedup(&res), 5.0 / res.time_s, 1e-12);
+    /* A rest round's pass follows the cache-only consume: t_after_head too. */
+    hs_hx_cost ca = m.cost;
+    ca.t_after_head = 0.01;
+    HS_CHECK(hs_hx_replay(&p, &ca, rounds, 5, &res));
+    assert_float_equal(res.time_s, 2 * (0.2 + 0.01 + 1) + 3 * (0.05 + 0.01 + 1), 1e-9);
     /* Unknown cache-only cost: priced as a full consume. */
     hs_hx_cost c0 = m.cost;
     c0.t_consume_cache = 0;
@@ -1257,6 +1292,7 @@ int main(void) {
         cmocka_unit_test(test_headless),
         cmocka_unit_test(test_store),
         cmocka_unit_test(test_chain_bound),
+        cmocka_unit_test(test_after_head_larger_tree),
     };
     return hs_test_run_group("heterospec", tests, NULL, NULL);
 }
