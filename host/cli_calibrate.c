@@ -432,7 +432,8 @@ int hs_cli_calibrate(int argc, char **argv) {
         "node %.2f, head consume %.2f (cache-only %.2f)\n\n| N or w | 1 | 2 | 3 | 4 | 5 | 6 | 7 | "
         "8 | 16 | 32 | 64 | 128 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
         "| ---: |",
-        1e3 * m.cost.t_plain, 1e3 * m.cost.t_after_head, 1e3 * m.cost.t_head, 1e3 * m.cost.t_consume, 1e3 * m.cost.t_consume_cache);
+        1e3 * m.cost.t_plain, 1e3 * m.cost.t_after_head, 1e3 * m.cost.t_head, 1e3 * m.cost.t_consume,
+        1e3 * m.cost.t_consume_cache);
     /* One row per measured context (one row when the cost has no long table). */
     const bool two_ctx = m.cost.ctx1 > m.cost.ctx0;
     for (int row = 0; row < (two_ctx ? 2 : 1); row++) {

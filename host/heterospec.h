@@ -27,8 +27,8 @@
  * root's output head, and each accepted node's is computed when acceptance
  * reaches it, hs_llama_head; before a round A is E[tau] - 1).
  * Rest: after a round that chose N = 0, the next `rest` rounds decode the
- * root alone at t_consume_cache + t_after_head + t_verify(1) each, without a draft
- * distribution (host/spec); calibration picks rest on replays, weighing the
+ * root alone at t_consume_cache + t_after_head + t_verify(1) each, without a
+ * draft distribution (host/spec); calibration picks rest on replays, weighing the
  * consumes saved against the speculation those rounds forgo.
  * Decisions (the whole policy):
  *   select: the candidates in order of V (shallower first on ties, so the

@@ -88,9 +88,9 @@ bool hs_hx_speculation_pays(const hs_hx_replay_result *r);
  * parent (a + a^2 + ... + a^d accepted of d), priced as hs_hx_replay prices a
  * round: the pass over d + 1 rows, each accepted node's output head and, with
  * the head, its consume, t_after_head and d - 1 draft levels of one node (the
- * consume gives the first). The best d in 0 .. max_d goes to *best_d (when non-NULL). With
- * a = 1 it is what any chain drafter could reach on the device: the ceiling
- * the cost model sets before acceptance enters. */
+ * consume gives the first). The best d in 0 .. max_d goes to *best_d (when
+ * non-NULL). With a = 1 it is what any chain drafter could reach on the
+ * device: the ceiling the cost model sets before acceptance enters. */
 double hs_hx_chain_bound(const hs_hx_cost *c, uint32_t ctx, double a, bool head, uint32_t max_d,
                          uint32_t *best_d);
 /* The least a (to 1e-4) whose hs_hx_chain_bound reaches `speedup`; a value
@@ -100,12 +100,12 @@ double hs_hx_chain_needs(const hs_hx_cost *c, uint32_t ctx, double speedup, bool
 /* Replays policy p on the rounds, priced with cost. With p->rest, a round
  * that selects nothing makes the next p->rest recorded rounds plain ones (one
  * token each, priced t_consume_cache + t_after_head + t_verify(1)): each
- * stands for a round the generation would have decoded without drafting. The replay walks the
- * text as the policy would: a recorded round whose root lies inside what an
- * earlier replayed round of the same generation already decided (its ctx
- * above that round's and below the context reached) is skipped, so a policy
- * that accepts more than the recording visits fewer rounds, as it would
- * generating. Rounds at the same ctx (synthetic ones) are all replayed. */
+ * stands for a round the generation would have decoded without drafting. The
+ * replay walks the text as the policy would: a recorded round whose root lies
+ * inside what an earlier replayed round of the same generation already
+ * decided (its ctx above that round's and below the context reached) is
+ * skipped, so a policy that accepts more than the recording visits fewer
+ * rounds, as it would generating. Rounds at the same ctx (synthetic ones) are all replayed. */
 hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
                        hs_hx_replay_result *out);
 
