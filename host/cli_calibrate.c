@@ -292,7 +292,8 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
     }
     c->t_plain = median(xp, reps);
     /* At least 1 us: a cost with it is told from one measured before it. */
-    c->t_after_head = median(xa, reps) > 1e-6 ? median(xa, reps) : 1e-6;
+    const double after = median(xa, reps);
+    c->t_after_head = after > 1e-6 ? after : 1e-6;
     c->t_head = median(xh, reps);
     for (uint32_t i = 0; i < NV; i++)
         fill(c->t_verify, i ? vsize(i - 1) : 0, vsize(i), median(xv[i], reps));

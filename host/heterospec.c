@@ -98,6 +98,9 @@ double hs_hx_t_verify_at(const hs_hx_cost *c, uint32_t n, uint32_t ctx) {
     const double t = t0 + (t1 - t0) * ((double)ctx - c->ctx0) / (c->ctx1 - c->ctx0);
     return t > 0.25 * t0 ? t : 0.25 * t0;
 }
+double hs_hx_t_head_round(const hs_hx_cost *c, bool resting) {
+    return (resting && c->t_consume_cache > 0 ? c->t_consume_cache : c->t_consume) + c->t_after_head;
+}
 double hs_hx_t_draft(const hs_hx_cost *c, uint32_t w) { return w ? table_at(c->t_draft, c->n_draft, w) : 0; }
 
 /* ---- the policy ---- */
@@ -193,7 +196,7 @@ static double spent_time(const hs_hx_model *m, const hs_tree *t) {
     uint32_t width[HS_TREE_MAX_DEPTH + 1] = {0};
     for (uint32_t v = 1; v < t->n; v++)
         if (t->nodes[v].slot >= 0 && t->nodes[v].depth <= HS_TREE_MAX_DEPTH) width[t->nodes[v].depth]++;
-    double s = m->headless ? 0 : m->cost.t_consume + m->cost.t_after_head;
+    double s = m->headless ? 0 : hs_hx_t_head_round(&m->cost, false);
     for (uint32_t d = 1; d <= HS_TREE_MAX_DEPTH; d++)
         s += hs_hx_t_draft(&m->cost, width[d]);
     return s;

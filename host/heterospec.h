@@ -205,6 +205,10 @@ float hs_hx_accept(const hs_hx_stratum *s, float q);
 /* V of every node of t into V[0 .. t->n) (V[0] = 1). */
 void hs_hx_values(const hs_hx_model *m, const hs_tree *t, float *V);
 double hs_hx_t_verify(const hs_hx_cost *c, uint32_t n);
+/* What a round that runs the head pays besides its draft levels and the
+ * pass: its consume (cache-only in a rest round; unknown: a full one) and
+ * t_after_head. */
+double hs_hx_t_head_round(const hs_hx_cost *c, bool resting);
 /* t_verify(n) after ctx rows of context: t_verify(n) up to ctx0, then
  * linear in ctx through the two measured contexts (beyond ctx1 too), at
  * least a quarter of t_verify(n). */

@@ -127,7 +127,7 @@ double hs_hx_chain_bound(const hs_hx_cost *c, uint32_t ctx, double a, bool head,
             e += p; /* expected accepted of d drafted */
         }
         double t = hs_hx_t_verify_at(c, d + 1, ctx) + e * c->t_head;
-        if (head) t += c->t_consume + c->t_after_head + (d > 1 ? (d - 1) * hs_hx_t_draft(c, 1) : 0);
+        if (head) t += hs_hx_t_head_round(c, false) + (d > 1 ? (d - 1) * hs_hx_t_draft(c, 1) : 0);
         const double s = (1 + e) * plain_at(c, ctx) / t;
         if (s > best) {
             best = s;
@@ -199,8 +199,6 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         goto fail;
     }
     HS_TRY(hs_tree_init(&t, cap));
-    const double t_cache =
-        (cost->t_consume_cache > 0 ? cost->t_consume_cache : cost->t_consume) + cost->t_after_head;
     uint32_t rest_left = 0;
     /* The replayed generation: the context of its last round and the one it reached. */
     uint32_t last_ctx = 0, reached = 0;
@@ -217,7 +215,8 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         if (rest_left) {
             reached = r->ctx + 1;
             rest_left--;
-            tally(out, cost, r->ctx, 1, t_cache + hs_hx_t_verify_at(cost, 1, r->ctx), 1);
+            tally(out, cost, r->ctx, 1, hs_hx_t_head_round(cost, true) + hs_hx_t_verify_at(cost, 1, r->ctx),
+                  1);
             out->rest_rounds++;
             if (p->observe) { /* a round that verified the root alone */
                 const uint32_t zero = 0;
@@ -231,7 +230,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
         rec_of[0] = 0;
         /* Without a head: no consume, no Top-K of the root, only the lookup's nodes. */
         if (r->nodes[0].n_children && !p->headless) copy_children(r, 0, &t, 0, rec_of);
-        double time = p->headless ? 0 : cost->t_consume + cost->t_after_head;
+        double time = p->headless ? 0 : hs_hx_t_head_round(cost, false);
         const uint32_t n_lk = p->lookup && r->lookup_match >= (p->lookup_min ? p->lookup_min : 1)
                                   ? (r->n_lookup < p->lookup ? r->n_lookup : p->lookup)
                                   : 0;
