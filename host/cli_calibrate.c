@@ -380,7 +380,8 @@ int hs_cli_calibrate(int argc, char **argv) {
     hs_cli_hx base = {0};
     recorder rec = {.st = HS_OK};
     hs_hx_record *records = NULL;
-    hs_hx_lookup_record *lk_records = NULL;
+    hs_hx_lookup_record *lk_records = NULL, *text_lk_records = NULL;
+    hs_hx_round *text_rounds = NULL;
     cJSON *o = NULL;
     char *text = NULL;
     rc = 1;
@@ -490,6 +491,8 @@ int hs_cli_calibrate(int argc, char **argv) {
                 if (st == HS_OK) st = rec.st;
                 for (ptrdiff_t i = first; st == HS_OK && i < stbds_arrlen(rec.rounds); i++)
                     hs_hx_round_set_truth(&rec.rounds[i], r.ids, r.n_gen, rec.pos[i]);
+                /* The same text at every root, for the policy without the head. */
+                if (st == HS_OK) st = hs_hx_text_rounds(ids, n_ids, r.ids, r.n_gen, sm.store, &text_rounds);
                 hs_gen_result_free(&r);
                 free(ids);
                 if (st != HS_OK) {
@@ -508,8 +511,11 @@ int hs_cli_calibrate(int argc, char **argv) {
             if (hs_hx_round_records(&rec.rounds[i], &records) != HS_OK ||
                 hs_hx_round_lookup_records(&rec.rounds[i], &lk_records) != HS_OK)
                 goto fail;
-        const uint32_t n_rec = (uint32_t)stbds_arrlen(records);
-        printf("\n%u questions, %u rounds, %u node records\n", n_questions, n_rounds, n_rec);
+        const uint32_t n_rec = (uint32_t)stbds_arrlen(records), n_text = (uint32_t)stbds_arrlen(text_rounds);
+        for (uint32_t i = 0; i < n_text; i++)
+            if (hs_hx_round_lookup_records(&text_rounds[i], &text_lk_records) != HS_OK) goto fail;
+        printf("\n%u questions, %u rounds, %u node records; %u roots for the policy without the head\n",
+               n_questions, n_rounds, n_rec, n_text);
         /* Every decision is made again from the built-in ones (rest, lookup, feedback, headless,
          * plain), so the result does not depend on what an earlier calibration in the file chose;
          * only the device cost and the bounds carry over. */
@@ -523,6 +529,7 @@ int hs_cli_calibrate(int argc, char **argv) {
         hs_hx_fit_options fo = {.n_strata = (uint32_t)a.strata, .feature = -1};
         if (hs_hx_fit(records, n_rec, &fo, &m) != HS_OK) goto fail;
         hs_hx_fit_lookup(lk_records, (uint32_t)stbds_arrlen(lk_records), &m.lookup);
+        hs_hx_fit_lookup_headless(text_lk_records, (uint32_t)stbds_arrlen(text_lk_records), &m.lookup);
         hs_hx_replay_result r_fit, r_tuned, r_e2d, r_nolk, r_nofb;
         const hs_tree_policy hp = hs_heterospec_policy(&m);
         if (hs_hx_replay(&hp, &m.cost, rec.rounds, n_rounds, &r_fit) != HS_OK) goto fail;
@@ -542,8 +549,13 @@ int hs_cli_calibrate(int argc, char **argv) {
         if (hs_hx_replay(&hp_nofb, &m.cost, rec.rounds, n_rounds, &r_nofb) != HS_OK) goto fail;
         /* HeteroSpec without the head: the lookup alone, valued by its table and the cost model. */
         hs_hx_model mh;
-        hs_hx_replay_result r_hl;
-        if (hs_hx_search_headless(&m, rec.rounds, n_rounds, &mh, &r_hl) != HS_OK) goto fail;
+        hs_hx_replay_result r_hl, r_hl_rec;
+        if (hs_hx_search_headless(&m, text_rounds, n_text, &mh, &r_hl) != HS_OK) goto fail;
+        /* Which to keep is decided on the same rounds: the recorded ones, where the policy with the head
+         * is replayed (they start where the recording's generous tree stopped, which flatters any
+         * policy; the text rounds, exact for this one, give its figure). */
+        const hs_tree_policy hp_hl = hs_heterospec_policy(&mh);
+        if (hs_hx_replay(&hp_hl, &m.cost, rec.rounds, n_rounds, &r_hl_rec) != HS_OK) goto fail;
         m.headless_len = mh.headless_len;
         m.headless_min = mh.headless_min;
         /* Prompt lookup without the head (bench-spec's lookup method), fixed chains. */
@@ -553,7 +565,7 @@ int hs_cli_calibrate(int argc, char **argv) {
         for (uint32_t a = 0; a < sizeof lk_lens / sizeof *lk_lens; a++)
             for (uint32_t b = 1; b <= 4; b++) {
                 const hs_tree_policy lp = hs_tree_lookup(lk_lens[a], b);
-                if (hs_hx_replay(&lp, &m.cost, rec.rounds, n_rounds, &r) != HS_OK) goto fail;
+                if (hs_hx_replay(&lp, &m.cost, text_rounds, n_text, &r) != HS_OK) goto fail;
                 if (hs_hx_replay_tps(&r) > hs_hx_replay_tps(&r_lk)) {
                     r_lk = r;
                     lk_len = lk_lens[a];
@@ -570,13 +582,15 @@ int hs_cli_calibrate(int argc, char **argv) {
             printf("| [%.3f, %.3f) | %u | %.3f | %.3f | %u | %.2f |\n", m.s[b].lo, m.s[b].hi, m.s[b].records,
                    m.s[b].rate, m.s[b].look, m.s[b].depth_cap, m.s[b].prune);
         printf("\ncontext lookup: %u records; P(accepted | parent accepted) by match length and place in "
-               "the chain, lookup only / also the head's:\n\n| match | 1st | 2nd | 3rd | 4th+ |\n"
+               "the chain, lookup only / also the head's / any (the policy without the head):\n\n"
+               "| match | 1st | 2nd | 3rd | 4th+ |\n"
                "| --- | --- | --- | --- | --- |\n",
                m.lookup.records);
         for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++) {
             printf("| %u%s |", mb + 1, mb + 1 == HS_HX_LK_MATCH ? "+" : "");
             for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
-                printf(" %.2f / %.2f |", m.lookup.accept[mb][pb][0], m.lookup.accept[mb][pb][1]);
+                printf(" %.2f / %.2f / %.2f |", m.lookup.accept[mb][pb][HS_HX_LK_ONLY],
+                       m.lookup.accept[mb][pb][HS_HX_LK_HEAD], m.lookup.accept[mb][pb][HS_HX_LK_ANY]);
             printf("\n");
         }
         printf("\ntuned lookup: chains of %u after matches of %u+ tokens, no draft levels after matches of "
@@ -585,21 +599,23 @@ int hs_cli_calibrate(int argc, char **argv) {
                m.lookup.max_len, m.lookup.min_match, m.lookup.nodraft);
         if (m.lookup.store_records) {
             printf("\nn-gram store (%s): %u records; P(accepted | parent accepted) by the store's confidence "
-                   "and place in the chain, store only / also the head's:\n\n| confidence | 1st | 2nd | 3rd | "
+                   "and place in the chain, store only / also the head's / any:\n\n| confidence | 1st | 2nd | 3rd | "
                    "4th+ |\n| --- | --- | --- | --- | --- |\n",
                    sm.store_path, m.lookup.store_records);
             static const char *const conf_names[HS_NGRAM_CONF] = {"< 0.4", "0.4-0.6", "0.6-0.8", ">= 0.8"};
             for (uint32_t cb = 0; cb < HS_NGRAM_CONF; cb++) {
                 printf("| %s |", conf_names[cb]);
                 for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
-                    printf(" %.2f / %.2f |", m.lookup.store_accept[cb][pb][0], m.lookup.store_accept[cb][pb][1]);
+                    printf(" %.2f / %.2f / %.2f |", m.lookup.store_accept[cb][pb][HS_HX_LK_ONLY],
+                           m.lookup.store_accept[cb][pb][HS_HX_LK_HEAD],
+                           m.lookup.store_accept[cb][pb][HS_HX_LK_ANY]);
                 printf("\n");
             }
             printf("\ntuned store chains: %u tokens with the head, %u without (0: off)\n", m.lookup.store_len,
                    mh.lookup.store_len);
         }
-        printf("\nreplayed on the recorded rounds, priced by the cost model (ar: one token per plain step at "
-               "the round's context):\n\n"
+        printf("\nreplayed on the recorded rounds (the policies without the head: at every root of the same "
+               "answers), priced by the cost model (ar: one token per plain step at the round's context):\n\n"
                "| policy | tokens/s | vs ar | tau | verified/round |\n| --- | ---: | ---: | ---: | ---: |\n");
         print_replay("heterospec (fitted)", &r_fit);
         print_replay("heterospec (tuned)", &r_tuned);
@@ -607,6 +623,7 @@ int hs_cli_calibrate(int argc, char **argv) {
         snprintf(label, sizeof label, "heterospec (tuned, without the head: chains of %u after %u+)",
                  m.headless_len, m.headless_min);
         print_replay(label, &r_hl);
+        print_replay("heterospec (the same, on the recorded rounds)", &r_hl_rec);
         print_replay("heterospec (tuned, lookup off)", &r_nolk);
         print_replay("heterospec (tuned, feedback off)", &r_nofb);
         if (m.fb_prior > 0)
@@ -619,10 +636,11 @@ int hs_cli_calibrate(int argc, char **argv) {
         print_replay("eagle2 k10/d5/n60", &r_e2d);
         snprintf(label, sizeof label, "lookup without the head, best: l%u/m%u", lk_len, lk_min);
         print_replay(label, &r_lk);
-        if (hs_hx_prefer_headless(&r_tuned, &r_hl)) {
-            printf("\nthe head does not pay here: HeteroSpec without it replays at %.2fx plain decoding, "
-                   "with it %.2fx; generation with this calibration loads no head (\"headless\": true)\n",
-                   hs_hx_replay_speedup(&r_hl), hs_hx_replay_speedup(&r_tuned));
+        if (hs_hx_prefer_headless(&r_tuned, &r_hl_rec)) {
+            printf("\nthe head does not pay here: on the recorded rounds HeteroSpec without it replays at %.2fx "
+                   "plain decoding, with it %.2fx; generation with this calibration loads no head "
+                   "(\"headless\": true)\n",
+                   hs_hx_replay_speedup(&r_hl_rec), hs_hx_replay_speedup(&r_tuned));
             m.headless = true;
             m.lookup.store_len = mh.lookup.store_len;
             r_tuned = r_hl;
@@ -685,6 +703,10 @@ fail:
     stbds_arrfree(rec.pos);
     stbds_arrfree(records);
     stbds_arrfree(lk_records);
+    for (ptrdiff_t i = 0; i < stbds_arrlen(text_rounds); i++)
+        hs_hx_round_free(&text_rounds[i]);
+    stbds_arrfree(text_rounds);
+    stbds_arrfree(text_lk_records);
     hs_cli_spec_unload(&sm);
     hs_ops_destroy(ops);
     hs_vk_ctx_destroy(vk);

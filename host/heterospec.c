@@ -52,11 +52,12 @@ static uint32_t lk_match_bucket(uint32_t match) {
 }
 static uint32_t lk_pos_bucket(uint32_t pos) { return pos >= HS_HX_LK_POS ? HS_HX_LK_POS - 1 : pos; }
 
-float hs_hx_lookup_accept(const hs_hx_lookup *l, const hs_tree_node *v) {
+float hs_hx_lookup_accept(const hs_hx_lookup *l, const hs_tree_node *v, bool headless) {
+    const uint32_t col = headless ? HS_HX_LK_ANY : (v->src & HS_NODE_HEAD) ? HS_HX_LK_HEAD : HS_HX_LK_ONLY;
     if (v->match == 0) /* the n-gram store's */
         return l->store_accept[v->conf < HS_NGRAM_CONF ? v->conf : HS_NGRAM_CONF - 1][lk_pos_bucket(v->lpos)]
-                              [(v->src & HS_NODE_HEAD) ? 1 : 0];
-    return l->accept[lk_match_bucket(v->match)][lk_pos_bucket(v->lpos)][(v->src & HS_NODE_HEAD) ? 1 : 0];
+                              [col];
+    return l->accept[lk_match_bucket(v->match)][lk_pos_bucket(v->lpos)][col];
 }
 
 /* An estimate times the feedback's gain, at most 0.999. */
@@ -74,7 +75,7 @@ void hs_hx_values(const hs_hx_model *m, const hs_tree *t, float *V) {
         float f =
             (x->src & HS_NODE_HEAD) ? gained(hs_hx_accept(&m->s[hs_hx_stratum_of(m, x)], x->q), gain) : 0.0f;
         if (x->src & HS_NODE_LOOKUP) {
-            const float g = gained(hs_hx_lookup_accept(&m->lookup, x), lk_gain);
+            const float g = gained(hs_hx_lookup_accept(&m->lookup, x, m->headless), lk_gain);
             if (g > f) f = g;
         }
         V[v] = V[x->parent] * f;
@@ -296,7 +297,8 @@ void hs_hx_observe(const hs_tree_policy *p, hs_tree *t, const uint32_t *list_nod
         if (k == len) continue;
         const hs_tree_node *x = &t->nodes[list_nodes[i]];
         if (x->src & HS_NODE_HEAD) fb->pred[HS_FB_HEAD] += hs_hx_accept(&m->s[hs_hx_stratum_of(m, x)], x->q);
-        if (x->src & HS_NODE_LOOKUP) fb->pred[HS_FB_LOOKUP] += hs_hx_lookup_accept(&m->lookup, x);
+        if (x->src & HS_NODE_LOOKUP)
+            fb->pred[HS_FB_LOOKUP] += hs_hx_lookup_accept(&m->lookup, x, m->headless);
     }
     for (uint32_t k = 1; k < len; k++) {
         const uint8_t src = t->nodes[list_nodes[path[k]]].src;
@@ -549,14 +551,15 @@ fail:
     return st;
 }
 
-/* One table (rows x HS_HX_LK_POS x [lookup only, with the head]) from
- * counts: each cell's rate shrunk toward its (row, head) rate and that
- * toward the overall rate, with prior weights of a few records each level up. */
-static void fit_table(uint32_t rows, const double (*a)[HS_HX_LK_POS][2], const double (*c)[HS_HX_LK_POS][2],
-                      double all_a, double all_n, float (*out)[HS_HX_LK_POS][2]) {
+/* One table (rows x HS_HX_LK_POS x HS_HX_LK_COLS) from counts: each cell's
+ * rate shrunk toward its (row, column) rate and that toward the overall rate,
+ * with prior weights of a few records each level up. */
+static void fit_table(uint32_t rows, const double (*a)[HS_HX_LK_POS][HS_HX_LK_COLS],
+                      const double (*c)[HS_HX_LK_POS][HS_HX_LK_COLS], double all_a, double all_n,
+                      float (*out)[HS_HX_LK_POS][HS_HX_LK_COLS]) {
     const double w_row = 5, w_all = 10, p_all = (all_a + 1) / (all_n + 2.0);
     for (uint32_t mb = 0; mb < rows; mb++)
-        for (uint32_t h = 0; h < 2; h++) {
+        for (uint32_t h = 0; h < HS_HX_LK_COLS; h++) {
             double ra = 0, rc = 0;
             for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++) {
                 ra += a[mb][pb][h];
@@ -569,22 +572,28 @@ static void fit_table(uint32_t rows, const double (*a)[HS_HX_LK_POS][2], const d
 }
 
 void hs_hx_fit_lookup(const hs_hx_lookup_record *r, uint32_t n, hs_hx_lookup *l) {
-    double a[HS_HX_LK_MATCH][HS_HX_LK_POS][2] = {{{0}}}, c[HS_HX_LK_MATCH][HS_HX_LK_POS][2] = {{{0}}};
-    double sa[HS_NGRAM_CONF][HS_HX_LK_POS][2] = {{{0}}}, sc[HS_NGRAM_CONF][HS_HX_LK_POS][2] = {{{0}}};
+    double a[HS_HX_LK_MATCH][HS_HX_LK_POS][HS_HX_LK_COLS] = {{{0}}};
+    double c[HS_HX_LK_MATCH][HS_HX_LK_POS][HS_HX_LK_COLS] = {{{0}}};
+    double sa[HS_NGRAM_CONF][HS_HX_LK_POS][HS_HX_LK_COLS] = {{{0}}};
+    double sc[HS_NGRAM_CONF][HS_HX_LK_POS][HS_HX_LK_COLS] = {{{0}}};
     double all_a = 0, all_n = 0, st_a = 0, st_n = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const uint32_t pb = lk_pos_bucket(r[i].pos);
+        const uint32_t pb = lk_pos_bucket(r[i].pos), col = r[i].head ? HS_HX_LK_HEAD : HS_HX_LK_ONLY;
         if (r[i].match == 0) { /* the store's */
             const uint32_t cb = r[i].conf < HS_NGRAM_CONF ? r[i].conf : HS_NGRAM_CONF - 1;
-            sa[cb][pb][r[i].head] += r[i].accepted;
-            sc[cb][pb][r[i].head]++;
+            sa[cb][pb][col] += r[i].accepted;
+            sc[cb][pb][col]++;
+            sa[cb][pb][HS_HX_LK_ANY] += r[i].accepted;
+            sc[cb][pb][HS_HX_LK_ANY]++;
             st_a += r[i].accepted;
             st_n++;
             continue;
         }
         const uint32_t mb = lk_match_bucket(r[i].match);
-        a[mb][pb][r[i].head] += r[i].accepted;
-        c[mb][pb][r[i].head]++;
+        a[mb][pb][col] += r[i].accepted;
+        c[mb][pb][col]++;
+        a[mb][pb][HS_HX_LK_ANY] += r[i].accepted;
+        c[mb][pb][HS_HX_LK_ANY]++;
         all_a += r[i].accepted;
         all_n++;
     }
@@ -592,6 +601,18 @@ void hs_hx_fit_lookup(const hs_hx_lookup_record *r, uint32_t n, hs_hx_lookup *l)
     fit_table(HS_NGRAM_CONF, sa, sc, st_a, st_n, l->store_accept);
     l->records = (uint32_t)all_n;
     l->store_records = (uint32_t)st_n;
+}
+
+void hs_hx_fit_lookup_headless(const hs_hx_lookup_record *r, uint32_t n, hs_hx_lookup *l) {
+    if (n == 0) return;
+    hs_hx_lookup h;
+    hs_hx_fit_lookup(r, n, &h);
+    for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++) {
+        for (uint32_t mb = 0; h.records && mb < HS_HX_LK_MATCH; mb++)
+            l->accept[mb][pb][HS_HX_LK_ANY] = h.accept[mb][pb][HS_HX_LK_ANY];
+        for (uint32_t cb = 0; h.store_records && cb < HS_NGRAM_CONF; cb++)
+            l->store_accept[cb][pb][HS_HX_LK_ANY] = h.store_accept[cb][pb][HS_HX_LK_ANY];
+    }
 }
 
 /* ---- files ---- */
@@ -607,13 +628,13 @@ static cJSON *pairs(const double *t, uint32_t n) {
     return a;
 }
 
-static cJSON *write_table(uint32_t rows, const float (*t)[HS_HX_LK_POS][2]) {
+static cJSON *write_table(uint32_t rows, const float (*t)[HS_HX_LK_POS][HS_HX_LK_COLS]) {
     cJSON *la = cJSON_CreateArray();
     for (uint32_t mb = 0; mb < rows; mb++) {
         cJSON *row = cJSON_CreateArray();
         for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++) {
             cJSON *cell = cJSON_CreateArray();
-            for (uint32_t h = 0; h < 2; h++)
+            for (uint32_t h = 0; h < HS_HX_LK_COLS; h++)
                 cJSON_AddItemToArray(cell, cJSON_CreateNumber(t[mb][pb][h]));
             cJSON_AddItemToArray(row, cell);
         }
@@ -622,20 +643,24 @@ static cJSON *write_table(uint32_t rows, const float (*t)[HS_HX_LK_POS][2]) {
     return la;
 }
 
-/* rows x HS_HX_LK_POS cells of [lookup only, with the head] numbers in [0, 1]. */
-static bool read_table(const cJSON *la, int rows, float (*out)[HS_HX_LK_POS][2]) {
+/* rows x HS_HX_LK_POS cells of [lookup only, with the head, any] numbers in
+ * [0, 1]. Files from before the third column have pairs: their headless
+ * policy keeps the value it was tuned with (the first column). */
+static bool read_table(const cJSON *la, int rows, float (*out)[HS_HX_LK_POS][HS_HX_LK_COLS]) {
     bool ok = cJSON_IsArray(la) && cJSON_GetArraySize(la) == rows;
     for (int mb = 0; ok && mb < rows; mb++) {
         const cJSON *row = cJSON_GetArrayItem(la, mb);
         ok = cJSON_IsArray(row) && cJSON_GetArraySize(row) == HS_HX_LK_POS;
         for (int pb = 0; ok && pb < HS_HX_LK_POS; pb++) {
             const cJSON *cell = cJSON_GetArrayItem(row, pb);
-            ok = cJSON_IsArray(cell) && cJSON_GetArraySize(cell) == 2;
-            for (int h = 0; ok && h < 2; h++) {
+            const int n = cJSON_IsArray(cell) ? cJSON_GetArraySize(cell) : 0;
+            ok = n == HS_HX_LK_COLS || n == 2;
+            for (int h = 0; ok && h < n; h++) {
                 const cJSON *x = cJSON_GetArrayItem(cell, h);
                 ok = cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble <= 1;
                 if (ok) out[mb][pb][h] = (float)x->valuedouble;
             }
+            if (ok && n == 2) out[mb][pb][HS_HX_LK_ANY] = out[mb][pb][HS_HX_LK_ONLY];
         }
     }
     return ok;
@@ -688,7 +713,8 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
     cJSON_AddNumberToObject(lk, "min_match", l->min_match);
     cJSON_AddNumberToObject(lk, "nodraft", l->nodraft);
     cJSON_AddNumberToObject(lk, "records", l->records);
-    /* accept[match bucket][place bucket] = [lookup only, also the head's] */
+    /* accept[match bucket][place bucket] = [lookup only, also the head's, any (the
+     * policy without the head)] */
     cJSON_AddItemToObject(lk, "accept", write_table(HS_HX_LK_MATCH, l->accept));
     /* The n-gram store's chain: store_accept[confidence bucket][place bucket] likewise. */
     cJSON_AddNumberToObject(lk, "store_len", l->store_len);
@@ -856,8 +882,8 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
         }
         if (!read_table(cJSON_GetObjectItemCaseSensitive(lk, "accept"), HS_HX_LK_MATCH, l->accept))
             return HS_FAIL(HS_ERR_FORMAT,
-                           "calibration: lookup.accept must be %d rows of %d [lookup only, with the head] "
-                           "pairs of numbers in [0, 1]",
+                           "calibration: lookup.accept must be %d rows of %d [lookup only, with the head, any] "
+                           "triples of numbers in [0, 1]",
                            HS_HX_LK_MATCH, HS_HX_LK_POS);
         /* The n-gram store's (files before it have none: off). */
         l->store_len = l->store_records = 0;
@@ -873,7 +899,7 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
                             l->store_accept))
                 return HS_FAIL(HS_ERR_FORMAT,
                                "calibration: lookup.store_accept must be %d rows of %d [store only, with the "
-                               "head] pairs of numbers in [0, 1]",
+                               "head, any] triples of numbers in [0, 1]",
                                HS_NGRAM_CONF, HS_HX_LK_POS);
         }
     }
@@ -959,6 +985,6 @@ void hs_hx_model_default(hs_hx_model *m) {
     m->fb_decay = 0.9f;
     for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++)
         for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
-            for (uint32_t h = 0; h < 2; h++)
+            for (uint32_t h = 0; h < HS_HX_LK_COLS; h++)
                 m->lookup.accept[mb][pb][h] = 0.3f + 0.15f * (float)mb;
 }

@@ -142,26 +142,34 @@ typedef struct hs_hx_cost {
 
 /* The context lookup chain's nodes (host/spec, hs_tree_add_lookup): their
  * acceptance given the parent accepted, by match length (buckets 1, 2, 3,
- * >= 4 tokens), place in the chain (0, 1, 2, >= 3) and whether the head also
- * proposed the node; such a node is worth the larger of the two estimates. */
+ * >= 4 tokens), place in the chain (0, 1, 2, >= 3) and a column: whether the
+ * head also proposed the node (such a node is worth the larger of the two
+ * estimates) or, for the policy without the head, every record whatever the
+ * head proposed. Calibration records lookup nodes beside a generous head
+ * tree, so the "lookup only" records are the tokens that tree left out, a
+ * sample far below the lookup's own rate: valuing headless drafts with them
+ * underrated every lookup and store node. */
 #define HS_HX_LK_MATCH 4
 #define HS_HX_LK_POS   4
+#define HS_HX_LK_COLS  3
+enum { HS_HX_LK_ONLY = 0, HS_HX_LK_HEAD = 1, HS_HX_LK_ANY = 2 };
 typedef struct hs_hx_lookup {
     uint32_t max_len;   /* chain length (hs_tree_policy.lookup; 0: lookup off) */
     uint32_t min_match; /* shortest match used */
     uint32_t nodraft;   /* a match this long skips the head's draft levels (0: never) */
-    float accept[HS_HX_LK_MATCH][HS_HX_LK_POS][2];
+    float accept[HS_HX_LK_MATCH][HS_HX_LK_POS][HS_HX_LK_COLS];
     uint32_t records;
     /* The n-gram store's chain (match 0 nodes; hs_tree_policy.store_len, 0:
      * off): acceptance by the store's confidence bucket (ngram.h), place in
-     * the chain and whether the head proposed the node too. */
+     * the chain and the same columns. */
     uint32_t store_len;
-    float store_accept[HS_NGRAM_CONF][HS_HX_LK_POS][2];
+    float store_accept[HS_NGRAM_CONF][HS_HX_LK_POS][HS_HX_LK_COLS];
     uint32_t store_records;
 } hs_hx_lookup;
 
-/* f for a lookup node (HS_NODE_LOOKUP set). */
-float hs_hx_lookup_accept(const hs_hx_lookup *l, const hs_tree_node *v);
+/* f for a lookup node (HS_NODE_LOOKUP set); headless: the policy without the
+ * head (column HS_HX_LK_ANY), else by whether the head proposed the node. */
+float hs_hx_lookup_accept(const hs_hx_lookup *l, const hs_tree_node *v, bool headless);
 
 typedef struct hs_hx_model {
     hs_hx_feature feature;
@@ -251,6 +259,10 @@ typedef struct hs_hx_lookup_record {
  * its (match, head) row and that toward the records' overall rate. Keeps
  * max_len, min_match and nodraft. */
 void hs_hx_fit_lookup(const hs_hx_lookup_record *r, uint32_t n, hs_hx_lookup *l);
+/* The HS_HX_LK_ANY columns (lookup and store) alone, fitted afresh from the
+ * records of rounds the policy without the head drafts in (hx_calib's
+ * hs_hx_text_rounds); with no records they stay as they are. */
+void hs_hx_fit_lookup_headless(const hs_hx_lookup_record *r, uint32_t n, hs_hx_lookup *l);
 
 /* Feature value of a record (as hs_hx_stratum_of sees a node). */
 float hs_hx_record_x(hs_hx_feature f, const hs_hx_record *r);

@@ -32,6 +32,34 @@ void hs_hx_round_set_store(hs_hx_round *r, const int32_t *tokens, const uint8_t 
     r->n_store = n;
 }
 
+hs_status hs_hx_text_rounds(const int32_t *prompt, uint32_t n_prompt, const int32_t *ids, uint32_t n_gen,
+                            const hs_ngram *store, hs_hx_round **out) {
+    int32_t *hist = malloc(sizeof *hist * ((size_t)n_prompt + n_gen + 1));
+    if (!hist) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_hx_text_rounds: out of memory");
+    if (n_prompt) memcpy(hist, prompt, sizeof *hist * n_prompt);
+    if (n_gen) memcpy(hist + n_prompt, ids, sizeof *hist * n_gen);
+    for (uint32_t p = 0; p + 1 < n_gen; p++) { /* no round after the last token: nothing is left to decide */
+        hs_hx_round r;
+        memset(&r, 0, sizeof r);
+        r.nodes = calloc(1, sizeof *r.nodes);
+        if (!r.nodes) {
+            free(hist);
+            return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_hx_text_rounds: out of memory");
+        }
+        r.nodes[0] = (hs_tree_node){.token = ids[p], .parent = -1, .entropy = -1.0f, .slot = 0}; /* a root */
+        r.n = 1;
+        r.ctx = n_prompt + p;
+        r.first = p == 0;
+        const uint32_t n_hist = n_prompt + p + 1; /* the root included */
+        r.n_lookup = hs_lookup(hist, n_hist, 1, HS_LOOKUP_MAX_LEN, r.lookup, &r.lookup_match);
+        if (store) r.n_store = hs_ngram_chain(store, hist, n_hist, HS_LOOKUP_MAX_LEN, r.store, r.store_conf);
+        hs_hx_round_set_truth(&r, ids, n_gen, p);
+        stbds_arrput(*out, r);
+    }
+    free(hist);
+    return HS_OK;
+}
+
 void hs_hx_round_free(hs_hx_round *r) {
     free(r->nodes);
     memset(r, 0, sizeof *r);
@@ -477,7 +505,7 @@ fail:
 }
 
 bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_replay_result *headless) {
-    return hs_hx_replay_tps(headless) > hs_hx_replay_tps(with_head) * (1 + 1e-6);
+    return hs_hx_replay_speedup(headless) > hs_hx_replay_speedup(with_head) * (1 + 1e-6);
 }
 
 hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,

@@ -693,8 +693,9 @@ static void test_plain_decision(void **state) {
 static void set_lookup(hs_hx_model *m, float lo, float hi, float both) {
     for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++)
         for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++) {
-            m->lookup.accept[mb][pb][0] = mb == 0 ? lo : mb == HS_HX_LK_MATCH - 1 ? hi : 0.5f * (lo + hi);
-            m->lookup.accept[mb][pb][1] = both;
+            m->lookup.accept[mb][pb][HS_HX_LK_ONLY] = m->lookup.accept[mb][pb][HS_HX_LK_ANY] =
+                mb == 0 ? lo : mb == HS_HX_LK_MATCH - 1 ? hi : 0.5f * (lo + hi);
+            m->lookup.accept[mb][pb][HS_HX_LK_HEAD] = both;
         }
     m->lookup.max_len = 8;
     m->lookup.min_match = 1;
@@ -854,8 +855,18 @@ static void test_lookup_fit_and_json(void **state) {
     assert_int_equal(back.lookup.nodraft, 4);
     for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++)
         for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
-            for (uint32_t h = 0; h < 2; h++)
+            for (uint32_t h = 0; h < HS_HX_LK_COLS; h++)
                 assert_float_equal(back.lookup.accept[mb][pb][h], m.lookup.accept[mb][pb][h], 1e-6);
+    /* A file from before the third column (pairs): the headless value is the first column, as it was. */
+    cJSON *pairs = cJSON_Duplicate(p, true);
+    cJSON *acc = cJSON_GetObjectItem(cJSON_GetObjectItem(pairs, "lookup"), "accept");
+    for (int mb = 0; mb < HS_HX_LK_MATCH; mb++)
+        for (int pb = 0; pb < HS_HX_LK_POS; pb++)
+            cJSON_DeleteItemFromArray(cJSON_GetArrayItem(cJSON_GetArrayItem(acc, mb), pb), HS_HX_LK_ANY);
+    HS_CHECK(hs_hx_model_from_json(pairs, &back));
+    assert_float_equal(back.lookup.accept[3][1][HS_HX_LK_ANY], m.lookup.accept[3][1][HS_HX_LK_ONLY], 1e-6);
+    assert_float_equal(back.lookup.accept[3][1][HS_HX_LK_HEAD], m.lookup.accept[3][1][HS_HX_LK_HEAD], 1e-6);
+    cJSON_Delete(pairs);
     cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetObjectItem(p, "lookup"), "accept"), 2);
     cJSON_DeleteItemFromArray(row, 0);
     assert_int_equal(hs_hx_model_from_json(p, &back), HS_ERR_FORMAT);
@@ -863,6 +874,49 @@ static void test_lookup_fit_and_json(void **state) {
     cJSON_Delete(p);
     free(text);
     cJSON_Delete(o);
+    stbds_arrfree(r);
+}
+
+/* Recorded beside a generous head tree, the lookup's tokens that tree also
+ * proposed are right far more often than the ones it left out. The policy
+ * without the head drafts both kinds alike: its values come from every
+ * record (column "any"), not from the left-out ones. */
+static void test_lookup_headless_column(void **state) {
+    (void)state;
+    hs_hx_lookup_record *r = NULL;
+    for (int i = 0; i < 200; i++) {
+        const bool head = i % 2 == 0;
+        /* The head's: 90 of 100 accepted; the others: 10 of 100. */
+        const hs_hx_lookup_record x = {.match = 2, .pos = 0, .head = head, .accepted = (i / 2) % 10 < (head ? 9 : 1)};
+        stbds_arrput(r, x);
+        const hs_hx_lookup_record y = {.match = 0, .pos = 0, .conf = 3, .head = head, .accepted = x.accepted};
+        stbds_arrput(r, y);
+    }
+    hs_hx_model m;
+    hs_hx_model_default(&m);
+    hs_hx_fit_lookup(r, (uint32_t)stbds_arrlen(r), &m.lookup);
+    assert_float_equal(m.lookup.accept[1][0][HS_HX_LK_ONLY], 0.1f, 0.03);
+    assert_float_equal(m.lookup.accept[1][0][HS_HX_LK_HEAD], 0.9f, 0.03);
+    assert_float_equal(m.lookup.accept[1][0][HS_HX_LK_ANY], 0.5f, 0.03);
+    assert_float_equal(m.lookup.store_accept[3][0][HS_HX_LK_ANY], 0.5f, 0.03);
+    /* A lookup node and a store node, neither proposed by the head. */
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 16));
+    hs_tree_reset(&t, 7);
+    const int32_t lk[] = {50}, st[] = {60};
+    const uint8_t conf[] = {3};
+    HS_CHECK(hs_tree_add_lookup(&t, lk, 1, 2));
+    HS_CHECK(hs_tree_add_store(&t, st, conf, 1));
+    float V[3];
+    m.headless = false;
+    hs_hx_values(&m, &t, V);
+    assert_float_equal(V[1], m.lookup.accept[1][0][HS_HX_LK_ONLY], 1e-6);
+    assert_float_equal(V[2], m.lookup.store_accept[3][0][HS_HX_LK_ONLY], 1e-6);
+    m.headless = true;
+    hs_hx_values(&m, &t, V);
+    assert_float_equal(V[1], m.lookup.accept[1][0][HS_HX_LK_ANY], 1e-6);
+    assert_float_equal(V[2], m.lookup.store_accept[3][0][HS_HX_LK_ANY], 1e-6);
+    hs_tree_free(&t);
     stbds_arrfree(r);
 }
 
@@ -895,7 +949,7 @@ static void test_feedback(void **state) {
     HS_CHECK(hs_tree_add_lookup(&t, lk, 1, 4)); /* node 7: a lookup-only child of the root */
     assert_int_equal(t.n, 8);
     assert_int_equal(t.nodes[7].src, HS_NODE_LOOKUP);
-    const double lk_f = hs_hx_lookup_accept(&m.lookup, &t.nodes[7]);
+    const double lk_f = hs_hx_lookup_accept(&m.lookup, &t.nodes[7], false);
     assert_true(lk_f > 0.1 && lk_f < 0.99);
     /* List: root, 1, 2, 4, 7; path root -> 1. Decided: 1, 2, 7 (parent root) and 4
      * (parent 1): the head predicted 0.8 + 0.05 + 0.8 and got 1, the lookup lk_f and 0. */
@@ -1158,7 +1212,7 @@ static void test_store(void **state) {
     set_lookup(&m, 0.2f, 0.2f, 0.2f);
     for (uint32_t cb = 0; cb < HS_NGRAM_CONF; cb++)
         for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
-            for (uint32_t h = 0; h < 2; h++)
+            for (uint32_t h = 0; h < HS_HX_LK_COLS; h++)
                 m.lookup.store_accept[cb][pb][h] = 0.5f + 0.1f * (float)cb + 0.01f * (float)pb + 0.001f * (float)h;
     /* Values: a store node reads store_accept[conf][place][head], a lookup node the lookup's table. */
     hs_tree t;
@@ -1171,11 +1225,13 @@ static void test_store(void **state) {
     for (uint32_t i = 0; i < 3; i++) {
         const hs_tree_node *v = &t.nodes[1 + i];
         assert_true(v->src == HS_NODE_LOOKUP && v->match == 0 && v->conf == conf[i] && v->lpos == i);
-        assert_float_equal(hs_hx_lookup_accept(&m.lookup, v), 0.5f + 0.1f * conf[i] + 0.01f * i, 1e-6);
+        assert_float_equal(hs_hx_lookup_accept(&m.lookup, v, false), 0.5f + 0.1f * conf[i] + 0.01f * i, 1e-6);
+        assert_float_equal(hs_hx_lookup_accept(&m.lookup, v, true), 0.5f + 0.1f * conf[i] + 0.01f * i + 0.002f,
+                           1e-6);
     }
     hs_tree_reset(&t, 7);
     HS_CHECK(hs_tree_add_lookup(&t, chain, 1, 2));
-    assert_float_equal(hs_hx_lookup_accept(&m.lookup, &t.nodes[1]), 0.2f, 1e-6);
+    assert_float_equal(hs_hx_lookup_accept(&m.lookup, &t.nodes[1], false), 0.2f, 1e-6);
     hs_tree_free(&t);
     /* Rounds: a sure head chain that never matches, no lookup chain, a store chain that does. */
     hs_hx_round r[20];
@@ -1280,6 +1336,7 @@ int main(void) {
         cmocka_unit_test(test_lookup_values_and_select),
         cmocka_unit_test(test_lookup_replay_and_records),
         cmocka_unit_test(test_lookup_fit_and_json),
+        cmocka_unit_test(test_lookup_headless_column),
         cmocka_unit_test(test_feedback),
         cmocka_unit_test(test_headless),
         cmocka_unit_test(test_store),

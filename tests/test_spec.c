@@ -12,6 +12,7 @@
 
 #include "engine.h"
 #include "hs_cli.h"
+#include "hx_calib.h"
 #include "tok_gguf.h"
 #include "stb_ds.h"
 #include "testutil.h"
@@ -114,7 +115,8 @@ static void hx_model(int which, hs_hx_model *m) {
         m->lookup.min_match = 1;
         for (uint32_t mb = 0; mb < HS_HX_LK_MATCH; mb++)
             for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
-                m->lookup.accept[mb][pb][0] = m->lookup.accept[mb][pb][1] = 0.9f;
+                for (uint32_t h = 0; h < HS_HX_LK_COLS; h++)
+                    m->lookup.accept[mb][pb][h] = 0.9f;
         return;
     }
     m->cost.n_verify = HS_HX_MAX_N;
@@ -391,7 +393,9 @@ static void test_prepare_covers_rounds(void **state) {
  * choose): greedy output equals plain decoding with a store of the model's
  * own outputs (whose chains get accepted) and with one of random text
  * (whose chains get rejected); with the lookup off every accepted token is
- * the store's. */
+ * the store's. A replay of the same policy at every root of the answer
+ * (hs_hx_text_rounds, as calibration tunes this policy) has exactly the
+ * generation's rounds and accepted tokens. */
 static void test_store_equals_plain(void **state) {
     spec_env *e = *state;
     const int32_t prompts[][4] = {{1}, {1, 403, 407}, {1, 80, 87, 79}};
@@ -426,7 +430,8 @@ static void test_store_equals_plain(void **state) {
                 hl.lookup.store_len = 4;
                 for (uint32_t cb = 0; cb < HS_NGRAM_CONF; cb++)
                     for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
-                        hl.lookup.store_accept[cb][pb][0] = hl.lookup.store_accept[cb][pb][1] = 0.9f;
+                        for (uint32_t h = 0; h < HS_HX_LK_COLS; h++)
+                            hl.lookup.store_accept[cb][pb][h] = 0.9f;
                 const hs_tree_policy pol = hs_heterospec_policy(&hl);
                 hs_spec *spec;
                 HS_CHECK(hs_spec_create(e->m, NULL, &pol, &spec));
@@ -446,6 +451,23 @@ static void test_store_equals_plain(void **state) {
                              (unsigned long long)r.spec.store_verified);
                 acc[si] += r.spec.store_accepted;
                 ver[si] += r.spec.store_verified;
+                hs_hx_round *text = NULL;
+                HS_CHECK(hs_hx_text_rounds(prompts[pi], (uint32_t)lens[pi], r.ids, r.n_gen, stores[si], &text));
+                assert_int_equal(stbds_arrlen(text), r.n_gen - 1);
+                for (ptrdiff_t i = 0; i < stbds_arrlen(text); i++) /* root ids[i] after the prompt and ids[0 .. i) */
+                    assert_true(text[i].ctx == lens[pi] + (size_t)i && text[i].first == (i == 0) &&
+                                text[i].n == 1 && text[i].nodes[0].token == r.ids[i] &&
+                                text[i].truth[0] == r.ids[i + 1]);
+                hs_hx_replay_result rr;
+                HS_CHECK(hs_hx_replay(&pol, &hl.cost, text, (uint32_t)stbds_arrlen(text), &rr));
+                /* The last round's last token: accepted in the replay, the bonus in generation. */
+                const double last = rr.tokens - rr.rounds - (double)r.spec.accepted;
+                if (rr.rounds != r.spec.rounds || last < 0 || last > 1)
+                    fail_msg("%s: replay %.0f rounds, %.0f accepted; generation %u rounds, %llu accepted", what,
+                             rr.rounds, rr.tokens - rr.rounds, r.spec.rounds, (unsigned long long)r.spec.accepted);
+                for (ptrdiff_t i = 0; i < stbds_arrlen(text); i++)
+                    hs_hx_round_free(&text[i]);
+                stbds_arrfree(text);
                 hs_gen_result_free(&r);
                 hs_spec_destroy(spec);
             }
@@ -505,7 +527,8 @@ static void test_sampling_distribution(void **state) {
     hst.lookup.store_len = 3;
     for (uint32_t cb = 0; cb < HS_NGRAM_CONF; cb++)
         for (uint32_t pb = 0; pb < HS_HX_LK_POS; pb++)
-            hst.lookup.store_accept[cb][pb][0] = hst.lookup.store_accept[cb][pb][1] = 0.9f;
+            for (uint32_t h = 0; h < HS_HX_LK_COLS; h++)
+                hst.lookup.store_accept[cb][pb][h] = 0.9f;
     hs_ngram *store = NULL;
     {
         hs_gen_result g;
