@@ -50,8 +50,9 @@ static void usage(FILE *f) {
             "  -n N               new tokens per question (default 96)\n"
             "  --temp T           temperature (default 0: greedy; > 0 fits the sample mode)\n"
             "  --seed S           sampling seed (default 0)\n"
-            "  --record K/D/N     EAGLE-2 tree the rounds are recorded with (default 10/6/6; it\n"
-            "                     drafts at most N levels: one it cannot verify is skipped)\n"
+            "  --record K/D/N     EAGLE-2 tree the rounds are recorded with (default 10/6/0; it\n"
+            "                     drafts at most N levels: one it cannot verify is skipped); N 0:\n"
+            "                     all D levels drafted, nothing verified, so every root records one\n"
             "  --strata B         entropy strata (default 4, at most %d)\n"
             "  --max-verify N     most nodes a HeteroSpec tree verifies (default 64)\n"
             "  -r N               timing passes per measurement (default 5)\n"
@@ -78,7 +79,7 @@ static int parse(int argc, char **argv, cal_args *a) {
     a->max_verify = 64;
     a->rec_k = 10;
     a->rec_d = 6;
-    a->rec_n = 6;
+    a->rec_n = 0;
     a->sp = hs_sampler_default_params();
     a->sp.temperature = 0.0f;
     for (int i = 1; i < argc; i++) {
@@ -121,14 +122,13 @@ static int parse(int argc, char **argv, cal_args *a) {
             break;
         case 5:
             if (sscanf(v, "%u/%u/%u", &a->rec_k, &a->rec_d, &a->rec_n) != 3 || a->rec_k < 1 ||
-                a->rec_k > HS_TOPK_MAX_K || a->rec_d < 1 || a->rec_d >= HS_TREE_MAX_DEPTH - 1 ||
-                a->rec_n < 1) {
+                a->rec_k > HS_TOPK_MAX_K || a->rec_d < 1 || a->rec_d >= HS_TREE_MAX_DEPTH - 1) {
                 fprintf(stderr,
-                        "heterospec calibrate: --record %s: expected K/D/N, K 1..%u, D 1..%u, N >= 1\n", v,
+                        "heterospec calibrate: --record %s: expected K/D/N, K 1..%u, D 1..%u, N >= 0\n", v,
                         HS_TOPK_MAX_K, HS_TREE_MAX_DEPTH - 2);
                 return 2;
             }
-            if (a->rec_n < a->rec_d)
+            if (a->rec_n && a->rec_n < a->rec_d)
                 fprintf(stderr,
                         "heterospec calibrate: --record %s drafts only %u of its %u levels (EAGLE-2 skips a "
                         "level its %u verified nodes cannot reach): the fit sees no deeper nodes\n",
@@ -398,10 +398,21 @@ int hs_cli_calibrate(int argc, char **argv) {
     so.head_weights = a.head_weights;
     so.top_k = (int)a.rec_k;
     so.depth = (int)a.rec_d;
-    so.tree_size = (int)a.rec_n;
+    so.tree_size = (int)(a.rec_n ? a.rec_n : a.rec_k * a.rec_d); /* 0: sized as the full tree */
     so.lookup = (int)HS_LOOKUP_MAX_LEN; /* every round records its longest lookup chain */
     hs_llama_options lo = {.max_batch = HS_HX_MAX_N};
     if (hs_cli_spec_load(&so, ops, g, &lo, &sm) != HS_OK) goto fail;
+    if (a.rec_n == 0) { /* every root records a tree: the same head, lookup and store, nothing verified */
+        hs_tree_policy rp = hs_tree_record(a.rec_k, a.rec_d);
+        rp.lookup = sm.policy.lookup;
+        rp.lookup_min = sm.policy.lookup_min;
+        rp.store_len = sm.policy.store_len;
+        hs_spec_destroy(sm.spec);
+        sm.spec = NULL;
+        sm.policy = rp;
+        if (hs_spec_create(sm.target, sm.head, &sm.policy, &sm.spec) != HS_OK) goto fail;
+        hs_spec_set_store(sm.spec, sm.store);
+    }
     hs_cli_hx_id id;
     if (hs_cli_hx_identity(caps, model_path, sm.head_path, &id) != HS_OK) goto fail;
     if (a.out)

@@ -276,9 +276,8 @@ static uint32_t ranked(const hs_tree *t, uint32_t level, uint32_t *idx) {
  * parent: S only falls along a path, ties go to the shallower), so once
  * level >= total no node it adds can be selected: the level is skipped (with
  * total 1, no draft level runs at all). The selection is the same. */
-static uint32_t eagle2_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t level, uint32_t *sel,
+static uint32_t expand_ranked(const hs_tree_policy *p, const hs_tree *t, uint32_t level, uint32_t *sel,
                               uint32_t cap) {
-    if (level > p->depth || level >= p->total) return 0;
     uint32_t *idx = malloc(sizeof *idx * t->n);
     if (!idx) return 0;
     uint32_t m = ranked(t, level, idx), w = 0;
@@ -286,6 +285,11 @@ static uint32_t eagle2_expand(const hs_tree_policy *p, const hs_tree *t, uint32_
         sel[w++] = idx[i];
     free(idx);
     return w;
+}
+
+static uint32_t eagle2_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t level, uint32_t *sel,
+                              uint32_t cap) {
+    return level > p->depth || level >= p->total ? 0 : expand_ranked(p, t, level, sel, cap);
 }
 
 static uint32_t eagle2_select(const hs_tree_policy *p, const hs_tree *t, uint32_t *sel, uint32_t cap) {
@@ -313,6 +317,25 @@ hs_tree_policy hs_tree_eagle2(uint32_t top_k, uint32_t depth, uint32_t total) {
     p.depth = depth >= HS_TREE_MAX_DEPTH ? HS_TREE_MAX_DEPTH - 1 : depth;
     p.total = total;
     p.max_verify = total;
+    p.max_drafted = top_k * p.depth;
+    return p;
+}
+
+/* ---- recording at every root ---- */
+
+static uint32_t record_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t level, uint32_t *sel,
+                              uint32_t cap) {
+    return level > p->depth ? 0 : expand_ranked(p, t, level, sel, cap);
+}
+
+static uint32_t record_select(const hs_tree_policy *p, const hs_tree *t, uint32_t *sel, uint32_t cap) {
+    return 0;
+}
+
+hs_tree_policy hs_tree_record(uint32_t top_k, uint32_t depth) {
+    hs_tree_policy p = {.name = "record", .expand = record_expand, .select = record_select};
+    p.top_k = top_k;
+    p.depth = depth >= HS_TREE_MAX_DEPTH ? HS_TREE_MAX_DEPTH - 1 : depth;
     p.max_drafted = top_k * p.depth;
     return p;
 }

@@ -195,6 +195,13 @@ hs_status hs_tree_static_parse(const char *text, hs_tree_policy *out);
  * whose nodes could not be among them (level >= total) are not drafted. */
 hs_tree_policy hs_tree_eagle2(uint32_t top_k, uint32_t depth, uint32_t total);
 
+/* Recording at every root (calibration, `--record K/D/0`): drafts as EAGLE-2
+ * with top_k and depth, all depth levels, and verifies nothing, so the target
+ * decodes one token per round (plain decoding's tokens) and every root of
+ * the answer gets a drafted tree that replays can regrow, as the roots any
+ * replayed policy reaches. */
+hs_tree_policy hs_tree_record(uint32_t top_k, uint32_t depth);
+
 /* Context lookup alone (prompt lookup decoding, as llama.cpp's lookup
  * example; no head): every round verifies the lookup chain of up to len
  * tokens after a match of at least min_match tokens, and nothing else. */

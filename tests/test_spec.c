@@ -262,6 +262,100 @@ static void test_greedy_equals_plain(void **state) {
                  (unsigned long long)lookup_acc, (unsigned long long)lookup_only);
 }
 
+/* Rounds as calibrate records them: a copy of each, its root's place in the answer. */
+typedef struct round_log {
+    hs_hx_round *rounds;
+    uint32_t *pos, next;
+    hs_status st;
+} round_log;
+
+static void log_round(void *user, const hs_spec_round_info *info) {
+    round_log *l = user;
+    hs_hx_round r;
+    if (l->st != HS_OK) return;
+    l->st = hs_hx_round_copy(info->tree, info->lookup, info->n_lookup, info->lookup_match, &r);
+    if (l->st != HS_OK) return;
+    r.first = l->next == 0;
+    stbds_arrput(l->rounds, r);
+    stbds_arrput(l->pos, l->next);
+    l->next += info->len;
+}
+
+/* Recording at every root (hs_tree_record, calibrate's default): plain
+ * decoding's output, one token per round with every level drafted; EAGLE-2
+ * replayed inside those trees (hs_hx_replay) has exactly the rounds and
+ * accepted tokens of a generation with it, also with the context lookup's
+ * chains in HeteroSpec's policy without the head. */
+static void test_record_replays_generation(void **state) {
+    spec_env *e = *state;
+    const int32_t prompt[] = {1, 403, 407};
+    enum { N = 120, K = 4, D = 4 };
+    hs_gen_result ref;
+    gen(e->m, e->tok, NULL, prompt, 3, N, NULL, &ref);
+    hs_tree_policy rp = hs_tree_record(K, D);
+    rp.lookup = HS_LOOKUP_MAX_LEN;
+    rp.lookup_min = 1;
+    hs_spec *spec;
+    HS_CHECK(hs_spec_create(e->m, e->head, &rp, &spec));
+    round_log lg = {.st = HS_OK};
+    hs_spec_set_observer(spec, log_round, &lg);
+    hs_gen_result r;
+    gen(e->m, e->tok, spec, prompt, 3, N, NULL, &r);
+    HS_CHECK(lg.st);
+    assert_same(&ref, &r, "recording at every root");
+    const uint32_t n = (uint32_t)stbds_arrlen(lg.rounds);
+    if (n != r.n_gen - 1 || r.spec.rounds != n || r.spec.verified != n || r.spec.accepted != 0 ||
+        r.spec.draft_steps > (uint64_t)n * D || r.spec.draft_steps < (uint64_t)(n - D - 2) * D) /* (the last
+                                                                 * rounds draft no deeper than the answer) */
+        fail_msg("recording: %u rounds for %u tokens, %llu verified, %llu accepted, %llu draft levels", n,
+                 r.n_gen, (unsigned long long)r.spec.verified, (unsigned long long)r.spec.accepted,
+                 (unsigned long long)r.spec.draft_steps);
+    for (uint32_t i = 0; i < n; i++) {
+        assert_true(lg.pos[i] == i && lg.rounds[i].ctx == 3 + i);
+        hs_hx_round_set_truth(&lg.rounds[i], r.ids, r.n_gen, lg.pos[i]);
+    }
+    hs_hx_model hl;
+    hx_model(3, &hl);
+    hl.headless = true;
+    hl.headless_len = 8;
+    hl.headless_min = 1;
+    hs_hx_model h0, h2; /* HeteroSpec with the head: model 0, and model 2 (rest 2) */
+    hx_model(0, &h0);
+    hx_model(2, &h2);
+    h0.max_width = h2.max_width = K;
+    h0.max_depth = h2.max_depth = D;
+    const hs_tree_policy replayed[] = {hs_tree_eagle2(K, D, 8),   hs_tree_eagle2(2, 3, 3), hs_tree_chain(3),
+                                       hs_heterospec_policy(&hl), hs_heterospec_policy(&h0),
+                                       hs_heterospec_policy(&h2)};
+    for (size_t i = 0; i < sizeof replayed / sizeof *replayed; i++) {
+        hs_spec *sp;
+        HS_CHECK(hs_spec_create(e->m, e->head, &replayed[i], &sp));
+        hs_gen_result g;
+        gen(e->m, e->tok, sp, prompt, 3, N, NULL, &g);
+        assert_same(&ref, &g, replayed[i].name);
+        hs_hx_replay_result rr;
+        HS_CHECK(hs_hx_replay(&replayed[i], &hl.cost, lg.rounds, n, &rr));
+        /* The last round's last token: accepted in the replay, the bonus in generation. */
+        const double last = rr.tokens - rr.rounds - (double)g.spec.accepted;
+        if (rr.rounds != g.spec.rounds || last < 0 || last > 1) /* (unknown: the last rounds drafted less) */
+            fail_msg("%s %u/%u/%u: replay %.0f rounds, %.0f accepted (%.0f nodes never drafted); generation %u "
+                     "rounds, %llu accepted",
+                     replayed[i].name, replayed[i].top_k, replayed[i].depth, replayed[i].total, rr.rounds,
+                     rr.tokens - rr.rounds, rr.unknown, g.spec.rounds, (unsigned long long)g.spec.accepted);
+        print_message("%s: %u rounds, %llu accepted, replayed alike\n", replayed[i].name, g.spec.rounds,
+                      (unsigned long long)g.spec.accepted);
+        hs_gen_result_free(&g);
+        hs_spec_destroy(sp);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        hs_hx_round_free(&lg.rounds[i]);
+    stbds_arrfree(lg.rounds);
+    stbds_arrfree(lg.pos);
+    hs_gen_result_free(&r);
+    hs_gen_result_free(&ref);
+    hs_spec_destroy(spec);
+}
+
 /* A context that ends inside rounds: trees must shrink to what fits, and the
  * output still equals plain decoding's up to the last token that fits. */
 static void test_context_fills_in_a_round(void **state) {
@@ -731,7 +825,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_greedy_equals_plain),  cmocka_unit_test(test_store_equals_plain),
         cmocka_unit_test(test_context_fills_in_a_round), cmocka_unit_test(test_limits_and_end),
-        cmocka_unit_test(test_prepare_covers_rounds),
+        cmocka_unit_test(test_prepare_covers_rounds), cmocka_unit_test(test_record_replays_generation),
     };
     const struct CMUnitTest sampling[] = {
         cmocka_unit_test(test_sampling_distribution),
