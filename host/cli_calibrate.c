@@ -50,9 +50,9 @@ static void usage(FILE *f) {
             "  -n N               new tokens per question (default 96)\n"
             "  --temp T           temperature (default 0: greedy; > 0 fits the sample mode)\n"
             "  --seed S           sampling seed (default 0)\n"
-            "  --record K/D/N     EAGLE-2 tree the rounds are recorded with (default 10/6/0; it\n"
-            "                     drafts at most N levels: one it cannot verify is skipped); N 0:\n"
-            "                     all D levels drafted, nothing verified, so every root records one\n"
+            "  --record K/D/N     EAGLE-2 tree the rounds are recorded with (default 10/6/0). N 0:\n"
+            "                     all D levels drafted, nothing verified: every root records a tree;\n"
+            "                     N > 0 verifies N nodes and drafts at most N levels\n"
             "  --strata B         entropy strata (default 4, at most %d)\n"
             "  --max-verify N     most nodes a HeteroSpec tree verifies (default 64)\n"
             "  -r N               timing passes per measurement (default 5)\n"
@@ -563,8 +563,9 @@ int hs_cli_calibrate(int argc, char **argv) {
         hs_hx_replay_result r_hl, r_hl_rec;
         if (hs_hx_search_headless(&m, text_rounds, n_text, &mh, &r_hl) != HS_OK) goto fail;
         /* Which to keep is decided on the same rounds: the recorded ones, where the policy with the head
-         * is replayed (they start where the recording's generous tree stopped, which flatters any
-         * policy; the text rounds, exact for this one, give its figure). */
+         * is replayed (recorded at every root, the default, they are exact for both; with --record
+         * K/D/N, N > 0, they start where the recording's tree stopped, which flatters any policy, and
+         * the text rounds, exact for this one, give its own figure). */
         const hs_tree_policy hp_hl = hs_heterospec_policy(&mh);
         if (hs_hx_replay(&hp_hl, &m.cost, rec.rounds, n_rounds, &r_hl_rec) != HS_OK) goto fail;
         m.headless_len = mh.headless_len;
