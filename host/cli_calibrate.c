@@ -308,27 +308,6 @@ fail:
     return st;
 }
 
-/* Rounds of the generation under way, and where its root sits in the output. */
-typedef struct recorder {
-    hs_hx_round *rounds; /* stb_ds array: every round so far */
-    uint32_t *pos;       /* stb_ds array: output index of each round's root */
-    uint32_t next_pos;
-    hs_status st;
-} recorder;
-
-static void observe(void *user, const hs_spec_round_info *info) {
-    recorder *rec = user;
-    hs_hx_round r;
-    if (rec->st != HS_OK) return;
-    rec->st = hs_hx_round_copy(info->tree, info->lookup, info->n_lookup, info->lookup_match, &r);
-    if (rec->st != HS_OK) return;
-    hs_hx_round_set_store(&r, info->store, info->store_conf, info->n_store);
-    r.first = rec->next_pos == 0;
-    stbds_arrput(rec->rounds, r);
-    stbds_arrput(rec->pos, rec->next_pos);
-    rec->next_pos += info->len; /* the accepted drafts and the bonus: the next root */
-}
-
 /* The speedup is over plain decoding of the same tokens, a plain step each
  * at the round's context. */
 static void print_replay(const char *what, const hs_hx_replay_result *r) {
@@ -378,7 +357,7 @@ int hs_cli_calibrate(int argc, char **argv) {
     hs_ops *ops = NULL;
     hs_cli_spec_models sm = {0};
     hs_cli_hx base = {0};
-    recorder rec = {.st = HS_OK};
+    hs_hx_recorder rec = {.st = HS_OK};
     hs_hx_record *records = NULL;
     hs_hx_lookup_record *lk_records = NULL, *text_lk_records = NULL;
     hs_hx_round *text_rounds = NULL;
@@ -470,7 +449,7 @@ int hs_cli_calibrate(int argc, char **argv) {
     hs_hx_eagle2_setting e2 = {0};
     bool have_e2 = false;
     if (!a.device_only) {
-        hs_spec_set_observer(sm.spec, observe, &rec);
+        hs_spec_set_observer(sm.spec, hs_hx_recorder_observe, &rec);
         char *slist = strdup(a.q.sets), *save = NULL;
         uint32_t n_questions = 0;
         for (char *set = strtok_r(slist, ",", &save); set; set = strtok_r(NULL, ",", &save)) {
@@ -494,14 +473,11 @@ int hs_cli_calibrate(int argc, char **argv) {
                     free(ids);
                     continue;
                 }
-                const ptrdiff_t first = stbds_arrlen(rec.rounds);
-                rec.next_pos = 0;
+                hs_hx_recorder_start(&rec);
                 hs_gen_params gp = {.n_predict = (uint32_t)a.n_predict, .sp = a.sp, .spec = sm.spec};
                 hs_gen_result r = {0};
                 if (st == HS_OK) st = hs_engine_generate(sm.target, tok, ids, n_ids, &gp, &r);
-                if (st == HS_OK) st = rec.st;
-                for (ptrdiff_t i = first; st == HS_OK && i < stbds_arrlen(rec.rounds); i++)
-                    hs_hx_round_set_truth(&rec.rounds[i], r.ids, r.n_gen, rec.pos[i]);
+                if (st == HS_OK) st = hs_hx_recorder_finish(&rec, r.ids, r.n_gen);
                 /* The same text at every root, for the policy without the head. */
                 if (st == HS_OK) st = hs_hx_text_rounds(ids, n_ids, r.ids, r.n_gen, sm.store, &text_rounds);
                 hs_gen_result_free(&r);
@@ -709,10 +685,7 @@ fail:
     if (rc) fprintf(stderr, "\nheterospec calibrate: %s\n", hs_last_error());
     free(text);
     cJSON_Delete(o);
-    for (ptrdiff_t i = 0; i < stbds_arrlen(rec.rounds); i++)
-        hs_hx_round_free(&rec.rounds[i]);
-    stbds_arrfree(rec.rounds);
-    stbds_arrfree(rec.pos);
+    hs_hx_recorder_free(&rec);
     stbds_arrfree(records);
     stbds_arrfree(lk_records);
     for (ptrdiff_t i = 0; i < stbds_arrlen(text_rounds); i++)

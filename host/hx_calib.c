@@ -70,6 +70,38 @@ void hs_hx_round_set_truth(hs_hx_round *r, const int32_t *ids, uint32_t n_ids, u
         r->truth[i] = pos + 1 + i < n_ids ? ids[pos + 1 + i] : -1;
 }
 
+void hs_hx_recorder_observe(void *user, const hs_spec_round_info *info) {
+    hs_hx_recorder *rec = user;
+    hs_hx_round r;
+    if (rec->st != HS_OK) return;
+    rec->st = hs_hx_round_copy(info->tree, info->lookup, info->n_lookup, info->lookup_match, &r);
+    if (rec->st != HS_OK) return;
+    hs_hx_round_set_store(&r, info->store, info->store_conf, info->n_store);
+    r.first = rec->next_pos == 0;
+    stbds_arrput(rec->rounds, r);
+    stbds_arrput(rec->pos, rec->next_pos);
+    rec->next_pos += info->len; /* the accepted drafts and the bonus: the next root */
+}
+
+void hs_hx_recorder_start(hs_hx_recorder *r) {
+    r->next_pos = 0;
+    r->first = (uint32_t)stbds_arrlen(r->rounds);
+}
+
+hs_status hs_hx_recorder_finish(hs_hx_recorder *r, const int32_t *ids, uint32_t n_gen) {
+    for (ptrdiff_t i = r->first; r->st == HS_OK && i < stbds_arrlen(r->rounds); i++)
+        hs_hx_round_set_truth(&r->rounds[i], ids, n_gen, r->pos[i]);
+    return r->st;
+}
+
+void hs_hx_recorder_free(hs_hx_recorder *r) {
+    for (ptrdiff_t i = 0; i < stbds_arrlen(r->rounds); i++)
+        hs_hx_round_free(&r->rounds[i]);
+    stbds_arrfree(r->rounds);
+    stbds_arrfree(r->pos);
+    memset(r, 0, sizeof *r);
+}
+
 /* Whether node v's path spells the truth (the root always does). */
 static bool on_truth(const hs_hx_round *r, uint32_t v) {
     for (; v != 0; v = (uint32_t)r->nodes[v].parent) {

@@ -26,6 +26,7 @@
 #define HS_HX_CALIB_H
 
 #include "heterospec.h"
+#include "spec.h"
 
 typedef struct hs_hx_round {
     hs_tree_node *nodes; /* the drafted tree (node 0 the root) */
@@ -68,6 +69,24 @@ void hs_hx_round_set_truth(hs_hx_round *r, const int32_t *ids, uint32_t n_ids, u
  * it with about 8 % more tokens per round than generation measured). */
 hs_status hs_hx_text_rounds(const int32_t *prompt, uint32_t n_prompt, const int32_t *ids, uint32_t n_gen,
                             const hs_ngram *store, hs_hx_round **out);
+/* Recording rounds as calibrate does: hs_hx_recorder_observe is an hs_spec
+ * observer (user: the recorder) that copies each round with its lookup and
+ * store chains and notes its root's index in the answer;
+ * hs_hx_recorder_start before a generation, hs_hx_recorder_finish after it
+ * (sets the truth of its rounds from the answer, and returns the first
+ * failure observing met). */
+typedef struct hs_hx_recorder {
+    hs_hx_round *rounds; /* stb_ds array: every round so far */
+    uint32_t *pos;       /* stb_ds array: the answer index of each round's root */
+    uint32_t next_pos;   /* of the next round's root */
+    uint32_t first;      /* the generation's first round in rounds */
+    hs_status st;
+} hs_hx_recorder;
+void hs_hx_recorder_observe(void *user, const hs_spec_round_info *info);
+void hs_hx_recorder_start(hs_hx_recorder *r);
+hs_status hs_hx_recorder_finish(hs_hx_recorder *r, const int32_t *ids, uint32_t n_gen);
+void hs_hx_recorder_free(hs_hx_recorder *r);
+
 /* Appends the round's records to *out (stb_ds array): every node the head
  * drafted whose parent is on the true path. */
 hs_status hs_hx_round_records(const hs_hx_round *r, hs_hx_record **out);

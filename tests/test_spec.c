@@ -262,25 +262,6 @@ static void test_greedy_equals_plain(void **state) {
                  (unsigned long long)lookup_acc, (unsigned long long)lookup_only);
 }
 
-/* Rounds as calibrate records them: a copy of each, its root's place in the answer. */
-typedef struct round_log {
-    hs_hx_round *rounds;
-    uint32_t *pos, next;
-    hs_status st;
-} round_log;
-
-static void log_round(void *user, const hs_spec_round_info *info) {
-    round_log *l = user;
-    hs_hx_round r;
-    if (l->st != HS_OK) return;
-    l->st = hs_hx_round_copy(info->tree, info->lookup, info->n_lookup, info->lookup_match, &r);
-    if (l->st != HS_OK) return;
-    r.first = l->next == 0;
-    stbds_arrput(l->rounds, r);
-    stbds_arrput(l->pos, l->next);
-    l->next += info->len;
-}
-
 /* Recording at every root (hs_tree_record, calibrate's default): plain
  * decoding's output, one token per round with every level drafted; EAGLE-2
  * replayed inside those trees (hs_hx_replay) has exactly the rounds and
@@ -297,11 +278,12 @@ static void test_record_replays_generation(void **state) {
     rp.lookup_min = 1;
     hs_spec *spec;
     HS_CHECK(hs_spec_create(e->m, e->head, &rp, &spec));
-    round_log lg = {.st = HS_OK};
-    hs_spec_set_observer(spec, log_round, &lg);
+    hs_hx_recorder lg = {.st = HS_OK}; /* as calibrate records */
+    hs_spec_set_observer(spec, hs_hx_recorder_observe, &lg);
+    hs_hx_recorder_start(&lg);
     hs_gen_result r;
     gen(e->m, e->tok, spec, prompt, 3, N, NULL, &r);
-    HS_CHECK(lg.st);
+    HS_CHECK(hs_hx_recorder_finish(&lg, r.ids, r.n_gen));
     assert_same(&ref, &r, "recording at every root");
     const uint32_t n = (uint32_t)stbds_arrlen(lg.rounds);
     if (n != r.n_gen - 1 || r.spec.rounds != n || r.spec.verified != n || r.spec.accepted != 0 ||
@@ -310,10 +292,9 @@ static void test_record_replays_generation(void **state) {
         fail_msg("recording: %u rounds for %u tokens, %llu verified, %llu accepted, %llu draft levels", n,
                  r.n_gen, (unsigned long long)r.spec.verified, (unsigned long long)r.spec.accepted,
                  (unsigned long long)r.spec.draft_steps);
-    for (uint32_t i = 0; i < n; i++) {
-        assert_true(lg.pos[i] == i && lg.rounds[i].ctx == 3 + i);
-        hs_hx_round_set_truth(&lg.rounds[i], r.ids, r.n_gen, lg.pos[i]);
-    }
+    for (uint32_t i = 0; i < n; i++)
+        assert_true(lg.pos[i] == i && lg.rounds[i].ctx == 3 + i && lg.rounds[i].first == (i == 0) &&
+                    lg.rounds[i].truth[0] == r.ids[i + 1]);
     hs_hx_model hl;
     hx_model(3, &hl);
     hl.headless = true;
@@ -344,13 +325,24 @@ static void test_record_replays_generation(void **state) {
                      rr.tokens - rr.rounds, rr.unknown, g.spec.rounds, (unsigned long long)g.spec.accepted);
         print_message("%s: %u rounds, %llu accepted, replayed alike\n", replayed[i].name, g.spec.rounds,
                       (unsigned long long)g.spec.accepted);
+        if (i == 0) { /* the recorder under rounds that accept several tokens: each root's place */
+            hs_hx_recorder l2 = {.st = HS_OK};
+            hs_spec_set_observer(sp, hs_hx_recorder_observe, &l2);
+            hs_hx_recorder_start(&l2);
+            hs_gen_result g2;
+            gen(e->m, e->tok, sp, prompt, 3, N, NULL, &g2);
+            HS_CHECK(hs_hx_recorder_finish(&l2, g2.ids, g2.n_gen));
+            assert_int_equal(stbds_arrlen(l2.rounds), g2.spec.rounds);
+            for (ptrdiff_t k = 0; k < stbds_arrlen(l2.rounds); k++)
+                assert_true(l2.rounds[k].nodes[0].token == g2.ids[l2.pos[k]] &&
+                            l2.rounds[k].ctx == 3 + l2.pos[k] && (k == 0 || l2.pos[k] > l2.pos[k - 1]));
+            hs_hx_recorder_free(&l2);
+            hs_gen_result_free(&g2);
+        }
         hs_gen_result_free(&g);
         hs_spec_destroy(sp);
     }
-    for (uint32_t i = 0; i < n; i++)
-        hs_hx_round_free(&lg.rounds[i]);
-    stbds_arrfree(lg.rounds);
-    stbds_arrfree(lg.pos);
+    hs_hx_recorder_free(&lg);
     hs_gen_result_free(&r);
     hs_gen_result_free(&ref);
     hs_spec_destroy(spec);
