@@ -262,11 +262,12 @@ static void test_greedy_equals_plain(void **state) {
                  (unsigned long long)lookup_acc, (unsigned long long)lookup_only);
 }
 
-/* Recording at every root (hs_tree_record, calibrate's default): plain
- * decoding's output, one token per round with every level drafted; EAGLE-2
- * replayed inside those trees (hs_hx_replay) has exactly the rounds and
- * accepted tokens of a generation with it, also with the context lookup's
- * chains in HeteroSpec's policy without the head. */
+/* Recording at every root (hs_tree_record, calibrate's default, through
+ * calibrate's recorder): plain decoding's output, one token per round with
+ * every level drafted. EAGLE-2, a chain and HeteroSpec (with the head, with
+ * rest, and without it, drafting from the context lookup) replayed inside
+ * those trees (hs_hx_replay) have exactly the rounds and accepted tokens of
+ * generations with them. */
 static void test_record_replays_generation(void **state) {
     spec_env *e = *state;
     const int32_t prompt[] = {1, 403, 407};
