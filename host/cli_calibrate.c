@@ -688,9 +688,7 @@ fail:
     hs_hx_recorder_free(&rec);
     stbds_arrfree(records);
     stbds_arrfree(lk_records);
-    for (ptrdiff_t i = 0; i < stbds_arrlen(text_rounds); i++)
-        hs_hx_round_free(&text_rounds[i]);
-    stbds_arrfree(text_rounds);
+    hs_hx_rounds_free(&text_rounds);
     stbds_arrfree(text_lk_records);
     hs_cli_spec_unload(&sm);
     hs_ops_destroy(ops);

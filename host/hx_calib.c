@@ -94,10 +94,14 @@ hs_status hs_hx_recorder_finish(hs_hx_recorder *r, const int32_t *ids, uint32_t 
     return r->st;
 }
 
+void hs_hx_rounds_free(hs_hx_round **rounds) {
+    for (ptrdiff_t i = 0; i < stbds_arrlen(*rounds); i++)
+        hs_hx_round_free(&(*rounds)[i]);
+    stbds_arrfree(*rounds);
+}
+
 void hs_hx_recorder_free(hs_hx_recorder *r) {
-    for (ptrdiff_t i = 0; i < stbds_arrlen(r->rounds); i++)
-        hs_hx_round_free(&r->rounds[i]);
-    stbds_arrfree(r->rounds);
+    hs_hx_rounds_free(&r->rounds);
     stbds_arrfree(r->pos);
     memset(r, 0, sizeof *r);
 }

@@ -54,6 +54,8 @@ hs_status hs_hx_round_copy(const hs_tree *t, const int32_t *lookup, uint32_t n_l
 /* Sets the round's store chain (n tokens, may be 0). */
 void hs_hx_round_set_store(hs_hx_round *r, const int32_t *tokens, const uint8_t *conf, uint32_t n);
 void hs_hx_round_free(hs_hx_round *r);
+/* Frees every round of an stb_ds array of rounds and the array (*rounds = NULL). */
+void hs_hx_rounds_free(hs_hx_round **rounds);
 /* truth[i] = ids[pos + 1 + i] while inside ids[0 .. n_ids). */
 void hs_hx_round_set_truth(hs_hx_round *r, const int32_t *ids, uint32_t n_ids, uint32_t pos);
 

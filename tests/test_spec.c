@@ -552,9 +552,7 @@ static void test_store_equals_plain(void **state) {
                 if (rr.rounds != r.spec.rounds || last < 0 || last > 1)
                     fail_msg("%s: replay %.0f rounds, %.0f accepted; generation %u rounds, %llu accepted", what,
                              rr.rounds, rr.tokens - rr.rounds, r.spec.rounds, (unsigned long long)r.spec.accepted);
-                for (ptrdiff_t i = 0; i < stbds_arrlen(text); i++)
-                    hs_hx_round_free(&text[i]);
-                stbds_arrfree(text);
+                hs_hx_rounds_free(&text);
                 hs_gen_result_free(&r);
                 hs_spec_destroy(spec);
             }
