@@ -631,6 +631,8 @@ int hs_cli_calibrate(int argc, char **argv) {
                    hs_hx_replay_speedup(&r_hl_rec), hs_hx_replay_speedup(&r_tuned));
             m.headless = true;
             m.lookup.store_len = mh.lookup.store_len;
+            m.fb_prior = mh.fb_prior;
+            m.fb_decay = mh.fb_decay;
             r_tuned = r_hl;
         }
         m.plain = !hs_hx_speculation_pays(&r_tuned);

@@ -518,6 +518,12 @@ hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds,
     static const uint32_t lens[] = {0, 1, 2, 3, 4, 6, 8, 12, 16};
     *h = *m;
     h->headless = true;
+    /* m's feedback was tuned for the policy with the head: this one starts from the built-in feedback
+     * and searches its own, so what it chooses does not depend on the head. */
+    hs_hx_model d;
+    hs_hx_model_default(&d);
+    h->fb_prior = d.fb_prior;
+    h->fb_decay = d.fb_decay;
     const hs_tree_policy p = hs_heterospec_policy(h);
     HS_TRY(hs_hx_replay(&p, &h->cost, rounds, n, out));
     for (uint32_t a = 0; a < sizeof lens / sizeof *lens; a++)
@@ -528,8 +534,9 @@ hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds,
             HS_TRY(try_model(h, &t, rounds, n, out));
         }
     HS_TRY(search_store(h, rounds, n, out));
-    /* The lookup's once more, with the store's chains where it has none. */
-    for (uint32_t a = 0; h->lookup.store_len && a < sizeof lens / sizeof *lens; a++)
+    HS_TRY(search_feedback(h, rounds, n, out));
+    /* The lookup's once more, with the store's chains where it has none, and the feedback. */
+    for (uint32_t a = 0; a < sizeof lens / sizeof *lens; a++)
         for (uint32_t b = 1; b <= 4; b++) {
             hs_hx_model t = *h;
             t.headless_len = lens[a];

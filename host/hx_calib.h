@@ -150,9 +150,11 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
  * the strata and rest once more. *out receives the final replay. */
 hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *out);
 /* The policy of m without the head (*h = m with headless set: the lookup
- * alone; headless_len {0, 1, 2, 3, 4, 6, 8, 12, 16} and headless_min {1..4}
- * tuned on replays); *out receives its replay. Calibration uses it when it
- * replays faster than m (hs_hx_prefer_headless). */
+ * alone; headless_len {0, 1, 2, 3, 4, 6, 8, 12, 16} and headless_min {1..4},
+ * the store's chain length, the feedback from the built-in one (not m's,
+ * which was tuned with the head), then the lookup's again, tuned on
+ * replays); *out receives its replay. Calibration uses it when it replays
+ * faster than m (hs_hx_prefer_headless), with its store and feedback. */
 hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_model *h,
                                 hs_hx_replay_result *out);
 /* Whether the headless replay beats the one with the head, by modelled

@@ -1156,6 +1156,18 @@ static void test_headless(void **state) {
     assert_true(hs.headless);
     assert_true(hs.headless_len >= 2);
     assert_float_equal(rs.tokens, 20 * 3, 0);
+    /* It starts from the built-in feedback, not the head policy's (m's is off here), so a head tuned
+     * otherwise (feedback 16 / 0.5) leads it to the same policy and the same replay. */
+    hs_hx_model dflt, m_fb = m, hs_fb;
+    hs_hx_model_default(&dflt);
+    assert_true(hs.fb_prior == dflt.fb_prior && hs.fb_decay == dflt.fb_decay);
+    m_fb.fb_prior = 16;
+    m_fb.fb_decay = 0.5f;
+    hs_hx_replay_result rs_fb;
+    HS_CHECK(hs_hx_search_headless(&m_fb, bad, 20, &hs_fb, &rs_fb));
+    assert_true(hs_fb.fb_prior == hs.fb_prior && hs_fb.fb_decay == hs.fb_decay);
+    assert_true(hs_fb.headless_len == hs.headless_len && hs_fb.headless_min == hs.headless_min);
+    assert_float_equal(rs_fb.time_s, rs.time_s, 0);
     HS_CHECK(hs_hx_search(&m, bad, 20, &rw));
     assert_true(hs_hx_prefer_headless(&rw, &rs));
     /* A model an earlier calibration made headless is searched with the head. */
