@@ -617,6 +617,10 @@ int hs_cli_calibrate(int argc, char **argv) {
         if (m.fb_prior > 0)
             printf("| (heterospec's feedback: prior %g acceptances, decay %g per round) |\n", m.fb_prior,
                    m.fb_decay);
+        if (mh.fb_prior > 0)
+            printf("| (without the head its own: prior %g, decay %g) |\n", mh.fb_prior, mh.fb_decay);
+        else
+            printf("| (without the head: no feedback) |\n");
         printf("| (heterospec rests %u rounds after a round without candidates: %.0f%% of its rounds) |\n",
                m.rest, r_tuned.rounds ? 100 * r_tuned.rest_rounds / r_tuned.rounds : 0.0);
         snprintf(label, sizeof label, "eagle2 best: k%u/d%u/n%u", e2.top_k, e2.depth, e2.total);
