@@ -27,8 +27,8 @@
 #                                                  them, else the JAX target's), then training from
 #                                                  models/heads/smollm2/head.gguf into $HS_HOME/heads/smollm2-next
 #
-# answers-00 answers the prompts the committed head was trained on; continuing that head, ANSWERS can leave it
-# out. Measured on the 2-core machine: gen about 190 answer tokens/s, feats about 380 tokens/s (prompt and
+# The committed head has been trained on all committed answers (models/heads/smollm2/MANIFEST.json, its lineage);
+# the first head only on the prompts of answers-00, which is why 3a89119's continuation left that file out. Measured on the 2-core machine: gen about 190 answer tokens/s, feats about 380 tokens/s (prompt and
 # answer), training about 360 rows/s.
 #
 # $OUT = $HS_HOME/distill/smollm2-llama. Progress: $OUT/gen.log, $OUT/feats/gen.log,
