@@ -133,7 +133,6 @@ static hs_status consume(hs_spec *s, const uint32_t *slots, const int32_t *next,
     hs_status st = HS_OK;
     const hs_topk_result *root;
     if (!s->head) return HS_OK; /* the lookup alone: nothing to consume */
-    const double t0 = hs_now_s();
     if (s->rest_left) {
         HS_TRY(hs_eagle3_consume_cache(s->head, slots, next, n));
         s->have_root = false;
@@ -142,7 +141,6 @@ static hs_status consume(hs_spec *s, const uint32_t *slots, const int32_t *next,
         s->root_topk = *root;
         s->have_root = true;
     }
-    s->stats.draft_s += hs_now_s() - t0;
 fail:
     return st;
 }
@@ -357,7 +355,10 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
         s->rest_left--;
     else if (n_list == 1)
         s->rest_left = s->policy.rest;
+    /* A round's consume is drafting time; the prompt's (hs_spec_consume_prompt) is part of the prefill. */
+    const double t3 = hs_now_s();
     HS_TRY(consume(s, s->path, s->next, len));
+    s->stats.draft_s += hs_now_s() - t3;
 
     hs_spec_stats *S = &s->stats;
     S->rounds++;

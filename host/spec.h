@@ -70,7 +70,7 @@ typedef struct hs_spec_stats {
     uint32_t accept_depth[HS_SPEC_MAX_LEN];
     /* Rounds that verified at least one candidate at depth d: tried_depth[d - 1]. */
     uint32_t tried_depth[HS_SPEC_MAX_LEN];
-    double draft_s;  /* head consume + drafting + policy */
+    double draft_s;  /* rounds only: head consume + drafting + policy (the prompt's consume is prefill) */
     double verify_s; /* target pass + acceptance + compaction */
 } hs_spec_stats;
 

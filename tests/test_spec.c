@@ -262,6 +262,28 @@ static void test_greedy_equals_plain(void **state) {
                  (unsigned long long)lookup_acc, (unsigned long long)lookup_only);
 }
 
+/* The drafting time a generation reports is its rounds' (the head's consume
+ * of each round's kept rows, drafting, the policy): the prompt's consume is
+ * part of the prefill, so a generation that runs no round reports none. */
+static void test_draft_time_is_the_rounds(void **state) {
+    spec_env *e = *state;
+    const int32_t prompt[] = {1, 403, 407};
+    for (uint32_t n = 1; n <= 8; n += 7) {
+        const hs_tree_policy pol = hs_tree_chain(2);
+        hs_spec *spec;
+        HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
+        hs_gen_result r;
+        gen(e->m, e->tok, spec, prompt, 3, n, NULL, &r);
+        if (n == 1 && (r.spec.rounds != 0 || r.spec.draft_s != 0 || r.spec.verify_s != 0))
+            fail_msg("one token, %u rounds: draft %g s, verify %g s (the prompt's consume is prefill)",
+                     r.spec.rounds, r.spec.draft_s, r.spec.verify_s);
+        if (n > 1 && (r.spec.rounds == 0 || !(r.spec.draft_s > 0) || !(r.spec.verify_s > 0)))
+            fail_msg("%u tokens, %u rounds: draft %g s, verify %g s", n, r.spec.rounds, r.spec.draft_s,
+                     r.spec.verify_s);
+        hs_spec_destroy(spec);
+    }
+}
+
 /* Recording at every root (hs_tree_record, calibrate's default, through
  * calibrate's recorder): plain decoding's output, one token per round with
  * every level drafted. EAGLE-2, a chain and HeteroSpec (with the head, with
@@ -817,6 +839,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_greedy_equals_plain),  cmocka_unit_test(test_store_equals_plain),
         cmocka_unit_test(test_context_fills_in_a_round), cmocka_unit_test(test_limits_and_end),
         cmocka_unit_test(test_prepare_covers_rounds), cmocka_unit_test(test_record_replays_generation),
+        cmocka_unit_test(test_draft_time_is_the_rounds),
     };
     const struct CMUnitTest sampling[] = {
         cmocka_unit_test(test_sampling_distribution),
