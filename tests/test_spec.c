@@ -280,6 +280,7 @@ static void test_draft_time_is_the_rounds(void **state) {
         if (n > 1 && (r.spec.rounds == 0 || !(r.spec.draft_s > 0) || !(r.spec.verify_s > 0)))
             fail_msg("%u tokens, %u rounds: draft %g s, verify %g s", n, r.spec.rounds, r.spec.draft_s,
                      r.spec.verify_s);
+        hs_gen_result_free(&r);
         hs_spec_destroy(spec);
     }
 }
