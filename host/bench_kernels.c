@@ -115,15 +115,20 @@ static hs_status bench_matmul(hs_ops *ops, hs_bench *b, int reps, const char *on
         }
     }
     if (wanted(only, "matmul")) {
-        /* q4_1 plain, q4_1 with the model's RMSNorm prologue (a pass of its
-         * own where the tuning splits, on 8-bit activations with q8_act), f32 */
+        /* q4_1 plain (f32 activations), q4_1 with the model's RMSNorm prologue (a pass of its
+         * own where the tuning splits, on 8-bit activations with q8_act: "x8"), f32 */
         const hs_type mt[] = {HS_TYPE_Q4_1, HS_TYPE_Q4_1, HS_TYPE_F32};
         const uint32_t MR = 2048, MC = 2048;
         HS_TRY(hs_vk_buffer_create(vk, (uint64_t)max_n * MC * 4, HS_MEM_DEVICE, &scratch));
         HS_TRY(hs_vk_buffer_create(vk, (uint64_t)MC * 4, HS_MEM_DEVICE, &gain));
         HS_TRY(hs_vk_buffer_fill(gain, 0, (uint64_t)MC * 4, 0x3f800000u)); /* 1.0f */
-        const hs_matmul_opts norm = {
-            .prologue = HS_MATMUL_RMSNORM, .norm = {gain, 0, 0}, .eps = 1e-5f, .scratch = {scratch, 0, 0}};
+        /* as the model runs it: 8-bit activations where the tuning takes them (q8_act) */
+        const bool q8 = hs_ops_tuning(ops)->q8_act != 0;
+        const hs_matmul_opts norm = {.prologue = HS_MATMUL_RMSNORM,
+                                     .norm = {gain, 0, 0},
+                                     .eps = 1e-5f,
+                                     .scratch = {scratch, 0, 0},
+                                     .act_q8 = q8};
         for (size_t t = 0; t < 3; t++) {
             HS_TRY(make_weight(ops, mt[t], MR, MC, &w));
             for (uint32_t n = 1; n <= max_n; n *= 2) {
@@ -131,8 +136,8 @@ static hs_status bench_matmul(hs_ops *ops, hs_bench *b, int reps, const char *on
                 HS_TRY(time_op(ops, seq, rec_matmul, &a, 4, reps, samples));
                 char param[48];
                 snprintf(param, sizeof param, "2048x2048, N=%u", n);
-                hs_bench_add(b, "matmul", t == 1 ? "q4_1+norm" : hs_type_name(mt[t]), param, "GFLOP/s",
-                             samples, reps, 2.0 * MR * MC * n / 1e9);
+                const char *variant = t == 1 ? (q8 ? "q4_1+norm x8" : "q4_1+norm") : hs_type_name(mt[t]);
+                hs_bench_add(b, "matmul", variant, param, "GFLOP/s", samples, reps, 2.0 * MR * MC * n / 1e9);
             }
             hs_weight_destroy(w);
             w = NULL;
