@@ -544,8 +544,7 @@ int hs_cli_calibrate(int argc, char **argv) {
          * the text rounds, exact for this one, give its own figure). */
         const hs_tree_policy hp_hl = hs_heterospec_policy(&mh);
         if (hs_hx_replay(&hp_hl, &m.cost, rec.rounds, n_rounds, &r_hl_rec) != HS_OK) goto fail;
-        m.headless_len = mh.headless_len;
-        m.headless_min = mh.headless_min;
+        hs_hx_take_headless(&m, &mh, false);
         /* Prompt lookup without the head (bench-spec's lookup method), fixed chains. */
         static const uint32_t lk_lens[] = {1, 2, 3, 4, 6, 8, 12, 16};
         hs_hx_replay_result r_lk = {0}, r;
@@ -633,10 +632,7 @@ int hs_cli_calibrate(int argc, char **argv) {
                    "plain decoding, with it %.2fx; generation with this calibration loads no head "
                    "(\"headless\": true)\n",
                    hs_hx_replay_speedup(&r_hl_rec), hs_hx_replay_speedup(&r_tuned));
-            m.headless = true;
-            m.lookup.store_len = mh.lookup.store_len;
-            m.fb_prior = mh.fb_prior;
-            m.fb_decay = mh.fb_decay;
+            hs_hx_take_headless(&m, &mh, true);
             r_tuned = r_hl;
         }
         m.plain = !hs_hx_speculation_pays(&r_tuned);

@@ -547,6 +547,16 @@ fail:
     return st;
 }
 
+void hs_hx_take_headless(hs_hx_model *m, const hs_hx_model *h, bool chosen) {
+    m->headless_len = h->headless_len;
+    m->headless_min = h->headless_min;
+    if (!chosen) return;
+    m->headless = true;
+    m->lookup.store_len = h->lookup.store_len;
+    m->fb_prior = h->fb_prior;
+    m->fb_decay = h->fb_decay;
+}
+
 bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_replay_result *headless) {
     return hs_hx_replay_speedup(headless) > hs_hx_replay_speedup(with_head) * (1 + 1e-6);
 }

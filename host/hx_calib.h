@@ -157,6 +157,13 @@ hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs
  * faster than m (hs_hx_prefer_headless), with its store and feedback. */
 hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_model *h,
                                 hs_hx_replay_result *out);
+/* Takes into m what hs_hx_search_headless tuned in h, the one list of those
+ * fields: always its lookup chain length and shortest match (headless_len,
+ * headless_min: a policy with the head keeps them for bench-spec's
+ * heterospec/h1 variant); with chosen (calibration keeps the policy without
+ * the head) also its store chains and feedback, and m->headless. m then
+ * replays as h does. */
+void hs_hx_take_headless(hs_hx_model *m, const hs_hx_model *h, bool chosen);
 /* Whether the headless replay beats the one with the head, by modelled
  * speedup over plain decoding of each replay's own tokens (the two may
  * replay different rounds: hs_hx_text_rounds). */

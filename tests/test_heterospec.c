@@ -1168,6 +1168,22 @@ static void test_headless(void **state) {
     assert_true(hs_fb.fb_prior == hs.fb_prior && hs_fb.fb_decay == hs.fb_decay);
     assert_true(hs_fb.headless_len == hs.headless_len && hs_fb.headless_min == hs.headless_min);
     assert_float_equal(rs_fb.time_s, rs.time_s, 0);
+    /* What calibration takes from it: the chains alone into a policy with the head, everything the
+     * headless policy tuned when it is chosen, so that the model replays as the search's does. */
+    hs_hx_model taken = m_fb;
+    taken.lookup.store_len = hs_fb.lookup.store_len + 5;
+    hs_hx_take_headless(&taken, &hs_fb, false);
+    assert_false(taken.headless);
+    assert_true(taken.headless_len == hs_fb.headless_len && taken.headless_min == hs_fb.headless_min);
+    assert_true(taken.fb_prior == 16 && taken.lookup.store_len == hs_fb.lookup.store_len + 5);
+    hs_hx_take_headless(&taken, &hs_fb, true);
+    assert_true(taken.headless && taken.lookup.store_len == hs_fb.lookup.store_len);
+    assert_true(taken.fb_prior == hs_fb.fb_prior && taken.fb_decay == hs_fb.fb_decay);
+    const hs_tree_policy tp = hs_heterospec_policy(&taken);
+    hs_hx_replay_result rt;
+    HS_CHECK(hs_hx_replay(&tp, &taken.cost, bad, 20, &rt));
+    assert_float_equal(rt.time_s, rs_fb.time_s, 0);
+    assert_float_equal(rt.verified, rs_fb.verified, 0);
     HS_CHECK(hs_hx_search(&m, bad, 20, &rw));
     assert_true(hs_hx_prefer_headless(&rw, &rs));
     /* A model an earlier calibration made headless is searched with the head. */
