@@ -91,7 +91,7 @@ static hs_status bench_matmul(hs_ops *ops, hs_bench *b, int reps, const char *on
     hs_status st = HS_OK;
     hs_vk_ctx *vk = hs_ops_vk(ops);
     hs_vk_seq *seq = NULL;
-    hs_vk_buffer *x = NULL, *y = NULL, *scratch = NULL, *gain = NULL;
+    hs_vk_buffer *x = NULL, *y = NULL, *yh = NULL, *scratch = NULL, *gain = NULL;
     hs_weight *w = NULL;
     double samples[HS_BENCH_MAX_SAMPLES];
     const uint32_t max_n = 64;
@@ -143,10 +143,27 @@ static hs_status bench_matmul(hs_ops *ops, hs_bench *b, int reps, const char *on
             w = NULL;
         }
     }
+    if (wanted(only, "head")) {
+        /* SmolLM2's output head (the tied q8_0 embedding, 49152 x 576) for the few rows a speculative
+         * round asks it for: one at a time (hs_llama_head) or several in one product */
+        const uint32_t HR = 49152, HC = 576, max_rows = 8;
+        HS_TRY(hs_vk_buffer_create(vk, (uint64_t)max_rows * HR * 4, HS_MEM_DEVICE, &yh));
+        HS_TRY(make_weight(ops, HS_TYPE_Q8_0, HR, HC, &w));
+        for (uint32_t n = 1; n <= max_rows; n = n < 4 ? n + 1 : 2 * n) {
+            mm_args a = {w, {x, 0, 0}, {yh, 0, 0}, n, NULL};
+            HS_TRY(time_op(ops, seq, rec_matmul, &a, 4, reps, samples));
+            char param[48];
+            snprintf(param, sizeof param, "%ux%u, N=%u", HR, HC, n);
+            hs_bench_add(b, "head", "q8_0", param, "us", samples, reps, 0);
+        }
+        hs_weight_destroy(w);
+        w = NULL;
+    }
 fail:
     hs_weight_destroy(w);
     hs_vk_buffer_destroy(x);
     hs_vk_buffer_destroy(y);
+    hs_vk_buffer_destroy(yh);
     hs_vk_buffer_destroy(scratch);
     hs_vk_buffer_destroy(gain);
     hs_vk_seq_destroy(seq);

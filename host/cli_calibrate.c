@@ -232,11 +232,12 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
      *   one right after that (as plain decoding runs them: the reference);
      *   their difference is t_after_head,
      *   verification of N chained nodes (nothing committed),
-     *   the output head of one more node of the last pass (hs_llama_head),
+     *   the output head of one more node of the last pass (hs_llama_head), and
+ *   of 2, 4 and 8 nodes in one product (hs_llama_heads),
      *   the head's consume of two kept rows (the target keeps them first),
      *   the same cache-only (hs_eagle3_consume_cache),
      *   a draft level of w nodes (all children of the root). */
-    static double xv[NV][100], xd[ND][100], xc[100], xcc[100], xp[100], xh[100], xa[100];
+    static double xv[NV][100], xd[ND][100], xc[100], xcc[100], xp[100], xh[100], xa[100], xhs[4][100];
     const uint32_t *amax;
     const hs_topk_result *topk;
     uint32_t zeros[HS_HX_MAX_WIDTH] = {0};
@@ -257,6 +258,12 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
         t0 = hs_now_s();
         HS_TRY(hs_llama_head(m, 1, NULL, &a));
         if (r >= 0) xh[r] = hs_now_s() - t0;
+        for (uint32_t i = 1, k = 2; k <= HS_HX_MAX_HEADS; i++, k *= 2) {
+            uint32_t ka[HS_HX_MAX_HEADS];
+            t0 = hs_now_s();
+            HS_TRY(hs_llama_heads(m, 1, k, NULL, ka));
+            if (r >= 0) xhs[i][r] = hs_now_s() - t0;
+        }
         HS_TRY(hs_llama_eval(m, toks, 2, NULL, true, true, NULL, NULL));
         t0 = hs_now_s();
         HS_TRY(hs_eagle3_consume_cache(h, slots, toks + 1, 2));
@@ -295,6 +302,8 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
     const double after = median(xa, reps);
     c->t_after_head = after > 1e-6 ? after : 1e-6;
     c->t_head = median(xh, reps);
+    for (uint32_t i = 1, k = 2; k <= HS_HX_MAX_HEADS; i++, k *= 2)
+        c->t_heads[k] = median(xhs[i], reps);
     for (uint32_t i = 0; i < NV; i++)
         fill(c->t_verify, i ? vsize(i - 1) : 0, vsize(i), median(xv[i], reps));
     c->n_verify = HS_HX_MAX_N;
@@ -412,19 +421,21 @@ int hs_cli_calibrate(int argc, char **argv) {
 
     /* A cost without t_head timed every row's output head in each pass (before
      * the head ran on demand), one without t_after_head its plain step right
-     * after the head's work: measured again. */
+     * after the head's work, one without t_heads no heads at once: measured again. */
     const bool measured_before = exists && base.model.cost.n_verify > 0 && base.model.cost.t_head > 0 &&
-                                 base.model.cost.t_after_head > 0;
+                                 base.model.cost.t_after_head > 0 && base.model.cost.t_heads[2] > 0;
     if (a.device_only || !measured_before) {
         fprintf(stderr, "[calibrate] timing verification, draft and consume (-r %d)\n", a.reps);
         if (measure_cost(sm.target, sm.head, a.reps, &m.cost) != HS_OK) goto fail;
     }
     printf(
         "\ndevice cost (ms): plain step %.2f (%.2f more after the head's work), output head of an accepted "
-        "node %.2f, head consume %.2f (cache-only %.2f)\n\n| N or w | 1 | 2 | 3 | 4 | 5 | 6 | 7 | "
+        "node %.2f (of 2 / 4 / 8 chained nodes at once %.2f / %.2f / %.2f), head consume %.2f (cache-only "
+        "%.2f)\n\n| N or w | 1 | 2 | 3 | 4 | 5 | 6 | 7 | "
         "8 | 16 | 32 | 64 | 128 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
         "| ---: |",
-        1e3 * m.cost.t_plain, 1e3 * m.cost.t_after_head, 1e3 * m.cost.t_head, 1e3 * m.cost.t_consume,
+        1e3 * m.cost.t_plain, 1e3 * m.cost.t_after_head, 1e3 * m.cost.t_head, 1e3 * hs_hx_t_heads(&m.cost, 2),
+        1e3 * hs_hx_t_heads(&m.cost, 4), 1e3 * hs_hx_t_heads(&m.cost, 8), 1e3 * m.cost.t_consume,
         1e3 * m.cost.t_consume_cache);
     /* One row per measured context (one row when the cost has no long table). */
     const bool two_ctx = m.cost.ctx1 > m.cost.ctx0;
@@ -545,6 +556,14 @@ int hs_cli_calibrate(int argc, char **argv) {
         const hs_tree_policy hp_hl = hs_heterospec_policy(&mh);
         if (hs_hx_replay(&hp_hl, &m.cost, rec.rounds, n_rounds, &r_hl_rec) != HS_OK) goto fail;
         hs_hx_take_headless(&m, &mh, false);
+        /* Both tuned policies with the output heads computed one at a time, for comparison. */
+        hs_hx_model one = m, one_hl = mh;
+        one.heads = one_hl.heads = 1;
+        hs_hx_replay_result r_one, r_one_hl;
+        const hs_tree_policy hp_one = hs_heterospec_policy(&one), hp_one_hl = hs_heterospec_policy(&one_hl);
+        if (hs_hx_replay(&hp_one, &m.cost, rec.rounds, n_rounds, &r_one) != HS_OK ||
+            hs_hx_replay(&hp_one_hl, &m.cost, text_rounds, n_text, &r_one_hl) != HS_OK)
+            goto fail;
         /* Prompt lookup without the head (bench-spec's lookup method), fixed chains. */
         static const uint32_t lk_lens[] = {1, 2, 3, 4, 6, 8, 12, 16};
         hs_hx_replay_result r_lk = {0}, r;
@@ -613,6 +632,12 @@ int hs_cli_calibrate(int argc, char **argv) {
         print_replay("heterospec (the same, on the recorded rounds)", &r_hl_rec);
         print_replay("heterospec (tuned, lookup off)", &r_nolk);
         print_replay("heterospec (tuned, feedback off)", &r_nofb);
+        snprintf(label, sizeof label, "heterospec (tuned, output heads one at a time; tuned: %u at once)",
+                 m.heads ? m.heads : HS_TREE_HEADS_DEFAULT);
+        print_replay(label, &r_one);
+        snprintf(label, sizeof label, "heterospec (the same without the head; tuned: %u at once)",
+                 mh.heads ? mh.heads : HS_TREE_HEADS_DEFAULT);
+        print_replay(label, &r_one_hl);
         if (m.fb_prior > 0)
             printf("| (heterospec's feedback: prior %g acceptances, decay %g per round) |\n", m.fb_prior,
                    m.fb_decay);

@@ -390,6 +390,13 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
             "head rows = %.1f per round, resting rounds = %u\n",
             s->rounds, hs_spec_tau(s), hs_spec_verified_per_round(s),
             s->rounds ? (double)s->head_rows / s->rounds : 0.0, s->rest_rounds);
+    if (s->head_calls)
+        fprintf(f,
+                "[heterospec] the target's output head past the root: %llu products for %llu accepted "
+                "nodes (%llu rows computed, up to %u at once along a chain)\n",
+                (unsigned long long)s->head_calls, (unsigned long long)s->accepted,
+                (unsigned long long)s->head_calls_rows,
+                m->policy.heads ? m->policy.heads : HS_TREE_HEADS_DEFAULT);
     if (m->policy.lookup)
         fprintf(f,
                 "[heterospec] context lookup: %llu candidates verified, %llu accepted (%llu that the head "
@@ -429,6 +436,8 @@ void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result
     cJSON_AddNumberToObject(o, "accepted", (double)s->accepted);
     cJSON_AddNumberToObject(o, "head_rows_per_round", s->rounds ? (double)s->head_rows / s->rounds : 0.0);
     cJSON_AddNumberToObject(o, "rest_rounds", s->rest_rounds);
+    cJSON_AddNumberToObject(o, "head_calls", (double)s->head_calls);
+    cJSON_AddNumberToObject(o, "head_calls_rows", (double)s->head_calls_rows);
     cJSON_AddNumberToObject(o, "lookup", m->spec ? m->policy.lookup : 0);
     cJSON_AddNumberToObject(o, "lookup_verified", (double)s->lookup_verified);
     cJSON_AddNumberToObject(o, "lookup_accepted", (double)s->lookup_accepted);

@@ -103,6 +103,10 @@ double hs_hx_t_head_round(const hs_hx_cost *c, bool resting) {
     return (resting && c->t_consume_cache > 0 ? c->t_consume_cache : c->t_consume) + c->t_after_head;
 }
 double hs_hx_t_draft(const hs_hx_cost *c, uint32_t w) { return w ? table_at(c->t_draft, c->n_draft, w) : 0; }
+double hs_hx_t_heads(const hs_hx_cost *c, uint32_t k) {
+    if (k <= 1) return k ? c->t_head : 0;
+    return k <= HS_HX_MAX_HEADS && c->t_heads[k] > 0 ? c->t_heads[k] : k * c->t_head;
+}
 
 /* ---- the policy ---- */
 
@@ -325,6 +329,7 @@ hs_tree_policy hs_heterospec_policy(const hs_hx_model *m) {
     p.lookup_min = m->lookup.min_match;
     p.lookup_nodraft = m->lookup.nodraft;
     p.store_len = m->lookup.store_len;
+    p.heads = m->heads;
     if (m->headless) {
         p.headless = true;
         p.lookup = m->headless_len;
@@ -675,6 +680,7 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
     cJSON_AddNumberToObject(o, "max_width", m->max_width);
     cJSON_AddNumberToObject(o, "max_verify", m->max_verify);
     cJSON_AddNumberToObject(o, "rest", m->rest);
+    cJSON_AddNumberToObject(o, "heads", m->heads);
     cJSON_AddBoolToObject(o, "plain", m->plain);
     cJSON *hl = cJSON_AddObjectToObject(o, "headless");
     cJSON_AddBoolToObject(hl, "use", m->headless);
@@ -736,6 +742,15 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
         cJSON_AddItemToObject(c, "verify_long_s", pairs(m->cost.t_verify_long, m->cost.n_verify));
     }
     cJSON_AddItemToObject(c, "draft_s", pairs(m->cost.t_draft, m->cost.n_draft));
+    if (m->cost.t_heads[2] > 0) { /* [[k, seconds], ...], k = 2, 4 .. */
+        cJSON *hs = cJSON_AddArrayToObject(c, "heads_s");
+        for (uint32_t k = 2; k <= HS_HX_MAX_HEADS && m->cost.t_heads[k] > 0; k *= 2) {
+            cJSON *p = cJSON_CreateArray();
+            cJSON_AddItemToArray(p, cJSON_CreateNumber(k));
+            cJSON_AddItemToArray(p, cJSON_CreateNumber(m->cost.t_heads[k]));
+            cJSON_AddItemToArray(hs, p);
+        }
+    }
     return o;
 }
 
@@ -783,6 +798,11 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
     if (cJSON_GetObjectItemCaseSensitive(o, "rest")) {
         HS_TRY(get_num(o, "rest", 0, HS_HX_MAX_REST, &d));
         r.rest = (uint32_t)d;
+    }
+    r.heads = 0; /* files before it: the default */
+    if (cJSON_GetObjectItemCaseSensitive(o, "heads")) {
+        HS_TRY(get_num(o, "heads", 0, HS_TREE_HEADS_MAX, &d));
+        r.heads = (uint32_t)d;
     }
     const cJSON *plain = cJSON_GetObjectItemCaseSensitive(o, "plain");
     if (plain && !cJSON_IsBool(plain))
@@ -943,6 +963,25 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
         }
         HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "draft_s"), "draft_s", HS_HX_MAX_WIDTH,
                          r.cost.t_draft, &r.cost.n_draft));
+        memset(r.cost.t_heads, 0, sizeof r.cost.t_heads);
+        const cJSON *hs = cJSON_GetObjectItemCaseSensitive(c, "heads_s");
+        if (hs) { /* [[2, s], [4, s], ...] in order */
+            uint32_t k = 2;
+            const cJSON *p;
+            if (!cJSON_IsArray(hs) || cJSON_GetArraySize(hs) < 1)
+                return HS_FAIL(HS_ERR_FORMAT, "calibration: cost.heads_s must list [k, seconds] pairs");
+            cJSON_ArrayForEach(p, hs) {
+                const cJSON *x = cJSON_GetArrayItem(p, 0), *y = cJSON_GetArrayItem(p, 1);
+                if (k > HS_HX_MAX_HEADS || !cJSON_IsNumber(x) || !cJSON_IsNumber(y) || x->valuedouble != k ||
+                    !(y->valuedouble > 0 && y->valuedouble <= 1e3))
+                    return HS_FAIL(HS_ERR_FORMAT,
+                                   "calibration: cost.heads_s entry for k = %u must be [%u, seconds > 0] "
+                                   "(k = 2, 4 .. %u)",
+                                   k, k, HS_HX_MAX_HEADS);
+                r.cost.t_heads[k] = y->valuedouble;
+                k *= 2;
+            }
+        }
     }
     *m = r;
 fail:

@@ -25,7 +25,10 @@
  * (t_verify measured at two contexts and interpolated in c: attention makes
  * each verified node cost more after a long prompt; the pass computes the
  * root's output head, and each accepted node's is computed when acceptance
- * reaches it, hs_llama_head; before a round A is E[tau] - 1).
+ * reaches it, hs_llama_head, or with the heads of the chain after it in
+ * one product, hs_llama_heads, hs_tree_policy.heads: select prices A t_head,
+ * the replays of calibration the products the walk makes; before a round A
+ * is E[tau] - 1).
  * Rest: after a round that chose N = 0, the next `rest` rounds decode the
  * root alone at t_consume_cache + t_after_head + t_verify(1) each, without a
  * draft distribution (host/spec); calibration picks rest on replays, weighing the
@@ -90,6 +93,7 @@
 #define HS_HX_MAP_POINTS 16  /* knots of an acceptance map */
 #define HS_HX_MAX_N      128 /* t_verify(N) for N = 1 .. this */
 #define HS_HX_MAX_WIDTH  64  /* t_draft(w) for w = 1 .. this */
+#define HS_HX_MAX_HEADS  8   /* t_heads(k) for k = 2, 4 .. this (HS_TREE_HEADS_MAX) */
 
 typedef enum hs_hx_feature {
     HS_HX_PARENT_ENT = 0,
@@ -133,6 +137,10 @@ typedef struct hs_hx_cost {
      * 0: t_verify includes every row's head (calibrations before the head
      * ran on demand). */
     double t_head;
+    /* The output heads of k nodes of a chain in one product (hs_llama_heads,
+     * hs_tree_policy.heads), k = 2, 4 .. HS_HX_MAX_HEADS (index k; 0: not
+     * measured, taken as k t_head). */
+    double t_heads[HS_HX_MAX_HEADS + 1];
     /* What the target's pass costs more when the head ran just before it
      * (its draft levels or consume) than after a pass of its own, as in
      * plain decoding: charged once to every round that runs the head
@@ -199,6 +207,9 @@ typedef struct hs_hx_model {
     /* Acceptance feedback (hs_hx_observe): prior strength in acceptances
      * (0: off) and the decay per round; chosen by calibration. */
     float fb_prior, fb_decay;
+    /* Output heads computed at once along a chain (hs_tree_policy.heads; 0:
+     * HS_TREE_HEADS_DEFAULT): chosen by calibration. */
+    uint32_t heads;
 } hs_hx_model;
 #define HS_HX_MAX_REST 16
 /* The feedback's gain stays within [1 / HS_HX_FB_MAX_GAIN, HS_HX_FB_MAX_GAIN]. */
@@ -222,6 +233,9 @@ double hs_hx_t_head_round(const hs_hx_cost *c, bool resting);
  * least a quarter of t_verify(n). */
 double hs_hx_t_verify_at(const hs_hx_cost *c, uint32_t n, uint32_t ctx);
 double hs_hx_t_draft(const hs_hx_cost *c, uint32_t w);
+/* The output heads of k (1, 2, 4 ..) chained nodes in one product: t_head
+ * for one, t_heads[k] where measured, else k t_head. */
+double hs_hx_t_heads(const hs_hx_cost *c, uint32_t k);
 
 /* The policy (tree.h interface; name "heterospec"). */
 hs_tree_policy hs_heterospec_policy(const hs_hx_model *m);

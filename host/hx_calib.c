@@ -341,21 +341,28 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
                     break;
                 }
         }
-        /* The feedback sees the verification list as the generation would, and its path. */
-        const hs_status vs =
-            p->observe ? hs_tree_verify_list(&t, sel, ns, list_tok, list_par, list_nodes) : HS_OK;
-        if (p->observe && vs == HS_OK) {
+        /* The verification list as the generation makes it, and its path: the output heads the walk
+         * computes (hs_tree_heads_k from each accepted entry no earlier product covered), and what the
+         * feedback sees. */
+        const hs_status vs = hs_tree_verify_list(&t, sel, ns, list_tok, list_par, list_nodes);
+        if (vs == HS_OK) {
             uint32_t len = 0;
             for (uint32_t k = 0; k <= ns; k++)
                 if (k == 0 || in[list_nodes[k]] == 2) path[len++] = k;
-            p->observe(p, &t, list_nodes, list_par, ns + 1, path, len);
+            for (uint32_t k = 1, end = 0; k < len; k++)
+                if (path[k] >= end) {
+                    const uint32_t h = hs_tree_heads_k(list_par, ns + 1, path[k], p->heads);
+                    time += hs_hx_t_heads(cost, h);
+                    end = path[k] + h;
+                }
+            if (p->observe) p->observe(p, &t, list_nodes, list_par, ns + 1, path, len);
         }
         free(in);
         if (vs != HS_OK) {
             st = vs;
             goto fail;
         }
-        tally(out, cost, r->ctx, acc + 1, time + acc * cost->t_head, ns + 1);
+        tally(out, cost, r->ctx, acc + 1, time, ns + 1);
         reached = r->ctx + acc + 1;
     }
 fail:
@@ -494,12 +501,26 @@ fail:
     return st;
 }
 
+/* The output heads computed at once along a chain (hs_tree_policy.heads), if a setting beats *best. */
+static hs_status search_heads(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *best) {
+    hs_status st = HS_OK;
+    static const uint32_t ks[] = {1, 2, 4, 8};
+    for (uint32_t a = 0; a < sizeof ks / sizeof *ks; a++) {
+        hs_hx_model t = *m;
+        t.heads = ks[a];
+        HS_TRY(try_model(m, &t, rounds, n, best));
+    }
+fail:
+    return st;
+}
+
 hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *out) {
     hs_status st = HS_OK;
     m->headless = false; /* the policy with the head (hs_hx_search_headless tunes the other) */
     const hs_tree_policy p = hs_heterospec_policy(m);
     hs_hx_replay_result best;
     HS_TRY(hs_hx_replay(&p, &m->cost, rounds, n, &best));
+    HS_TRY(search_heads(m, rounds, n, &best));
     HS_TRY(search_strata(m, rounds, n, 2, &best));
     HS_TRY(search_rest(m, rounds, n, &best));
     HS_TRY(search_lookup(m, rounds, n, &best));
@@ -507,6 +528,7 @@ hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs
     /* The strata and rest again, with the lookup's nodes in the trees and the feedback. */
     HS_TRY(search_strata(m, rounds, n, 1, &best));
     HS_TRY(search_rest(m, rounds, n, &best));
+    HS_TRY(search_heads(m, rounds, n, &best));
     *out = best;
 fail:
     return st;
@@ -526,6 +548,7 @@ hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds,
     h->fb_decay = d.fb_decay;
     const hs_tree_policy p = hs_heterospec_policy(h);
     HS_TRY(hs_hx_replay(&p, &h->cost, rounds, n, out));
+    HS_TRY(search_heads(h, rounds, n, out));
     for (uint32_t a = 0; a < sizeof lens / sizeof *lens; a++)
         for (uint32_t b = 1; b <= 4; b++) {
             hs_hx_model t = *h;
@@ -543,6 +566,7 @@ hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds,
             t.headless_min = b;
             HS_TRY(try_model(h, &t, rounds, n, out));
         }
+    HS_TRY(search_heads(h, rounds, n, out));
 fail:
     return st;
 }
@@ -555,6 +579,7 @@ void hs_hx_take_headless(hs_hx_model *m, const hs_hx_model *h, bool chosen) {
     m->lookup.store_len = h->lookup.store_len;
     m->fb_prior = h->fb_prior;
     m->fb_decay = h->fb_decay;
+    m->heads = h->heads;
 }
 
 bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_replay_result *headless) {

@@ -143,26 +143,27 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
                        hs_hx_replay_result *out);
 
 /* Tunes the policy with the head (clears m->headless, which an earlier
- * calibration may have set): m's per-stratum prune and depth_cap on
+ * calibration may have set): the output heads at once along a chain (heads
+ * 1, 2, 4, 8), m's per-stratum prune and depth_cap on
  * replays (coordinate search, a few passes), then m->rest (0, 1, 2, 3, 4, 6, 8, 12, 16), then the
  * lookup's chain length (0 = off, 2 .. 16), shortest match (1 .. 4) and
  * no-draft match (never, 2 .. 8), then the feedback's prior and decay, then
- * the strata and rest once more. *out receives the final replay. */
+ * the strata, rest and heads once more. *out receives the final replay. */
 hs_status hs_hx_search(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *out);
 /* The policy of m without the head (*h = m with headless set: the lookup
- * alone; headless_len {0, 1, 2, 3, 4, 6, 8, 12, 16} and headless_min {1..4},
+ * alone; heads, headless_len {0, 1, 2, 3, 4, 6, 8, 12, 16} and headless_min {1..4},
  * the store's chain length, the feedback from the built-in one (not m's,
- * which was tuned with the head), then the lookup's again, tuned on
+ * which was tuned with the head), then the lookup's and heads again, tuned on
  * replays); *out receives its replay. Calibration uses it when it replays
- * faster than m (hs_hx_prefer_headless), with its store and feedback. */
+ * faster than m (hs_hx_prefer_headless), with its store, feedback and heads. */
 hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_model *h,
                                 hs_hx_replay_result *out);
 /* Takes into m what hs_hx_search_headless tuned in h, the one list of those
  * fields: always its lookup chain length and shortest match (headless_len,
  * headless_min: a policy with the head keeps them for bench-spec's
  * heterospec/h1 variant); with chosen (calibration keeps the policy without
- * the head) also its store chains and feedback, and m->headless. m then
- * replays as h does. */
+ * the head) also its store chains, feedback and output heads at once, and
+ * m->headless. m then replays as h does. */
 void hs_hx_take_headless(hs_hx_model *m, const hs_hx_model *h, bool chosen);
 /* Whether the headless replay beats the one with the head, by modelled
  * speedup over plain decoding of each replay's own tokens (the two may

@@ -34,6 +34,8 @@ struct hs_spec {
     void *observer_user;
 };
 
+_Static_assert(HS_TREE_HEADS_MAX <= HS_LLAMA_MAX_HEADS, "a walk's heads fit one hs_llama_heads");
+
 /* Candidates per tree: every expanded node adds the head's K children. */
 static uint32_t tree_cap(const hs_spec *s) {
     return 1 + (s->head ? (1 + hs_tree_policy_max_drafted(&s->policy)) * hs_eagle3_top_k(s->head) : 0) +
@@ -291,7 +293,8 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     s->stats.draft_s += t1 - t0;
 
     /* The target's pass over the list computes the output head of the root
-     * only; the walk asks for each further node's as it reaches it. */
+     * only; the walk asks for each further node's as it reaches it, with
+     * those of the chain after it (policy.heads). */
     const float *logits = NULL;
     uint32_t amax = 0;
     const bool greedy = hs_sampler_is_greedy(smp);
@@ -300,8 +303,21 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     uint32_t len = 0, cur = 0;
     s->path[len++] = 0;
     int32_t bonus;
+    uint32_t have0 = 0, have_n = 0, have_amax[HS_TREE_HEADS_MAX]; /* heads computed: entries have0 .. */
+    const float *have_logits = NULL;
     for (;;) {
-        if (cur > 0) HS_TRY(hs_llama_head(s->target, cur, greedy ? NULL : &logits, &amax));
+        if (cur > 0 && (cur < have0 || cur >= have0 + have_n)) {
+            const uint32_t k = hs_tree_heads_k(s->parents, n_list, cur, s->policy.heads);
+            HS_TRY(hs_llama_heads(s->target, cur, k, greedy ? NULL : &have_logits, have_amax));
+            s->stats.head_calls++;
+            s->stats.head_calls_rows += k;
+            have0 = cur;
+            have_n = k;
+        }
+        if (cur > 0) {
+            amax = have_amax[cur - have0];
+            if (!greedy) logits = have_logits + (size_t)(cur - have0) * n_vocab;
+        }
         int32_t child = -1;
         if (greedy) {
             bonus = (int32_t)amax;

@@ -61,6 +61,9 @@ typedef struct hs_spec_stats {
     uint64_t head_rows;   /* rows the head drafted (sum of level widths) */
     uint32_t draft_steps; /* head draft calls (levels) */
     uint32_t rest_rounds; /* rounds that decoded plainly under the policy's rest (counted in rounds) */
+    uint64_t head_calls;  /* output head products after the pass (hs_llama_heads; one per accepted node
+                           * when policy.heads is 1), and the rows they computed */
+    uint64_t head_calls_rows;
     uint64_t lookup_verified; /* candidates verified that the context lookup proposed (the head too, maybe) */
     uint64_t lookup_accepted; /* of those, accepted */
     uint64_t lookup_only_accepted; /* accepted candidates only the lookup proposed */

@@ -160,6 +160,14 @@ struct hs_tree_policy {
      * the context lookup alone (hs_tree_lookup; HeteroSpec where calibration
      * found the head does not pay). host/spec then ignores any head. */
     bool headless;
+    /* The target's output head along a chain of the verification list
+     * (hs_tree_heads_k): when acceptance reaches a node whose head is not
+     * computed yet, the heads of it and of up to heads - 1 list entries after
+     * it that each continue the one before are computed in one product
+     * (hs_llama_heads), which on a device where the head's weights dominate
+     * costs far less than one product per node. 1: one node at a time; 0:
+     * HS_TREE_HEADS_DEFAULT. The outputs do not depend on it. */
+    uint32_t heads;
     /* Optional (NULL for the built-in policies): after every round's
      * acceptance, rest rounds included, the policy updates t->fb from the
      * round's verification list (tree nodes list_nodes[i], parent entries
@@ -168,6 +176,17 @@ struct hs_tree_policy {
     void (*observe)(const hs_tree_policy *p, hs_tree *t, const uint32_t *list_nodes, const int32_t *parents,
                     uint32_t n_list, const uint32_t *path, uint32_t len);
 };
+
+/* hs_tree_policy.heads of 0, and the most heads at once (hs_llama_heads' limit). */
+#define HS_TREE_HEADS_DEFAULT 4u
+#define HS_TREE_HEADS_MAX     8u
+
+/* The output heads a walk computes at once from list entry cur (> 0) of a
+ * verification list (parents[0 .. n_list), as hs_tree_verify_list writes
+ * it): the largest power of two k <= heads (0: HS_TREE_HEADS_DEFAULT; at most
+ * HS_TREE_HEADS_MAX) such that entries cur + 1 .. cur + k - 1 each have the
+ * entry before as parent. */
+uint32_t hs_tree_heads_k(const int32_t *parents, uint32_t n_list, uint32_t cur, uint32_t heads);
 
 /* Longest context match a lookup looks for (tokens). */
 #define HS_LOOKUP_MAX_MATCH 8u

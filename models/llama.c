@@ -668,9 +668,9 @@ static llama_graph eval_shape(const hs_llama *m, uint32_t n, out_rows out) {
         .n = cap, .layers = true, .out0 = out == OUT_LAST ? n - 1 : 0, .n_out = out == OUT_ALL ? cap : 1, .dst0 = 0};
 }
 
-/* The graph of hs_llama_head's row. */
-static llama_graph head_shape(uint32_t row) {
-    return (llama_graph){.n = 0, .layers = false, .out0 = row, .n_out = 1, .dst0 = row};
+/* The graph of hs_llama_heads' rows row .. row + k - 1. */
+static llama_graph head_shape(uint32_t row, uint32_t k) {
+    return (llama_graph){.n = 0, .layers = false, .out0 = row, .n_out = k, .dst0 = row};
 }
 
 static hs_status eval(hs_llama *m, const int32_t *tokens, uint32_t n, const int32_t *parents, out_rows out,
@@ -756,24 +756,33 @@ fail:
     return st;
 }
 
-hs_status hs_llama_head(hs_llama *m, uint32_t row, const float **logits, uint32_t *argmax) {
+hs_status hs_llama_heads(hs_llama *m, uint32_t row, uint32_t k, const float **logits, uint32_t *argmax) {
     hs_status st = HS_OK;
-    if (row >= m->last_n)
-        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_llama_head: row %u, but the last eval had %u rows", row, m->last_n);
+    if (k == 0 || k > HS_LLAMA_MAX_HEADS || (k & (k - 1)) || row >= m->last_n || k > m->last_n - row)
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "hs_llama_heads: rows %u .. %u, but the last eval had %u rows (and k is 1, 2, 4 .. %u)", row,
+                       row + k - 1, m->last_n, HS_LLAMA_MAX_HEADS);
     llama_graph *gr;
-    HS_TRY(get_graph(m, head_shape(row), &gr));
+    HS_TRY(get_graph(m, head_shape(row, k), &gr));
     HS_TRY(hs_vk_seq_submit(gr->seq));
     const uint64_t v4 = (uint64_t)m->cfg.n_vocab * 4;
     if (logits) {
-        HS_TRY(hs_vk_buffer_invalidate(m->logits, row * v4, v4));
+        HS_TRY(hs_vk_buffer_invalidate(m->logits, row * v4, k * v4));
         *logits = (const float *)hs_vk_buffer_map(m->logits) + (uint64_t)row * m->cfg.n_vocab;
     }
     if (argmax) {
-        HS_TRY(hs_vk_buffer_invalidate(m->step, m->off_argmax + (uint64_t)row * 4, 4));
-        *argmax = ((const uint32_t *)((const uint8_t *)hs_vk_buffer_map(m->step) + m->off_argmax))[row];
+        HS_TRY(hs_vk_buffer_invalidate(m->step, m->off_argmax + (uint64_t)row * 4, (uint64_t)k * 4));
+        memcpy(argmax, (const uint8_t *)hs_vk_buffer_map(m->step) + m->off_argmax + (uint64_t)row * 4,
+               (size_t)k * 4);
     }
 fail:
     return st;
+}
+
+hs_status hs_llama_head(hs_llama *m, uint32_t row, const float **logits, uint32_t *argmax) {
+    if (row >= m->last_n)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_llama_head: row %u, but the last eval had %u rows", row, m->last_n);
+    return hs_llama_heads(m, row, 1, logits, argmax);
 }
 
 hs_status hs_llama_prepare_tree(hs_llama *m, uint32_t max_n) {
@@ -782,7 +791,9 @@ hs_status hs_llama_prepare_tree(hs_llama *m, uint32_t max_n) {
     if (max_n > m->max_batch) max_n = m->max_batch;
     for (uint32_t n = 1; n <= max_n; n++) /* a bucket's later sizes find its graph */
         HS_TRY(get_graph(m, eval_shape(m, n, OUT_FIRST), &gr));
-    for (uint32_t row = 1; row < max_n; row++) HS_TRY(get_graph(m, head_shape(row), &gr));
+    for (uint32_t row = 1; row < max_n; row++)
+        for (uint32_t k = 1; k <= HS_LLAMA_MAX_HEADS && k <= max_n - row; k *= 2)
+            HS_TRY(get_graph(m, head_shape(row, k), &gr));
     if (max_n > 1) HS_TRY(record_gather(m)); /* a path other than the first nodes moves cache rows */
 fail:
     return st;

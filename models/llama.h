@@ -130,6 +130,15 @@ hs_status hs_llama_eval_tree(hs_llama *m, const int32_t *tokens, uint32_t n, con
  * after hs_llama_accept, which moves only the KV cache). */
 hs_status hs_llama_head(hs_llama *m, uint32_t row, const float **logits, uint32_t *argmax);
 
+/* The output heads of rows row .. row + k - 1 (k = 1, 2, 4 .. HS_LLAMA_MAX_HEADS, within the last
+ * eval) in one recorded sequence: each row's logits and argmax bitwise those hs_llama_head gives (a
+ * product's column does not depend on its batch). *logits (NULL-able) points at row `row`'s logits, the
+ * others following; argmax (NULL-able) receives k ids. Where the head costs less per row in a batch than
+ * alone, a walk that expects to accept several nodes of a chain asks for them at once. One recorded
+ * sequence per (row, k). */
+#define HS_LLAMA_MAX_HEADS 8u /* = HS_TREE_HEADS_MAX (host/tree.h) */
+hs_status hs_llama_heads(hs_llama *m, uint32_t row, uint32_t k, const float **logits, uint32_t *argmax);
+
 /* Keeps the path nodes[0 .. n) of the tree evaluated last (with commit =
  * false): nodes are indices into that eval, increasing, nodes[0] a root-level
  * node and each next one a child of the one before. Their cache rows move to
@@ -151,13 +160,13 @@ hs_status hs_llama_taps_read(hs_llama *m, uint32_t first, uint32_t n, float *out
  * n itself up to HS_MODEL_EXACT_BUCKETS, then the next power of two, at most
  * max_batch) with the used count in the step data, so trees of changing size
  * reuse a few graphs; a last-row eval is recorded for its exact n;
- * hs_llama_head records one graph per row it is asked for; and the KV
+ * hs_llama_head(s) record one graph per row and count they are asked for; and the KV
  * compaction hs_llama_accept records the first time a path moves rows. */
 uint32_t hs_llama_graph_count(const hs_llama *m);
 
 /* Records now, without running anything, every graph tree verification of up
  * to max_n rows can ask for: hs_llama_eval_tree's for each bucket of 1 ..
- * max_n rows, hs_llama_head's for rows 1 .. max_n - 1 and hs_llama_accept's
+ * max_n rows, hs_llama_heads' for rows 1 .. max_n - 1 (each k) and hs_llama_accept's
  * KV compaction. Recording compiles the pipelines a new shape needs (on
  * lavapipe 50-200 ms per bucket), which a benchmark's warm-up wants done
  * before it times anything. */

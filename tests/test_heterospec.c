@@ -353,6 +353,11 @@ static void test_json(void **state) {
     hs_hx_model m = two_strata(0.8f, 0.2f), back;
     set_cost(&m, 0.03);
     m.cost.t_after_head = 0.004;
+    m.cost.t_head = 0.003;
+    m.cost.t_heads[2] = 0.0035;
+    m.cost.t_heads[4] = 0.005;
+    m.cost.t_heads[8] = 0.009;
+    m.heads = 2;
     m.s[0].n_map = 3;
     m.s[0].map_q[2] = 1.0f;
     m.s[0].map_q[1] = 0.5f;
@@ -391,6 +396,18 @@ static void test_json(void **state) {
         assert_float_equal(back.cost.t_verify[n], m.cost.t_verify[n], 1e-12);
     assert_float_equal(back.cost.t_consume, m.cost.t_consume, 1e-12);
     assert_float_equal(back.cost.t_after_head, 0.004, 1e-12);
+    assert_int_equal(back.heads, 2);
+    for (uint32_t k = 1; k <= HS_HX_MAX_HEADS; k *= 2)
+        assert_float_equal(hs_hx_t_heads(&back.cost, k), hs_hx_t_heads(&m.cost, k), 1e-12);
+    assert_float_equal(hs_hx_t_heads(&back.cost, 4), 0.005, 1e-12);
+    /* heads_s out of order is refused, and a file without it prices k heads at k t_head. */
+    cJSON *hs = cJSON_GetObjectItem(cJSON_GetObjectItem(p, "cost"), "heads_s");
+    cJSON_SetNumberValue(cJSON_GetArrayItem(cJSON_GetArrayItem(hs, 1), 0), 8);
+    assert_int_equal(hs_hx_model_from_json(p, &back), HS_ERR_FORMAT);
+    assert_non_null(strstr(hs_last_error(), "heads_s"));
+    cJSON_DeleteItemFromObject(cJSON_GetObjectItem(p, "cost"), "heads_s");
+    HS_CHECK(hs_hx_model_from_json(p, &back));
+    assert_float_equal(hs_hx_t_heads(&back.cost, 4), 4 * 0.003, 1e-12);
     /* A map that falls is refused. */
     cJSON *knot = cJSON_GetArrayItem(
         cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(p, "strata"), 0), "map"), 2);
@@ -461,6 +478,16 @@ static void test_records_and_replay(void **state) {
     cost.t_head = 0.25;
     HS_CHECK(hs_hx_replay(&c3, &cost, &r, 1, &res));
     assert_float_equal(res.time_s, 0.5 + 2 + 2 + 14 + 2 * 0.25, 1e-9);
+    /* With the heads of a chain at once (the default: from entry 1 the chain 1 .. 3, a product of two
+     * rows covering both accepted nodes) it is t_heads[2]; one at a time, two products again. */
+    cost.t_heads[2] = 0.3;
+    HS_CHECK(hs_hx_replay(&c3, &cost, &r, 1, &res));
+    assert_float_equal(res.time_s, 0.5 + 2 + 2 + 14 + 0.3, 1e-9);
+    hs_tree_policy c3one = c3;
+    c3one.heads = 1;
+    HS_CHECK(hs_hx_replay(&c3one, &cost, &r, 1, &res));
+    assert_float_equal(res.time_s, 0.5 + 2 + 2 + 14 + 2 * 0.25, 1e-9);
+    cost.t_heads[2] = 0;
     cost.t_head = 0;
     /* The target's pass after the head's work costs t_after_head more, once a round with the head. */
     cost.t_after_head = 0.125;

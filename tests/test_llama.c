@@ -150,9 +150,9 @@ static void test_tree_equals_plain(void **state) {
     assert_memory_equal(logits, tree[3], sizeof tree[3]);
 }
 
-/* The output head on demand (hs_llama_eval_tree, hs_llama_head): the root's
+/* The output head on demand (hs_llama_eval_tree, hs_llama_head, hs_llama_heads): the root's
  * and every other row's logits and argmax are bitwise those of the all-rows
- * pass, in any order, also after hs_llama_accept and for the rows of a
+ * pass, in any order, alone or several rows at once, also after hs_llama_accept and for the rows of a
  * committed prompt batch; rows past the last eval are refused. */
 static void test_head_on_demand(void **state) {
     model_env *e = *state;
@@ -182,6 +182,24 @@ static void test_head_on_demand(void **state) {
         if (a != all_amax[i]) fail_msg("argmax of row %d: %u, all-rows pass %u", i, a, all_amax[i]);
     }
     assert_int_equal(hs_llama_head(e->m, N, &logits, &a), HS_ERR_INVALID_ARG);
+    /* Several rows' heads in one product (hs_llama_heads): each bitwise its own. Every logits and argmax
+     * row first holds another tree's, and this one is evaluated again (its root's head only). */
+    const int32_t other[N] = {300, 378, 432, 403, 99, 407, 261};
+    for (uint32_t k = 1; k <= 4; k *= 2)
+        for (uint32_t row = 0; row + k <= N; row++) {
+            uint32_t ka[4] = {UINT32_MAX, UINT32_MAX, UINT32_MAX, UINT32_MAX};
+            HS_CHECK(hs_llama_eval(e->m, other, N, parents, false, false, &logits, &amax));
+            HS_CHECK(hs_llama_eval_tree(e->m, tokens, N, parents, NULL, NULL));
+            HS_CHECK(hs_llama_heads(e->m, row, k, &logits, ka));
+            for (uint32_t j = 0; j < k; j++) {
+                if (memcmp(logits + (size_t)j * V, all[row + j], sizeof all[0]) != 0)
+                    fail_msg("heads of rows %u .. %u: row %u differs from the all-rows pass", row, row + k - 1,
+                             row + j);
+                if (ka[j] != all_amax[row + j]) fail_msg("heads of rows %u ..: argmax of row %u", row, row + j);
+            }
+        }
+    assert_int_equal(hs_llama_heads(e->m, N - 1, 2, &logits, &a), HS_ERR_INVALID_ARG); /* past the eval */
+    assert_int_equal(hs_llama_heads(e->m, 0, 3, &logits, &a), HS_ERR_INVALID_ARG);     /* not a power of two */
     /* Accept 0 -> 2 -> 3 (the cache moves, h stays): row 5 still reads its own state. */
     const uint32_t path[3] = {0, 2, 3};
     HS_CHECK(hs_llama_accept(e->m, path, 3));

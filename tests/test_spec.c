@@ -158,7 +158,7 @@ static void test_greedy_equals_plain(void **state) {
     const int32_t prompts[][6] = {{1}, {1, 403, 407}, {1, 68, 401, 259, 400, 266}, {1, 80, 87, 79}};
     const size_t lens[] = {1, 3, 6, 4};
     uint64_t accepted = 0, moved = 0, rested = 0, accepted_rest = 0, lookup_acc = 0, lookup_only = 0,
-             lookup_headless = 0;
+             lookup_headless = 0, batched_saved = 0;
     /* And a prompt longer than the batch (two chunks, each consumed by the
      * head): BOS and the two golden stories' tokens, 199 in all. */
     int32_t longp[200];
@@ -222,9 +222,10 @@ static void test_greedy_equals_plain(void **state) {
         hx_model(3, &hl);
         hl.headless = true;
         for (int li = 0; li < 3; li++) {
-            const hs_tree_policy pol = li == 2 ? hs_heterospec_policy(&hl)
-                                       : li    ? hs_tree_lookup(8, 1)
-                                               : hs_tree_lookup(4, 2);
+            hs_tree_policy pol = li == 2 ? hs_heterospec_policy(&hl)
+                                 : li    ? hs_tree_lookup(8, 1)
+                                         : hs_tree_lookup(4, 2);
+            pol.heads = li == 0 ? 1 : li == 1 ? 8 : 0; /* output heads one at a time, 8 and 4 at once */
             hs_spec *spec;
             HS_CHECK(hs_spec_create(e->m, li == 2 ? e->head : NULL, &pol, &spec));
             hs_gen_result r;
@@ -238,6 +239,13 @@ static void test_greedy_equals_plain(void **state) {
                          (unsigned long long)r.spec.accepted, (unsigned long long)r.spec.lookup_only_accepted,
                          (unsigned long long)r.spec.head_rows);
             lookup_headless += r.spec.accepted;
+            /* One head product per accepted node, or fewer computing at least as many rows. */
+            if (li == 0 ? r.spec.head_calls != r.spec.accepted
+                        : r.spec.head_calls > r.spec.accepted || r.spec.head_calls_rows < r.spec.accepted)
+                fail_msg("%s, heads %u: %llu accepted, %llu head products of %llu rows", what, pol.heads,
+                         (unsigned long long)r.spec.accepted, (unsigned long long)r.spec.head_calls,
+                         (unsigned long long)r.spec.head_calls_rows);
+            if (li) batched_saved += r.spec.accepted - r.spec.head_calls;
             hs_gen_result_free(&r);
             hs_spec_destroy(spec);
         }
@@ -245,6 +253,8 @@ static void test_greedy_equals_plain(void **state) {
     }
     if (lookup_headless < 100)
         fail_msg("lookup without a head: %llu tokens accepted", (unsigned long long)lookup_headless);
+    if (batched_saved < 20)
+        fail_msg("heads at once saved only %llu products", (unsigned long long)batched_saved);
     /* Only the lookup drafts without a head. */
     const hs_tree_policy chain = hs_tree_chain(2);
     hs_spec *none = NULL;

@@ -243,6 +243,25 @@ static void test_verify_list_errors(void **state) {
     hs_tree_free(&t);
 }
 
+/* The output heads a walk computes at once: powers of two along the chain after an entry. */
+static void test_heads_k(void **state) {
+    (void)state;
+    /* root 0; 1 -> 2 -> 3 -> 4 -> 5 a chain; 6 a second child of 1; 7 -> 8 -> 9 a chain under 6;
+     * then 10 .. 18 a chain of 9 under 9 */
+    int32_t par[19] = {-1, 0, 1, 2, 3, 4, 1, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+    assert_int_equal(hs_tree_heads_k(par, 19, 1, 1), 1);  /* one at a time */
+    assert_int_equal(hs_tree_heads_k(par, 19, 1, 0), 4);  /* the default, 4, of a chain of 5 */
+    assert_int_equal(hs_tree_heads_k(par, 19, 1, 8), 4);  /* the chain ends at 5 */
+    assert_int_equal(hs_tree_heads_k(par, 19, 2, 8), 4);
+    assert_int_equal(hs_tree_heads_k(par, 19, 3, 8), 2);
+    assert_int_equal(hs_tree_heads_k(par, 19, 5, 8), 1);  /* 6 is not 5's child */
+    assert_int_equal(hs_tree_heads_k(par, 19, 6, 3), 2);  /* 3 rounds down to 2 */
+    assert_int_equal(hs_tree_heads_k(par, 19, 7, 8), 8);  /* 7 .. 18 */
+    assert_int_equal(hs_tree_heads_k(par, 19, 7, 64), 8); /* at most HS_TREE_HEADS_MAX */
+    assert_int_equal(hs_tree_heads_k(par, 12, 7, 8), 4);  /* the list ends at 11 */
+    assert_int_equal(hs_tree_heads_k(par, 19, 18, 8), 1); /* the last entry */
+}
+
 /* ---- context lookup ---- */
 
 /* The reference lookup, written independently: the match length at every
@@ -390,6 +409,7 @@ int main(void) {
         cmocka_unit_test(test_eagle2),
         cmocka_unit_test(test_eagle2_small_total),
         cmocka_unit_test(test_verify_list_errors),
+        cmocka_unit_test(test_heads_k),
         cmocka_unit_test(test_lookup),
         cmocka_unit_test(test_add_lookup),
     };
