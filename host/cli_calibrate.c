@@ -233,7 +233,7 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
      *   their difference is t_after_head,
      *   verification of N chained nodes (nothing committed),
      *   the output head of one more node of the last pass (hs_llama_head), and
- *   of 2, 4 and 8 nodes in one product (hs_llama_heads),
+     *   of 2, 4 and 8 nodes in one product (hs_llama_heads),
      *   the head's consume of two kept rows (the target keeps them first),
      *   the same cache-only (hs_eagle3_consume_cache),
      *   a draft level of w nodes (all children of the root). */
@@ -633,10 +633,10 @@ int hs_cli_calibrate(int argc, char **argv) {
         print_replay("heterospec (tuned, lookup off)", &r_nolk);
         print_replay("heterospec (tuned, feedback off)", &r_nofb);
         snprintf(label, sizeof label, "heterospec (tuned, output heads one at a time; tuned: %u at once)",
-                 m.heads ? m.heads : HS_TREE_HEADS_DEFAULT);
+                 hs_tree_heads_max(m.heads));
         print_replay(label, &r_one);
         snprintf(label, sizeof label, "heterospec (the same without the head; tuned: %u at once)",
-                 mh.heads ? mh.heads : HS_TREE_HEADS_DEFAULT);
+                 hs_tree_heads_max(mh.heads));
         print_replay(label, &r_one_hl);
         if (m.fb_prior > 0)
             printf("| (heterospec's feedback: prior %g acceptances, decay %g per round) |\n", m.fb_prior,

@@ -396,7 +396,7 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
                 "nodes (%llu rows computed, up to %u at once along a chain)\n",
                 (unsigned long long)s->head_calls, (unsigned long long)s->accepted,
                 (unsigned long long)s->head_calls_rows,
-                m->policy.heads ? m->policy.heads : HS_TREE_HEADS_DEFAULT);
+                hs_tree_heads_max(m->policy.heads));
     if (m->policy.lookup)
         fprintf(f,
                 "[heterospec] context lookup: %llu candidates verified, %llu accepted (%llu that the head "

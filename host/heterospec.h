@@ -93,7 +93,7 @@
 #define HS_HX_MAP_POINTS 16  /* knots of an acceptance map */
 #define HS_HX_MAX_N      128 /* t_verify(N) for N = 1 .. this */
 #define HS_HX_MAX_WIDTH  64  /* t_draft(w) for w = 1 .. this */
-#define HS_HX_MAX_HEADS  8   /* t_heads(k) for k = 2, 4 .. this (HS_TREE_HEADS_MAX) */
+#define HS_HX_MAX_HEADS  HS_TREE_HEADS_MAX /* t_heads(k) for k = 2, 4 .. this */
 
 typedef enum hs_hx_feature {
     HS_HX_PARENT_ENT = 0,

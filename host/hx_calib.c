@@ -341,11 +341,12 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
                     break;
                 }
         }
-        /* The verification list as the generation makes it, and its path: the output heads the walk
-         * computes (hs_tree_heads_k from each accepted entry no earlier product covered), and what the
-         * feedback sees. */
-        const hs_status vs = hs_tree_verify_list(&t, sel, ns, list_tok, list_par, list_nodes);
-        if (vs == HS_OK) {
+        /* The verification list as the generation makes it, and its path, where something reads them:
+         * the output heads the walk computes past the root (hs_tree_heads_k from each accepted entry no
+         * earlier product covered), and the feedback. */
+        const bool list = acc > 0 || p->observe;
+        const hs_status vs = list ? hs_tree_verify_list(&t, sel, ns, list_tok, list_par, list_nodes) : HS_OK;
+        if (list && vs == HS_OK) {
             uint32_t len = 0;
             for (uint32_t k = 0; k <= ns; k++)
                 if (k == 0 || in[list_nodes[k]] == 2) path[len++] = k;

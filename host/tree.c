@@ -364,9 +364,14 @@ hs_tree_policy hs_tree_lookup(uint32_t len, uint32_t min_match) {
     return p;
 }
 
+uint32_t hs_tree_heads_max(uint32_t heads) {
+    const uint32_t h = heads ? heads : HS_TREE_HEADS_DEFAULT;
+    return h < HS_TREE_HEADS_MAX ? h : HS_TREE_HEADS_MAX;
+}
+
 uint32_t hs_tree_heads_k(const int32_t *parents, uint32_t n_list, uint32_t cur, uint32_t heads) {
-    uint32_t want = heads ? heads : HS_TREE_HEADS_DEFAULT, chain = 1, k = 1;
-    if (want > HS_TREE_HEADS_MAX) want = HS_TREE_HEADS_MAX;
+    const uint32_t want = hs_tree_heads_max(heads);
+    uint32_t chain = 1, k = 1;
     while (chain < want && cur + chain < n_list && parents[cur + chain] == (int32_t)(cur + chain - 1)) chain++;
     while (2 * k <= chain) k *= 2;
     return k;

@@ -181,6 +181,9 @@ struct hs_tree_policy {
 #define HS_TREE_HEADS_DEFAULT 4u
 #define HS_TREE_HEADS_MAX     8u
 
+/* The most heads at once a policy's heads value means (0: HS_TREE_HEADS_DEFAULT, at most HS_TREE_HEADS_MAX). */
+uint32_t hs_tree_heads_max(uint32_t heads);
+
 /* The output heads a walk computes at once from list entry cur (> 0) of a
  * verification list (parents[0 .. n_list), as hs_tree_verify_list writes
  * it): the largest power of two k <= heads (0: HS_TREE_HEADS_DEFAULT; at most
