@@ -127,24 +127,70 @@ static int cand_cmp(const void *a, const void *b) {
     return i < j ? -1 : i > j;
 }
 
+/* Scratch of one decision: V, the candidates, marks, the runs of best_prefix. */
+typedef struct work {
+    float *V;
+    cand *c;
+    uint8_t *in, *kept;
+    uint32_t *run_of, *run_len; /* per tree node: its run's first node; a first node's run length */
+    uint32_t n;                 /* candidates (tree nodes but the root) */
+} work;
+
+/* Expected time of the output heads of a run's first L nodes: nodes s, s + 1
+ * .. s + L - 1, each the parent of the next, so consecutive in the
+ * verification list (hs_tree_verify_list keeps node order). The walk computes
+ * them from the first accepted node whose head is missing, k at a time (the
+ * largest power of two at most heads and the rest of the run,
+ * hs_tree_heads_k), so a product starting at node s + j costs t_heads(k)
+ * with probability V(s + j). With heads 1 this is the sum of V t_head. */
+static double run_heads(const hs_hx_model *m, const float *V, uint32_t s, uint32_t L) {
+    const uint32_t h = hs_tree_heads_max(m->heads);
+    double t = 0;
+    for (uint32_t j = 0; j < L;) {
+        uint32_t k = 1;
+        while (2 * k <= h && 2 * k <= L - j) k *= 2;
+        t += V[s + j] * hs_hx_t_heads(&m->cost, k);
+        j += k;
+    }
+    return t;
+}
+
 /* The best prefix of the sorted candidates c[0 .. n) that stays closed under
  * ancestors (members whose parent is not in are skipped): its length in
  * members taken into *taken (kept[] marks them when non-NULL) and its rate
- * E[tau] / T. in[] is scratch of t->n entries. */
-static double best_prefix(const hs_hx_model *m, const hs_tree *t, const cand *c, uint32_t n, uint32_t cap,
-                          double spent, uint8_t *in, uint32_t *taken, uint8_t *kept) {
+ * E[tau] / T, with the expected output heads of the accepted nodes in T: a
+ * member whose parent is the node just before it extends that node's run and
+ * shares its products (run_heads), any other starts a run; an expected child
+ * (node -1) is priced V t_head. w's in, run_of and run_len are scratch. */
+static double best_prefix(const hs_hx_model *m, const hs_tree *t, work *w, const cand *c, uint32_t n,
+                          uint32_t cap, double spent, uint32_t *taken, uint8_t *kept) {
     const hs_hx_cost *k = &m->cost;
+    uint8_t *in = w->in;
     memset(in, 0, t->n);
     in[0] = 1;
-    double e = 1.0, best = 1.0 / (spent + hs_hx_t_verify_at(k, 1, t->ctx));
-    /* e / T with the expected accepted nodes' heads (e - 1 of them) in T. */
+    double e = 1.0, heads = 0, best = 1.0 / (spent + hs_hx_t_verify_at(k, 1, t->ctx));
     uint32_t n_in = 0, best_n = 0, best_i = 0;
     for (uint32_t i = 0; i < n && n_in < cap; i++) {
         if (!in[c[i].parent]) continue;
-        if (c[i].node >= 0) in[c[i].node] = 1;
+        const int32_t v = c[i].node;
+        if (v < 0) {
+            heads += c[i].v * k->t_head;
+        } else {
+            in[v] = 1;
+            const int32_t p = c[i].parent;
+            const uint32_t s = p > 0 && p == v - 1 ? w->run_of[p] : (uint32_t)v;
+            w->run_of[v] = s;
+            if (s == (uint32_t)v) {
+                w->run_len[s] = 1;
+                heads += run_heads(m, w->V, s, 1);
+            } else {
+                heads += run_heads(m, w->V, s, w->run_len[s] + 1) - run_heads(m, w->V, s, w->run_len[s]);
+                w->run_len[s]++;
+            }
+        }
         n_in++;
         e += c[i].v;
-        const double r = e / (spent + hs_hx_t_verify_at(k, n_in + 1, t->ctx) + (e - 1) * k->t_head);
+        const double r = e / (spent + hs_hx_t_verify_at(k, n_in + 1, t->ctx) + heads);
         if (r > best) {
             best = r;
             best_n = n_in;
@@ -163,19 +209,13 @@ static double best_prefix(const hs_hx_model *m, const hs_tree *t, const cand *c,
     return best;
 }
 
-/* Scratch of one decision: V, the candidates, marks. */
-typedef struct work {
-    float *V;
-    cand *c;
-    uint8_t *in, *kept;
-    uint32_t n; /* candidates (tree nodes but the root) */
-} work;
-
 static void work_free(work *w) {
     free(w->V);
     free(w->c);
     free(w->in);
     free(w->kept);
+    free(w->run_of);
+    free(w->run_len);
 }
 
 static bool work_init(work *w, const hs_hx_model *m, const hs_tree *t, uint32_t extra) {
@@ -184,7 +224,9 @@ static bool work_init(work *w, const hs_hx_model *m, const hs_tree *t, uint32_t 
     w->c = malloc(sizeof *w->c * (t->n + extra));
     w->in = malloc(t->n);
     w->kept = malloc(t->n + extra);
-    if (!w->V || !w->c || !w->in || !w->kept) {
+    w->run_of = malloc(sizeof *w->run_of * t->n);
+    w->run_len = malloc(sizeof *w->run_len * t->n);
+    if (!w->V || !w->c || !w->in || !w->kept || !w->run_of || !w->run_len) {
         work_free(w);
         return false;
     }
@@ -217,7 +259,7 @@ static uint32_t hx_select(const hs_tree_policy *p, const hs_tree *t, uint32_t *s
     uint32_t n = 0, taken;
     if (work_init(&w, m, t, 0)) {
         qsort(w.c, w.n, sizeof *w.c, cand_cmp);
-        best_prefix(m, t, w.c, w.n, verify_cap(m, cap), spent_time(m, t), w.in, &taken, w.kept);
+        best_prefix(m, t, &w, w.c, w.n, verify_cap(m, cap), spent_time(m, t), &taken, w.kept);
         for (uint32_t i = 0; n < taken; i++)
             if (w.kept[i]) sel[n++] = (uint32_t)w.c[i].node;
         work_free(&w);
@@ -251,7 +293,7 @@ static uint32_t hx_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t le
         const uint32_t vcap = verify_cap(m, UINT32_MAX);
         uint32_t taken;
         qsort(w.c, w.n, sizeof *w.c, cand_cmp);
-        double best = best_prefix(m, t, w.c, w.n, vcap, spent, w.in, &taken, NULL);
+        double best = best_prefix(m, t, &w, w.c, w.n, vcap, spent, &taken, NULL);
         /* Drafting the k best adds, for each, one expected child: kids holds
          * them sorted, merged with the sorted candidates into all. */
         for (uint32_t k = 1; k <= wmax; k++) {
@@ -269,7 +311,7 @@ static uint32_t hx_expand(const hs_tree_policy *p, const hs_tree *t, uint32_t le
             while (a < w.n || b < k)
                 all[n++] = b == k || (a < w.n && cand_cmp(&w.c[a], &kids[b]) <= 0) ? w.c[a++] : kids[b++];
             const double r =
-                best_prefix(m, t, all, n, vcap, spent + hs_hx_t_draft(&m->cost, k), w.in, &taken, NULL);
+                best_prefix(m, t, &w, all, n, vcap, spent + hs_hx_t_draft(&m->cost, k), &taken, NULL);
             if (r > best) {
                 best = r;
                 best_w = k;

@@ -18,7 +18,7 @@
  * (hs_hx_lookup); a node both sources propose takes the larger f.
  * Device cost of a round that drafts levels of widths w_1 .. w_L and verifies
  * N nodes besides the root, after c rows of context, accepting A of them:
- *   T = t_consume + t_after_head + sum_l t_draft(w_l) + t_verify(N + 1, c) + A t_head
+ *   T = t_consume + t_after_head + sum_l t_draft(w_l) + t_verify(N + 1, c) + T_heads
  * (t_after_head: the target's pass runs slower right after the head's work
  * than after a pass of its own, as in plain decoding; without the head T
  * drops t_consume and t_after_head)
@@ -26,9 +26,15 @@
  * each verified node cost more after a long prompt; the pass computes the
  * root's output head, and each accepted node's is computed when acceptance
  * reaches it, hs_llama_head, or with the heads of the chain after it in
- * one product, hs_llama_heads, hs_tree_policy.heads: select prices A t_head,
- * the replays of calibration the products the walk makes; before a round A
- * is E[tau] - 1).
+ * one product, hs_llama_heads, hs_tree_policy.heads; T_heads, the time of
+ * those products: the replays of calibration price the products the walk
+ * made; before a round, select takes its expectation: the verified nodes
+ * split into runs, each node the child of the one before it in node order
+ * (so in the verification list), and a run's products start at its nodes
+ * s_0, s_0 + k_0 .. with k the largest power of two at most `heads` and the
+ * rest of the run, each costing t_heads(k) with probability V(s); an
+ * expected child of expand's costs V t_head. With heads 1, T_heads = A
+ * t_head with A = E[tau] - 1).
  * Rest: after a round that chose N = 0, the next `rest` rounds decode the
  * root alone at t_consume_cache + t_after_head + t_verify(1) each, without a
  * draft distribution (host/spec); calibration picks rest on replays, weighing the

@@ -772,6 +772,81 @@ static void test_lookup_values_and_select(void **state) {
     hs_tree_free(&t);
 }
 
+/* The expected time of the output heads of a chain's first L nodes (values
+ * V[0 .. L)), as the walk computes them `heads` at once: from node j, the
+ * largest power of two k at most heads and L - j, costing th[k] if node j
+ * is accepted. */
+static double chain_heads(const float *V, uint32_t L, uint32_t heads, const double *th) {
+    double t = 0;
+    for (uint32_t j = 0; j < L;) {
+        uint32_t k = 1;
+        while (2 * k <= heads && 2 * k <= L - j) k *= 2;
+        t += V[j] * th[k];
+        j += k;
+    }
+    return t;
+}
+
+/* select prices the output heads of a chain of consecutive nodes (a lookup
+ * chain) as the walk computes them, several in one product (t_heads): its
+ * choice is the best prefix under that expectation (brute force here), so
+ * with heads 1 the chain is cut sooner than where heads 4 shares products. */
+static void test_select_prices_heads(void **state) {
+    (void)state;
+    const double th[9] = {0, 0.3, 0.32, 0, 0.36, 0, 0, 0, 0.45};
+    const float fs[] = {0.7f, 0.75f, 0.8f, 0.85f};
+    const double slopes[] = {0.05, 0.1, 0.15};
+    const uint32_t hs[] = {1, 2, 4, 8};
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 64));
+    uint32_t longer = 0, shorter = 0;
+    for (size_t a = 0; a < sizeof fs / sizeof fs[0]; a++)
+        for (size_t b = 0; b < sizeof slopes / sizeof slopes[0]; b++) {
+            uint32_t got[4];
+            for (size_t c = 0; c < sizeof hs / sizeof hs[0]; c++) {
+                hs_hx_model m = two_strata(0.8f, 0.2f);
+                set_cost(&m, slopes[b]);
+                set_lookup(&m, 0.1f, fs[a], 0.95f);
+                m.cost.t_head = th[1];
+                m.cost.t_heads[2] = th[2];
+                m.cost.t_heads[4] = th[4];
+                m.cost.t_heads[8] = th[8];
+                m.heads = hs[c];
+                const hs_tree_policy p = hs_heterospec_policy(&m);
+                hs_tree_reset(&t, 7);
+                const int32_t chain[] = {501, 502, 503, 504, 505, 506, 507, 508};
+                HS_CHECK(hs_tree_add_lookup(&t, chain, 8, 6));
+                assert_int_equal(t.n, 9);
+                float V[16];
+                hs_hx_values(&m, &t, V);
+                const double spent = m.cost.t_consume + m.cost.t_after_head;
+                double best = 1 / (spent + m.cost.t_verify[1]), e = 1;
+                uint32_t best_n = 0;
+                for (uint32_t L = 1; L <= 8; L++) {
+                    e += V[L];
+                    const double r = e / (spent + m.cost.t_verify[L + 1] + chain_heads(V + 1, L, hs[c], th));
+                    if (r > best) {
+                        best = r;
+                        best_n = L;
+                    }
+                }
+                uint32_t sel[64];
+                got[c] = p.select(&p, &t, sel, 64);
+                fprintf(stderr, "f %.2f slope %.2f heads %u: %u nodes\n", fs[a], slopes[b], hs[c], got[c]);
+                assert_int_equal(got[c], best_n);
+                for (uint32_t i = 0; i < got[c]; i++)
+                    assert_int_equal(sel[i], i + 1);
+            }
+            longer += got[2] > got[0];
+            shorter += got[2] < got[0];
+        }
+    /* Both happen: sharing products pays for more nodes, and a node that
+     * would start a new product can cost more than it adds. */
+    assert_true(longer >= 3);
+    assert_true(shorter >= 1);
+    hs_tree_free(&t);
+}
+
 /* A recorded round whose lookup chain spells the truth while the head's
  * tree does not: the replay with lookup decides more tokens than without,
  * drafts no level when the match reaches nodraft, and the lookup records say
@@ -1383,6 +1458,7 @@ int main(void) {
         cmocka_unit_test(test_dearer_head_smaller_tree),
         cmocka_unit_test(test_longer_context_smaller_tree),
         cmocka_unit_test(test_select_is_best_prefix),
+        cmocka_unit_test(test_select_prices_heads),
         cmocka_unit_test(test_fit_recovers_strata),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_records_and_replay),
