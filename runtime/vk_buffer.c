@@ -24,6 +24,53 @@ static int find_noncoherent(const hs_vk_ctx *ctx, uint32_t type_bits) {
     return any;
 }
 
+/* Split execution: one zeroed host allocation, imported by every part's
+ * device (VK_EXT_external_memory_host) under a buffer of its own; it is the
+ * mapping, and coherent. */
+static hs_status import_host(hs_vk_buffer *b, const VkBufferCreateInfo *bci, VkMemoryRequirements req,
+                             const char *detail) {
+    hs_status st = HS_OK;
+    hs_vk_ctx *ctx = b->ctx;
+    const uint64_t a = ctx->host_align > req.alignment ? ctx->host_align : req.alignment;
+    const uint64_t bytes = (req.size + a - 1) / a * a;
+    b->host = aligned_alloc(a, bytes);
+    if (!b->host) return HS_FAIL(HS_ERR_VK_OUT_OF_DEVICE_MEMORY, "host memory for a buffer (%s)", detail);
+    memset(b->host, 0, bytes);
+    b->alloc_size = bytes;
+    for (uint32_t k = 0; k < ctx->n_parts; k++) {
+        const VkDevice dev = hs_vk_part_device(ctx, k);
+        VkBuffer buf = b->buffer;
+        if (k) {
+            HS_VK_CALL(vkCreateBuffer(dev, bci, NULL, &b->xbuffer[k]), detail);
+            buf = b->xbuffer[k];
+            vkGetBufferMemoryRequirements(dev, buf, &req);
+        }
+        VkMemoryHostPointerPropertiesEXT hp = {.sType = VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT};
+        HS_VK_CALL(ctx->host_pointer_props(dev, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, b->host,
+                                           &hp),
+                   detail);
+        const int type = hs_vk_find_memory(ctx, req.memoryTypeBits & hp.memoryTypeBits,
+                                           VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                           0);
+        if (type < 0)
+            return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "split execution: no coherent memory type imports host memory");
+        VkImportMemoryHostPointerInfoEXT imp = {.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT,
+                                                .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT,
+                                                .pHostPointer = b->host};
+        VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                    .pNext = &imp,
+                                    .allocationSize = bytes,
+                                    .memoryTypeIndex = (uint32_t)type};
+        VkDeviceMemory *mem = k ? &b->xmemory[k] : &b->memory;
+        HS_VK_CALL(vkAllocateMemory(dev, &mai, NULL, mem), detail);
+        HS_VK_CALL(vkBindBufferMemory(dev, buf, *mem, 0), NULL);
+    }
+    b->mapped = b->host;
+    b->coherent = true;
+fail:
+    return st;
+}
+
 hs_status hs_vk_buffer_create(hs_vk_ctx *ctx, uint64_t size, hs_mem mem, hs_vk_buffer **out) {
     hs_status st = HS_OK;
     char detail[160];
@@ -47,9 +94,17 @@ hs_status hs_vk_buffer_create(hs_vk_ctx *ctx, uint64_t size, hs_mem mem, hs_vk_b
                  (ctx->caps.max_texel_elements ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0),
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
     snprintf(detail, sizeof detail, "requested %.1f MiB", size / 1048576.0);
+    VkExternalMemoryBufferCreateInfo ext = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+                                            .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT};
+    if (ctx->n_parts > 1) bci.pNext = &ext;
     HS_VK_CALL(vkCreateBuffer(ctx->device, &bci, NULL, &b->buffer), detail);
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(ctx->device, b->buffer, &req);
+    if (ctx->n_parts > 1) {
+        HS_TRY(import_host(b, &bci, req, detail));
+        *out = b;
+        return HS_OK;
+    }
     int type;
     if (mem == HS_MEM_DEVICE) {
         type = hs_vk_find_memory(ctx, req.memoryTypeBits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
@@ -117,33 +172,46 @@ fail:
 
 void hs_vk_buffer_destroy(hs_vk_buffer *b) {
     if (!b) return;
-    VkDevice d = b->ctx->device;
-    for (ptrdiff_t i = 0; i < stbds_arrlen(b->views); i++) vkDestroyBufferView(d, b->views[i].view, NULL);
+    for (ptrdiff_t i = 0; i < stbds_arrlen(b->views); i++)
+        for (uint32_t k = 0; k < b->ctx->n_parts; k++)
+            if (b->views[i].view[k]) vkDestroyBufferView(hs_vk_part_device(b->ctx, k), b->views[i].view[k], NULL);
     stbds_arrfree(b->views);
-    if (b->mapped) vkUnmapMemory(d, b->memory);
+    for (uint32_t k = 1; k < b->ctx->n_parts; k++) {
+        if (b->xbuffer[k]) vkDestroyBuffer(b->ctx->part[k].device, b->xbuffer[k], NULL);
+        if (b->xmemory[k]) vkFreeMemory(b->ctx->part[k].device, b->xmemory[k], NULL);
+    }
+    VkDevice d = b->ctx->device;
+    if (b->mapped && !b->host) vkUnmapMemory(d, b->memory);
     if (b->buffer) vkDestroyBuffer(d, b->buffer, NULL);
     if (b->memory) vkFreeMemory(d, b->memory, NULL);
     free(b->shadow);
+    free(b->host); /* after every memory importing it is freed */
     hs_vk_obj_unlink(b->ctx, &b->obj);
     free(b);
 }
 
-hs_status hs_vk_buffer_texel_view(hs_vk_buffer *b, uint64_t offset, uint64_t range, VkBufferView *out) {
+hs_status hs_vk_buffer_texel_view(hs_vk_buffer *b, uint64_t offset, uint64_t range, const VkBufferView **out) {
     hs_status st = HS_OK;
     for (ptrdiff_t i = 0; i < stbds_arrlen(b->views); i++)
         if (b->views[i].offset == offset && b->views[i].range == range) {
             *out = b->views[i].view;
             return HS_OK;
         }
-    VkBufferViewCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
-                                 .buffer = b->buffer,
-                                 .format = VK_FORMAT_R32G32B32A32_UINT,
-                                 .offset = offset,
-                                 .range = range};
-    struct hs_vk_texel_view v = {offset, range, VK_NULL_HANDLE};
-    HS_VK_CALL(vkCreateBufferView(b->ctx->device, &ci, NULL, &v.view), "texel buffer view");
+    struct hs_vk_texel_view v = {.offset = offset, .range = range};
+    for (uint32_t k = 0; k < b->ctx->n_parts; k++) {
+        VkBufferViewCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+                                     .buffer = hs_vk_part_buffer(b, k),
+                                     .format = VK_FORMAT_R32G32B32A32_UINT,
+                                     .offset = offset,
+                                     .range = range};
+        const VkResult r = vkCreateBufferView(hs_vk_part_device(b->ctx, k), &ci, NULL, &v.view[k]);
+        if (r != VK_SUCCESS) {
+            for (uint32_t j = 0; j < k; j++) vkDestroyBufferView(hs_vk_part_device(b->ctx, j), v.view[j], NULL);
+            HS_VK_CALL(r, "texel buffer view");
+        }
+    }
     stbds_arrput(b->views, v);
-    *out = v.view;
+    *out = b->views[stbds_arrlen(b->views) - 1].view;
 fail:
     return st;
 }

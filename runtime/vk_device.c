@@ -3,6 +3,8 @@
 #define _GNU_SOURCE /* dl_iterate_phdr, RTLD_NODELETE */
 #include "vk_internal.h"
 
+#include "hs_shaders.h"
+
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
@@ -143,9 +145,16 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
     VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
     VkPhysicalDeviceSubgroupSizeControlProperties sscp = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+    VkPhysicalDeviceExternalMemoryHostPropertiesEXT hip = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
     p2.pNext = &idp;
     idp.pNext = &sgp;
     void **next = &sgp.pNext;
+    const bool has_hip = has_ext(exts, n_ext, "VK_EXT_external_memory_host");
+    if (has_hip) {
+        *next = &hip;
+        next = &hip.pNext;
+    }
     bool has_drv = api >= VK_API_VERSION_1_2 || has_ext(exts, n_ext, "VK_KHR_driver_properties");
     if (has_drv) {
         *next = &drv;
@@ -163,6 +172,8 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
         snprintf(c->driver_info, sizeof c->driver_info, "%s", drv.driverInfo);
     }
     c->vendor_id = p->vendorID;
+    c->host_import_align = has_hip ? hip.minImportedHostPointerAlignment : 0;
+    c->parts = 1;
     c->device_id = p->deviceID;
     c->driver_version = p->driverVersion;
     c->api_version = api;
@@ -419,6 +430,10 @@ void hs_vk_caps_line(const hs_vk_caps *c, char *buf, size_t n) {
              c->coopmat, (unsigned long long)(c->max_storage_buffer_range >> 20),
              (unsigned long long)(c->device_local_bytes >> 20), c->coherent,
              (unsigned long long)c->non_coherent_atom_size);
+    if (c->parts > 1) {
+        const size_t len = strlen(buf);
+        if (len < n) snprintf(buf + len, n - len, " | split: %u", c->parts);
+    }
 }
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
@@ -432,6 +447,30 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBi
         fprintf(stderr, "heterospec: validation: %s\n", data->pMessage);
     }
     return VK_FALSE;
+}
+
+/* The validation layer's messages on instance -> debug_cb (counted in ctx). */
+static hs_status create_messenger(hs_vk_ctx *ctx, VkInstance instance, VkDebugUtilsMessengerEXT *out) {
+    hs_status st = HS_OK;
+    PFN_vkCreateDebugUtilsMessengerEXT cm =
+        (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT");
+    VkDebugUtilsMessengerCreateInfoEXT mi = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+        .pfnUserCallback = debug_cb,
+        .pUserData = ctx};
+    if (cm) HS_VK_CALL(cm(instance, &mi, NULL, out), NULL);
+fail:
+    return st;
+}
+
+static void destroy_messenger(VkInstance instance, VkDebugUtilsMessengerEXT m) {
+    if (!m) return;
+    PFN_vkDestroyDebugUtilsMessengerEXT dm =
+        (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT");
+    if (dm) dm(instance, m, NULL);
 }
 
 hs_status hs_mkdir_p(const char *path) {
@@ -568,6 +607,86 @@ static int pick_device(const hs_vk_caps *caps, uint32_t n, const hs_vk_ctx_optio
     return best;
 }
 
+/* How many parts split execution would use on device c (1: off), and in
+ * *restart whether LP_NUM_THREADS must first be set to 0 (read by lavapipe
+ * when an instance enumerates it). */
+static uint32_t split_parts(const hs_vk_caps *c, bool *restart) {
+    *restart = false;
+    if (c->type != VK_PHYSICAL_DEVICE_TYPE_CPU || strcmp(c->driver_name, "llvmpipe") || !c->host_import_align ||
+        env_flag("HS_VK_DISABLE_SPLIT") || env_flag("HS_VK_FORCE_NONCOHERENT"))
+        return 1;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *want = getenv("HS_VK_SPLIT");
+    if (want && *want) n = strtol(want, NULL, 10);
+    if (n < 2) return 1;
+    if (n > HS_VK_MAX_PARTS) n = HS_VK_MAX_PARTS;
+    const char *lp = getenv("LP_NUM_THREADS");
+    if (lp && strcmp(lp, "0")) return 1; /* the user chose the driver's threads */
+    *restart = !lp;
+    return (uint32_t)n;
+}
+
+/* Parts 1 .. n_parts - 1: devices like part 0 (same create info). */
+static hs_status create_parts(hs_vk_ctx *ctx, const VkDeviceCreateInfo *dci, bool validation) {
+    hs_status st = HS_OK;
+    for (uint32_t k = 1; k < ctx->n_parts; k++) {
+        hs_vk_part *pt = &ctx->part[k];
+        bool val_on;
+        uint32_t api, n = 0;
+        pt->instance = create_instance(validation, &val_on, &api);
+        if (!pt->instance) {
+            st = HS_FAIL(HS_ERR_VK_INIT, "split execution: vkCreateInstance failed for a part");
+            goto fail;
+        }
+        if (val_on) HS_TRY(create_messenger(ctx, pt->instance, &pt->messenger));
+        /* The same physical device: the index and UUID of part 0's. */
+        HS_VK_CALL(vkEnumeratePhysicalDevices(pt->instance, &n, NULL), NULL);
+        VkPhysicalDevice pds[16];
+        if (n > 16) n = 16;
+        HS_VK_CALL(vkEnumeratePhysicalDevices(pt->instance, &n, pds), NULL);
+        VkPhysicalDeviceIDProperties idp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+        VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &idp};
+        if (ctx->caps.index < n) vkGetPhysicalDeviceProperties2(pds[ctx->caps.index], &p2);
+        if (ctx->caps.index >= n || memcmp(idp.deviceUUID, ctx->caps.device_uuid, VK_UUID_SIZE)) {
+            st = HS_FAIL(HS_ERR_VK_INIT, "split execution: a part's instance lists the devices differently");
+            goto fail;
+        }
+        HS_VK_CALL(vkCreateDevice(pds[ctx->caps.index], dci, NULL, &pt->device), "split execution: a part's device");
+        vkGetDeviceQueue(pt->device, ctx->queue_family, 0, &pt->queue);
+        VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                       .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                       .queueFamilyIndex = ctx->queue_family};
+        HS_VK_CALL(vkCreateCommandPool(pt->device, &pci, NULL, &pt->cmd_pool), NULL);
+    }
+    ctx->host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)vkGetInstanceProcAddr(
+        ctx->instance, "vkGetMemoryHostPointerPropertiesEXT");
+    if (!ctx->host_pointer_props) {
+        st = HS_FAIL(HS_ERR_VK_UNSUPPORTED, "split execution: no vkGetMemoryHostPointerPropertiesEXT");
+        goto fail;
+    }
+fail:
+    return st;
+}
+
+/* The barrier counter and the spin dispatch of split execution, kept out of
+ * the live-object list (the context's own). */
+static hs_status create_sync(hs_vk_ctx *ctx) {
+    hs_status st = HS_OK;
+    HS_TRY(hs_vk_buffer_create(ctx, 64, HS_MEM_DEVICE, &ctx->sync));
+    hs_vk_obj_unlink(ctx, &ctx->sync->obj);
+    hs_vk_pipeline_desc d = {.name = "split barrier",
+                             .code = hs_spv_spin,
+                             .code_size = hs_spv_spin_size,
+                             .n_bindings = 1,
+                             .write_mask = 1,
+                             .push_size = 4,
+                             .wg_size = {8, 1, 1}};
+    HS_TRY(hs_vk_pipeline_create(ctx, &d, &ctx->spin));
+    hs_vk_obj_unlink(ctx, &ctx->spin->obj);
+fail:
+    return st;
+}
+
 hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
     hs_status st = HS_OK;
     VkPhysicalDevice *pds = NULL;
@@ -594,20 +713,7 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
                      "validation requested but VK_LAYER_KHRONOS_validation is not installed");
         goto fail;
     }
-    if (val_on) {
-        PFN_vkCreateDebugUtilsMessengerEXT cm = (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
-            ctx->instance, "vkCreateDebugUtilsMessengerEXT");
-        VkDebugUtilsMessengerCreateInfoEXT mi = {
-            .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
-            .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-                               VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
-            .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                           VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                           VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
-            .pfnUserCallback = debug_cb,
-            .pUserData = ctx};
-        if (cm) HS_VK_CALL(cm(ctx->instance, &mi, NULL, &ctx->messenger), NULL);
-    }
+    if (val_on) HS_TRY(create_messenger(ctx, ctx->instance, &ctx->messenger));
 
     uint32_t n = 0;
     HS_VK_CALL(vkEnumeratePhysicalDevices(ctx->instance, &n, NULL), NULL);
@@ -635,8 +741,22 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
         st = HS_FAIL(HS_ERR_VK_UNSUPPORTED, "device %s has no compute queue", all[pick].device_name);
         goto fail;
     }
+    bool restart;
+    ctx->n_parts = split_parts(&all[pick], &restart);
+    if (restart) {
+        /* lavapipe must run each part's work in its queue thread: start again with its workers off. */
+        setenv("LP_NUM_THREADS", "0", 1);
+        free(pds);
+        free(all);
+        free(fcs);
+        free(qfs);
+        hs_vk_ctx_destroy(ctx);
+        return hs_vk_ctx_create(opt, out);
+    }
     ctx->phys = pds[pick];
     ctx->caps = all[pick];
+    ctx->caps.parts = ctx->n_parts;
+    ctx->host_align = ctx->caps.host_import_align;
     ctx->queue_family = qfs[pick];
     vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->mem_props);
     ctx->emulate_noncoherent = env_flag("HS_VK_FORCE_NONCOHERENT");
@@ -688,6 +808,7 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
         next = &en.idot.pNext;
         if (c->api_version < VK_API_VERSION_1_3) dev_exts[n_dev_exts++] = "VK_KHR_shader_integer_dot_product";
     }
+    if (ctx->n_parts > 1) dev_exts[n_dev_exts++] = "VK_EXT_external_memory_host";
     /* Cooperative matrix is probed for reporting; no kernel uses it yet, so it is not enabled. */
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -702,6 +823,7 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
                               .ppEnabledExtensionNames = dev_exts};
     HS_VK_CALL(vkCreateDevice(ctx->phys, &dci, NULL, &ctx->device), ctx->caps.device_name);
     vkGetDeviceQueue(ctx->device, ctx->queue_family, 0, &ctx->queue);
+    HS_TRY(create_parts(ctx, &dci, val_on));
 
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
                                    .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
@@ -718,6 +840,7 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
     load_pipeline_cache(ctx, !(opt && opt->no_pipeline_cache));
     ctx->profiling = env_flag("HS_PROFILE") && ctx->caps.timestamps;
     stbds_sh_new_strdup(ctx->profile);
+    if (ctx->n_parts > 1) HS_TRY(create_sync(ctx));
 
     free(pds);
     free(all);
@@ -736,6 +859,22 @@ fail:
 
 void hs_vk_ctx_destroy(hs_vk_ctx *ctx) {
     if (!ctx) return;
+    for (uint32_t k = 1; k < ctx->n_parts; k++)
+        if (ctx->part[k].device) vkDeviceWaitIdle(ctx->part[k].device);
+    hs_vk_buffer_destroy(ctx->sync); /* the context's own (unlinked: unlink is a no-op) */
+    hs_vk_pipeline_destroy(ctx->spin);
+    for (uint32_t k = 1; k < ctx->n_parts; k++) {
+        hs_vk_part *pt = &ctx->part[k];
+        if (!pt->device) continue;
+        if (pt->cmd_pool) vkDestroyCommandPool(pt->device, pt->cmd_pool, NULL);
+        vkDestroyDevice(pt->device, NULL);
+    }
+    for (uint32_t k = 1; k < ctx->n_parts; k++) {
+        hs_vk_part *pt = &ctx->part[k];
+        if (!pt->instance) continue;
+        destroy_messenger(pt->instance, pt->messenger);
+        vkDestroyInstance(pt->instance, NULL);
+    }
     if (ctx->device) {
         vkDeviceWaitIdle(ctx->device);
         if (ctx->profiling && stbds_shlen(ctx->profile) > 0) hs_vk_profile_print(ctx, stderr);
@@ -745,11 +884,7 @@ void hs_vk_ctx_destroy(hs_vk_ctx *ctx) {
         if (ctx->cmd_pool) vkDestroyCommandPool(ctx->device, ctx->cmd_pool, NULL);
         vkDestroyDevice(ctx->device, NULL);
     }
-    if (ctx->messenger) {
-        PFN_vkDestroyDebugUtilsMessengerEXT dm = (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
-            ctx->instance, "vkDestroyDebugUtilsMessengerEXT");
-        if (dm) dm(ctx->instance, ctx->messenger, NULL);
-    }
+    destroy_messenger(ctx->instance, ctx->messenger);
     if (ctx->instance) vkDestroyInstance(ctx->instance, NULL);
     stbds_shfree(ctx->profile);
     free(ctx);

@@ -36,6 +36,23 @@ typedef struct hs_vk_profile_entry {
     uint64_t count;
 } hs_vk_profile_entry;
 
+/* Split execution (lavapipe): the work of every dispatch is divided among
+ * n_parts logical devices of the one physical device, each run by its own
+ * queue thread with the driver's own worker threads off (LP_NUM_THREADS=0),
+ * all on the same host memory; at each barrier every part's queue waits for
+ * the others in a spin dispatch (vk_seq.c). Part 0 is the context's device,
+ * queue and pool; parts 1 .. n_parts - 1 are these. */
+#define HS_VK_MAX_PARTS 8
+typedef struct hs_vk_part {
+    /* An instance of its own: lavapipe runs the devices of one instance's
+     * physical device one at a time (they share its screen). */
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    VkDevice device;
+    VkQueue queue;
+    VkCommandPool cmd_pool;
+} hs_vk_part;
+
 struct hs_vk_ctx {
     VkInstance instance;
     VkDebugUtilsMessengerEXT messenger;
@@ -66,7 +83,16 @@ struct hs_vk_ctx {
      * struct hs_vk_buffer) and device buffers are left unmapped. */
     bool emulate_noncoherent;
     hs_vk_profile_entry *profile; /* stb_ds string hash map */
+
+    uint32_t n_parts;                  /* 1: no split */
+    hs_vk_part part[HS_VK_MAX_PARTS];  /* [1 .. n_parts) */
+    uint64_t host_align;               /* minImportedHostPointerAlignment */
+    PFN_vkGetMemoryHostPointerPropertiesEXT host_pointer_props;
+    hs_vk_buffer *sync;                /* split: the barrier counter, and the count of timed-out waits */
+    hs_vk_pipeline *spin;              /* split: the barrier's dispatch */
 };
+
+static inline VkDevice hs_vk_part_device(const hs_vk_ctx *c, uint32_t k) { return k ? c->part[k].device : c->device; }
 
 struct hs_vk_buffer {
     hs_vk_obj obj; /* first: the context's live list */
@@ -88,12 +114,19 @@ struct hs_vk_buffer {
      * made on first use and kept with the buffer. */
     struct hs_vk_texel_view {
         uint64_t offset, range;
-        VkBufferView view;
+        VkBufferView view[HS_VK_MAX_PARTS]; /* per part */
     } *views;
+    /* Split execution: the host allocation every part imports (mapped points
+     * at it), and the buffer and memory of parts 1 .. n_parts - 1. */
+    void *host;
+    VkBuffer xbuffer[HS_VK_MAX_PARTS];
+    VkDeviceMemory xmemory[HS_VK_MAX_PARTS];
 };
 
-/* The RGBA32UI view of [offset, offset + range) of b, made on first use. */
-hs_status hs_vk_buffer_texel_view(hs_vk_buffer *b, uint64_t offset, uint64_t range, VkBufferView *out);
+static inline VkBuffer hs_vk_part_buffer(const hs_vk_buffer *b, uint32_t k) { return k ? b->xbuffer[k] : b->buffer; }
+
+/* The RGBA32UI views of [offset, offset + range) of b, one per part, made on first use. */
+hs_status hs_vk_buffer_texel_view(hs_vk_buffer *b, uint64_t offset, uint64_t range, const VkBufferView **out);
 
 struct hs_vk_pipeline {
     hs_vk_obj obj; /* first: the context's live list */
@@ -110,6 +143,16 @@ struct hs_vk_pipeline {
     uint32_t push_size;
     uint32_t wg_size[3];
     uint32_t required_subgroup_size; /* 0: the driver's choice */
+    /* Split execution: whether a dispatch's workgroups may be divided among
+     * the parts (not when the shader reads gl_NumWorkGroups, which a part's
+     * share would change), and the objects of parts 1 .. n_parts - 1. */
+    bool splittable;
+    struct hs_vk_pipeline_part {
+        VkShaderModule module;
+        VkDescriptorSetLayout set_layout;
+        VkPipelineLayout layout;
+        VkPipeline pipeline;
+    } x[HS_VK_MAX_PARTS];
 };
 
 /* The descriptor type of binding i of p. */

@@ -4,6 +4,90 @@
 
 #include <string.h>
 
+/* Whether SPIR-V decorates a variable BuiltIn NumWorkgroups (OpDecorate
+ * %v BuiltIn NumWorkgroups: opcode 71, 4 words, decoration 11, value 24). */
+static bool reads_num_workgroups(const uint32_t *code, size_t words) {
+    for (size_t i = 5; i < words;) {
+        const uint32_t op = code[i] & 0xFFFF, n = code[i] >> 16;
+        if (n == 0) break;
+        if (op == 71 && n == 4 && i + 3 < words && code[i + 2] == 11 && code[i + 3] == 24) return true;
+        i += n;
+    }
+    return false;
+}
+
+/* The module, layouts and pipeline of p on part k's device. */
+static hs_status create_on(hs_vk_pipeline *p, const hs_vk_pipeline_desc *d, const uint32_t wg[3], uint32_t k) {
+    hs_status st = HS_OK;
+    hs_vk_ctx *ctx = p->ctx;
+    const hs_vk_caps *c = &ctx->caps;
+    const VkDevice dev = hs_vk_part_device(ctx, k);
+    VkShaderModule *module = k ? &p->x[k].module : &p->module;
+    VkDescriptorSetLayout *set_layout = k ? &p->x[k].set_layout : &p->set_layout;
+    VkPipelineLayout *layout = k ? &p->x[k].layout : &p->layout;
+    VkPipeline *pipeline = k ? &p->x[k].pipeline : &p->pipeline;
+    VkShaderModuleCreateInfo smci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                     .codeSize = d->code_size,
+                                     .pCode = d->code};
+    HS_VK_CALL(vkCreateShaderModule(dev, &smci, NULL, module), p->name);
+
+    VkDescriptorSetLayoutBinding binds[HS_VK_MAX_BINDINGS];
+    for (uint32_t i = 0; i < d->n_bindings; i++)
+        binds[i] = (VkDescriptorSetLayoutBinding){.binding = i,
+                                                  .descriptorType = hs_vk_binding_type(p, i),
+                                                  .descriptorCount = 1,
+                                                  .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo dslci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                             .bindingCount = d->n_bindings,
+                                             .pBindings = binds};
+    HS_VK_CALL(vkCreateDescriptorSetLayout(dev, &dslci, NULL, set_layout), p->name);
+
+    VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = d->push_size};
+    VkPipelineLayoutCreateInfo plci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                       .setLayoutCount = 1,
+                                       .pSetLayouts = set_layout,
+                                       .pushConstantRangeCount = d->push_size ? 1 : 0,
+                                       .pPushConstantRanges = &pcr};
+    HS_VK_CALL(vkCreatePipelineLayout(dev, &plci, NULL, layout), p->name);
+
+    VkSpecializationMapEntry entries[HS_VK_MAX_SPEC];
+    for (uint32_t i = 0; i < d->n_spec; i++)
+        entries[i] = (VkSpecializationMapEntry){.constantID = i, .offset = 4 * i, .size = 4};
+    VkSpecializationInfo si = {.mapEntryCount = d->n_spec,
+                               .pMapEntries = entries,
+                               .dataSize = 4 * d->n_spec,
+                               .pData = d->spec};
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rss = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
+        .requiredSubgroupSize = d->required_subgroup_size};
+    VkPipelineShaderStageCreateInfo stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                                             .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                                             .module = *module,
+                                             .pName = "main",
+                                             .pSpecializationInfo = d->n_spec ? &si : NULL};
+    if (d->required_subgroup_size) {
+        if (!c->subgroup_size_control || d->required_subgroup_size < c->subgroup_min ||
+            d->required_subgroup_size > c->subgroup_max) {
+            return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "pipeline %s: subgroup size %u not available (%u-%u%s)",
+                           p->name, d->required_subgroup_size, c->subgroup_min, c->subgroup_max,
+                           c->subgroup_size_control ? "" : ", no size control");
+        }
+        stage.pNext = &rss;
+        /* Full subgroups: every lane of every subgroup is live, which the
+         * subgroup reductions of the kernels rely on. */
+        if (wg[0] % d->required_subgroup_size == 0)
+            stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
+    }
+    VkComputePipelineCreateInfo cpci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+                                        .flags = ctx->n_parts > 1 ? VK_PIPELINE_CREATE_DISPATCH_BASE_BIT : 0,
+                                        .stage = stage,
+                                        .layout = *layout};
+    HS_VK_CALL(vkCreateComputePipelines(dev, k ? VK_NULL_HANDLE : ctx->pipeline_cache, 1, &cpci, NULL, pipeline),
+               p->name);
+fail:
+    return st;
+}
+
 hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs_vk_pipeline **out) {
     hs_status st = HS_OK;
     *out = NULL;
@@ -47,64 +131,8 @@ hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs
     p->required_subgroup_size = d->required_subgroup_size;
     memcpy(p->wg_size, wg, sizeof wg);
 
-    VkShaderModuleCreateInfo smci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
-                                     .codeSize = d->code_size,
-                                     .pCode = d->code};
-    HS_VK_CALL(vkCreateShaderModule(ctx->device, &smci, NULL, &p->module), p->name);
-
-    VkDescriptorSetLayoutBinding binds[HS_VK_MAX_BINDINGS];
-    for (uint32_t i = 0; i < d->n_bindings; i++)
-        binds[i] = (VkDescriptorSetLayoutBinding){.binding = i,
-                                                  .descriptorType = hs_vk_binding_type(p, i),
-                                                  .descriptorCount = 1,
-                                                  .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
-    VkDescriptorSetLayoutCreateInfo dslci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
-                                             .bindingCount = d->n_bindings,
-                                             .pBindings = binds};
-    HS_VK_CALL(vkCreateDescriptorSetLayout(ctx->device, &dslci, NULL, &p->set_layout), p->name);
-
-    VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .size = d->push_size};
-    VkPipelineLayoutCreateInfo plci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
-                                       .setLayoutCount = 1,
-                                       .pSetLayouts = &p->set_layout,
-                                       .pushConstantRangeCount = d->push_size ? 1 : 0,
-                                       .pPushConstantRanges = &pcr};
-    HS_VK_CALL(vkCreatePipelineLayout(ctx->device, &plci, NULL, &p->layout), p->name);
-
-    VkSpecializationMapEntry entries[HS_VK_MAX_SPEC];
-    for (uint32_t i = 0; i < d->n_spec; i++)
-        entries[i] = (VkSpecializationMapEntry){.constantID = i, .offset = 4 * i, .size = 4};
-    VkSpecializationInfo si = {.mapEntryCount = d->n_spec,
-                               .pMapEntries = entries,
-                               .dataSize = 4 * d->n_spec,
-                               .pData = d->spec};
-    VkPipelineShaderStageRequiredSubgroupSizeCreateInfo rss = {
-        .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO,
-        .requiredSubgroupSize = d->required_subgroup_size};
-    VkPipelineShaderStageCreateInfo stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
-                                             .stage = VK_SHADER_STAGE_COMPUTE_BIT,
-                                             .module = p->module,
-                                             .pName = "main",
-                                             .pSpecializationInfo = d->n_spec ? &si : NULL};
-    if (d->required_subgroup_size) {
-        if (!c->subgroup_size_control || d->required_subgroup_size < c->subgroup_min ||
-            d->required_subgroup_size > c->subgroup_max) {
-            st = HS_FAIL(HS_ERR_VK_UNSUPPORTED, "pipeline %s: subgroup size %u not available (%u-%u%s)",
-                         p->name, d->required_subgroup_size, c->subgroup_min, c->subgroup_max,
-                         c->subgroup_size_control ? "" : ", no size control");
-            goto fail;
-        }
-        stage.pNext = &rss;
-        /* Full subgroups: every lane of every subgroup is live, which the
-         * subgroup reductions of the kernels rely on. */
-        if (wg[0] % d->required_subgroup_size == 0)
-            stage.flags |= VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT;
-    }
-    VkComputePipelineCreateInfo cpci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
-                                        .stage = stage,
-                                        .layout = p->layout};
-    HS_VK_CALL(vkCreateComputePipelines(ctx->device, ctx->pipeline_cache, 1, &cpci, NULL, &p->pipeline),
-               p->name);
+    p->splittable = !reads_num_workgroups(d->code, d->code_size / 4);
+    for (uint32_t k = 0; k < ctx->n_parts; k++) HS_TRY(create_on(p, d, wg, k));
     *out = p;
     return HS_OK;
 fail:
@@ -114,6 +142,14 @@ fail:
 
 void hs_vk_pipeline_destroy(hs_vk_pipeline *p) {
     if (!p) return;
+    for (uint32_t k = 1; k < p->ctx->n_parts; k++) {
+        VkDevice d = p->ctx->part[k].device;
+        const struct hs_vk_pipeline_part *x = &p->x[k];
+        if (x->pipeline) vkDestroyPipeline(d, x->pipeline, NULL);
+        if (x->layout) vkDestroyPipelineLayout(d, x->layout, NULL);
+        if (x->set_layout) vkDestroyDescriptorSetLayout(d, x->set_layout, NULL);
+        if (x->module) vkDestroyShaderModule(d, x->module, NULL);
+    }
     VkDevice d = p->ctx->device;
     if (p->pipeline) vkDestroyPipeline(d, p->pipeline, NULL);
     if (p->layout) vkDestroyPipelineLayout(d, p->layout, NULL);

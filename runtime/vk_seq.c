@@ -1,5 +1,18 @@
 /* vk_seq: command sequences recorded once and replayed, with automatic
- * barriers from buffer hazard tracking, and per-dispatch timestamps. */
+ * barriers from buffer hazard tracking, and per-dispatch timestamps.
+ *
+ * Split execution (ctx->n_parts > 1, lavapipe): a sequence is recorded once
+ * per part, each part's command buffer on its own logical device. A
+ * dispatch's workgroups are divided among the parts along its first
+ * dimension of more than one workgroup (vkCmdDispatchBase; a shader that
+ * reads gl_NumWorkGroups runs whole on part 0); copies and fills run on part
+ * 0. Every barrier is, on every part, the barrier plus one spin dispatch
+ * (shaders/spin.comp) that waits until all parts have reached it, so what
+ * any part wrote before a barrier is there for every part after it. With
+ * lavapipe's worker threads off, each part runs in its device's queue
+ * thread: the dispatches cost no thread wake-ups, and the parts run on
+ * separate cores. Workgroups compute the same values whichever part runs
+ * them, so results are bitwise those of one device. */
 #include "vk_internal.h"
 
 #include <stdlib.h>
@@ -15,17 +28,22 @@
     } while (0)
 
 #define HS_SEQ_SETS_PER_POOL 256
+#define HS_VK_SPIN_GROUPS 4 /* = SPIN_GROUPS of shaders/spin.comp */
 #define HS_SEQ_QUERIES_PER_POOL 512
 
 struct hs_vk_seq {
     hs_vk_obj obj; /* first: the context's live list */
     hs_vk_ctx *ctx;
-    VkCommandBuffer cmd;
-    VkFence fence;
-    VkDescriptorPool *pools; /* stb_ds array; all reset on begin */
+    uint32_t n_parts;
+    VkCommandBuffer cmd[HS_VK_MAX_PARTS]; /* per part (the context's n_parts) */
+    VkFence fence[HS_VK_MAX_PARTS];
+    VkDescriptorPool *pools[HS_VK_MAX_PARTS]; /* stb_ds arrays; all reset on begin */
+    uint32_t n_sets[HS_VK_MAX_PARTS];         /* sets allocated since begin */
+    uint32_t n_spin;                          /* split barriers since begin */
     VkBuffer *written;       /* written since the last barrier */
     VkBuffer *read;          /* read since the last barrier */
     bool recording, ready;
+    bool failed; /* a split barrier could not be recorded (reported by end) */
     uint32_t n_dispatch, n_barrier;
     /* Profiling: one timestamp before the first dispatch and after each one. */
     VkQueryPool *qpools;
@@ -39,14 +57,17 @@ hs_status hs_vk_seq_create(hs_vk_ctx *ctx, hs_vk_seq **out) {
     hs_vk_seq *s = calloc(1, sizeof *s);
     if (!s) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_seq_create: out of memory");
     s->ctx = ctx;
+    s->n_parts = ctx->n_parts;
     hs_vk_obj_link(ctx, &s->obj, HS_VK_OBJ_SEQ);
-    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
-                                       .commandPool = ctx->cmd_pool,
-                                       .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                                       .commandBufferCount = 1};
-    HS_VK_CALL(vkAllocateCommandBuffers(ctx->device, &cai, &s->cmd), NULL);
-    VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    HS_VK_CALL(vkCreateFence(ctx->device, &fci, NULL, &s->fence), NULL);
+    for (uint32_t k = 0; k < s->n_parts; k++) {
+        VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+                                           .commandPool = k ? ctx->part[k].cmd_pool : ctx->cmd_pool,
+                                           .level = VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                                           .commandBufferCount = 1};
+        HS_VK_CALL(vkAllocateCommandBuffers(hs_vk_part_device(ctx, k), &cai, &s->cmd[k]), NULL);
+        VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+        HS_VK_CALL(vkCreateFence(hs_vk_part_device(ctx, k), &fci, NULL, &s->fence[k]), NULL);
+    }
     *out = s;
     return HS_OK;
 fail:
@@ -56,12 +77,15 @@ fail:
 
 void hs_vk_seq_destroy(hs_vk_seq *s) {
     if (!s) return;
+    for (uint32_t k = 0; k < s->n_parts; k++) {
+        VkDevice d = hs_vk_part_device(s->ctx, k);
+        if (s->cmd[k]) vkFreeCommandBuffers(d, k ? s->ctx->part[k].cmd_pool : s->ctx->cmd_pool, 1, &s->cmd[k]);
+        if (s->fence[k]) vkDestroyFence(d, s->fence[k], NULL);
+        for (ptrdiff_t i = 0; i < stbds_arrlen(s->pools[k]); i++) vkDestroyDescriptorPool(d, s->pools[k][i], NULL);
+        stbds_arrfree(s->pools[k]);
+    }
     VkDevice d = s->ctx->device;
-    if (s->cmd) vkFreeCommandBuffers(d, s->ctx->cmd_pool, 1, &s->cmd);
-    if (s->fence) vkDestroyFence(d, s->fence, NULL);
-    for (ptrdiff_t i = 0; i < stbds_arrlen(s->pools); i++) vkDestroyDescriptorPool(d, s->pools[i], NULL);
     for (ptrdiff_t i = 0; i < stbds_arrlen(s->qpools); i++) vkDestroyQueryPool(d, s->qpools[i], NULL);
-    stbds_arrfree(s->pools);
     stbds_arrfree(s->qpools);
     stbds_arrfree(s->written);
     stbds_arrfree(s->read);
@@ -79,30 +103,36 @@ const hs_vk_pipeline *hs_vk_seq_dispatch_pipeline(const hs_vk_seq *s, uint32_t i
 
 hs_status hs_vk_seq_begin(hs_vk_seq *s) {
     hs_status st = HS_OK;
-    VkDevice d = s->ctx->device;
-    for (ptrdiff_t i = 0; i < stbds_arrlen(s->pools); i++)
-        HS_VK_CALL(vkResetDescriptorPool(d, s->pools[i], 0), NULL);
+    for (uint32_t k = 0; k < s->n_parts; k++) {
+        VkDevice d = hs_vk_part_device(s->ctx, k);
+        for (ptrdiff_t i = 0; i < stbds_arrlen(s->pools[k]); i++)
+            HS_VK_CALL(vkResetDescriptorPool(d, s->pools[k][i], 0), NULL);
+        s->n_sets[k] = 0;
+    }
     HS_ARR_CLEAR(s->written);
     HS_ARR_CLEAR(s->read);
     HS_ARR_CLEAR(s->pipes);
-    s->n_dispatch = s->n_barrier = 0;
+    s->n_dispatch = s->n_barrier = s->n_spin = 0;
     s->n_queries = 0;
     s->ready = false;
-    HS_VK_CALL(vkResetCommandBuffer(s->cmd, 0), NULL);
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    HS_VK_CALL(vkBeginCommandBuffer(s->cmd, &bi), NULL);
+    for (uint32_t k = 0; k < s->n_parts; k++) {
+        HS_VK_CALL(vkResetCommandBuffer(s->cmd[k], 0), NULL);
+        VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+        HS_VK_CALL(vkBeginCommandBuffer(s->cmd[k], &bi), NULL);
+    }
     s->recording = true;
     return HS_OK;
 fail:
     return st;
 }
 
-/* Allocates the descriptor set of the n-th dispatch; pools fill in order and
- * are kept (reset, not freed) across recordings. */
-static hs_status next_set(hs_vk_seq *s, VkDescriptorSetLayout layout, VkDescriptorSet *set) {
+/* Allocates the next descriptor set of part k; pools fill in order and are
+ * kept (reset, not freed) across recordings. */
+static hs_status next_set(hs_vk_seq *s, uint32_t k, VkDescriptorSetLayout layout, VkDescriptorSet *set) {
     hs_status st = HS_OK;
-    uint32_t pool_index = s->n_dispatch / HS_SEQ_SETS_PER_POOL;
-    if (pool_index >= (uint32_t)stbds_arrlen(s->pools)) {
+    const VkDevice dev = hs_vk_part_device(s->ctx, k);
+    uint32_t pool_index = s->n_sets[k] / HS_SEQ_SETS_PER_POOL;
+    if (pool_index >= (uint32_t)stbds_arrlen(s->pools[k])) {
         VkDescriptorPoolSize ps[3] = {
             {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, HS_SEQ_SETS_PER_POOL * HS_VK_MAX_BINDINGS},
             {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, HS_SEQ_SETS_PER_POOL * HS_VK_MAX_BINDINGS},
@@ -112,14 +142,15 @@ static hs_status next_set(hs_vk_seq *s, VkDescriptorSetLayout layout, VkDescript
                                            .poolSizeCount = s->ctx->caps.max_texel_elements ? 3 : 2,
                                            .pPoolSizes = ps};
         VkDescriptorPool pool;
-        HS_VK_CALL(vkCreateDescriptorPool(s->ctx->device, &dpci, NULL, &pool), NULL);
-        stbds_arrput(s->pools, pool);
+        HS_VK_CALL(vkCreateDescriptorPool(dev, &dpci, NULL, &pool), NULL);
+        stbds_arrput(s->pools[k], pool);
     }
     VkDescriptorSetAllocateInfo dsai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                        .descriptorPool = s->pools[pool_index],
+                                        .descriptorPool = s->pools[k][pool_index],
                                         .descriptorSetCount = 1,
                                         .pSetLayouts = &layout};
-    HS_VK_CALL(vkAllocateDescriptorSets(s->ctx->device, &dsai, set), NULL);
+    HS_VK_CALL(vkAllocateDescriptorSets(dev, &dsai, set), NULL);
+    s->n_sets[k]++;
 fail:
     return st;
 }
@@ -138,10 +169,37 @@ static void emit_barrier(hs_vk_seq *s) {
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                                            VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
     VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-    vkCmdPipelineBarrier(s->cmd, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+    for (uint32_t k = 0; k < s->n_parts; k++)
+        vkCmdPipelineBarrier(s->cmd[k], stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
     HS_ARR_CLEAR(s->written);
     HS_ARR_CLEAR(s->read);
     s->n_barrier++;
+    if (s->n_parts > 1) {
+        /* Split: every part waits for the others (spin.comp), then the barrier again on each. */
+        const hs_vk_pipeline *p = s->ctx->spin;
+        const uint32_t target = ++s->n_spin * s->n_parts;
+        for (uint32_t k = 0; k < s->n_parts; k++) {
+            VkDescriptorSet set;
+            if (next_set(s, k, k ? p->x[k].set_layout : p->set_layout, &set) != HS_OK) {
+                s->failed = true;
+                return;
+            }
+            const VkDescriptorBufferInfo bi = {hs_vk_part_buffer(s->ctx->sync, k), 0, VK_WHOLE_SIZE};
+            const VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                            .dstSet = set,
+                                            .dstBinding = 0,
+                                            .descriptorCount = 1,
+                                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                            .pBufferInfo = &bi};
+            vkUpdateDescriptorSets(hs_vk_part_device(s->ctx, k), 1, &w, 0, NULL);
+            const VkPipelineLayout layout = k ? p->x[k].layout : p->layout;
+            vkCmdBindPipeline(s->cmd[k], VK_PIPELINE_BIND_POINT_COMPUTE, k ? p->x[k].pipeline : p->pipeline);
+            vkCmdBindDescriptorSets(s->cmd[k], VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
+            vkCmdPushConstants(s->cmd[k], layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &target);
+            vkCmdDispatch(s->cmd[k], HS_VK_SPIN_GROUPS, 1, 1);
+            vkCmdPipelineBarrier(s->cmd[k], stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
+        }
+    }
 }
 
 void hs_vk_seq_barrier(hs_vk_seq *s) {
@@ -174,8 +232,8 @@ static hs_status timestamp(hs_vk_seq *s) {
         HS_VK_CALL(vkCreateQueryPool(s->ctx->device, &qci, NULL, &qp), NULL);
         stbds_arrput(s->qpools, qp);
     }
-    if (q == 0) vkCmdResetQueryPool(s->cmd, s->qpools[pool], 0, HS_SEQ_QUERIES_PER_POOL);
-    vkCmdWriteTimestamp(s->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->qpools[pool], q);
+    if (q == 0) vkCmdResetQueryPool(s->cmd[0], s->qpools[pool], 0, HS_SEQ_QUERIES_PER_POOL);
+    vkCmdWriteTimestamp(s->cmd[0], VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, s->qpools[pool], q);
     s->n_queries++;
 fail:
     return st;
@@ -194,9 +252,9 @@ hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "dispatch %s: %ux%ux%u workgroups exceed the device limit %ux%ux%u",
                        p->name, gx, gy, gz, c->max_wg_count[0], c->max_wg_count[1], c->max_wg_count[2]);
 
-    VkDescriptorBufferInfo infos[HS_VK_MAX_BINDINGS];
-    VkBufferView views[HS_VK_MAX_BINDINGS];
-    VkWriteDescriptorSet writes[HS_VK_MAX_BINDINGS];
+    /* Per binding: its range, and per part its buffer or texel view. */
+    uint64_t ranges[HS_VK_MAX_BINDINGS];
+    VkBufferView views[HS_VK_MAX_BINDINGS][HS_VK_MAX_PARTS];
     VkBuffer rd[HS_VK_MAX_BINDINGS], wr[HS_VK_MAX_BINDINGS];
     uint32_t nr = 0, nw = 0;
     for (uint32_t i = 0; i < n_binds; i++) {
@@ -218,12 +276,9 @@ hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_
                                p->name, i, (unsigned long long)b->offset, (unsigned long long)range,
                                (unsigned long long)c->min_texel_offset_align,
                                (unsigned long long)c->max_texel_elements);
-            HS_TRY(hs_vk_buffer_texel_view(b->buf, b->offset, range, &views[i]));
-            writes[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                               .dstBinding = i,
-                                               .descriptorCount = 1,
-                                               .descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
-                                               .pTexelBufferView = &views[i]};
+            const VkBufferView *v;
+            HS_TRY(hs_vk_buffer_texel_view(b->buf, b->offset, range, &v));
+            memcpy(views[i], v, sizeof views[i]); /* v moves when the buffer gets another view */
             rd[nr++] = b->buf->buffer;
             continue;
         }
@@ -243,29 +298,55 @@ hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_
                            "dispatch %s: binding %u range %llu exceeds max%sBufferRange %llu", p->name, i,
                            (unsigned long long)range, ubo ? "Uniform" : "Storage",
                            (unsigned long long)max_range);
-        infos[i] = (VkDescriptorBufferInfo){b->buf->buffer, b->offset, range};
-        writes[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                           .dstBinding = i,
-                                           .descriptorCount = 1,
-                                           .descriptorType = hs_vk_binding_type(p, i),
-                                           .pBufferInfo = &infos[i]};
+        ranges[i] = range;
         if (p->write_mask & (1u << i)) wr[nw++] = b->buf->buffer;
         else rd[nr++] = b->buf->buffer;
     }
-    VkDescriptorSet set;
-    HS_TRY(next_set(s, p->set_layout, &set));
-    for (uint32_t i = 0; i < n_binds; i++) writes[i].dstSet = set;
-    vkUpdateDescriptorSets(s->ctx->device, n_binds, writes, 0, NULL);
-
     track(s, rd, nr, wr, nw);
     if (s->ctx->profiling && s->n_queries == 0) HS_TRY(timestamp(s));
-    vkCmdBindPipeline(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
-    vkCmdBindDescriptorSets(s->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0, NULL);
-    if (p->push_size) {
-        HS_ASSERT(push);
-        vkCmdPushConstants(s->cmd, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_size, push);
+    /* Split: part k's share of the first dimension of more than one workgroup. */
+    const uint32_t g[3] = {gx, gy, gz};
+    uint32_t dim = 3;
+    if (s->n_parts > 1 && p->splittable)
+        for (dim = 0; dim < 3 && g[dim] < 2; dim++) {
+        }
+    for (uint32_t k = 0; k < s->n_parts; k++) {
+        uint32_t base[3] = {0, 0, 0}, cnt[3] = {gx, gy, gz};
+        if (dim < 3) {
+            base[dim] = (uint32_t)((uint64_t)g[dim] * k / s->n_parts);
+            cnt[dim] = (uint32_t)((uint64_t)g[dim] * (k + 1) / s->n_parts) - base[dim];
+        } else if (k) {
+            continue; /* whole on part 0 */
+        }
+        if (!cnt[dim < 3 ? dim : 0]) continue;
+        VkDescriptorBufferInfo infos[HS_VK_MAX_BINDINGS];
+        VkWriteDescriptorSet writes[HS_VK_MAX_BINDINGS];
+        VkDescriptorSet set;
+        HS_TRY(next_set(s, k, k ? p->x[k].set_layout : p->set_layout, &set));
+        for (uint32_t i = 0; i < n_binds; i++) {
+            writes[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                               .dstSet = set,
+                                               .dstBinding = i,
+                                               .descriptorCount = 1,
+                                               .descriptorType = hs_vk_binding_type(p, i)};
+            if (p->texel_mask & (1u << i)) {
+                writes[i].pTexelBufferView = &views[i][k];
+            } else {
+                infos[i] = (VkDescriptorBufferInfo){hs_vk_part_buffer(binds[i].buf, k), binds[i].offset, ranges[i]};
+                writes[i].pBufferInfo = &infos[i];
+            }
+        }
+        vkUpdateDescriptorSets(hs_vk_part_device(s->ctx, k), n_binds, writes, 0, NULL);
+        const VkPipelineLayout layout = k ? p->x[k].layout : p->layout;
+        vkCmdBindPipeline(s->cmd[k], VK_PIPELINE_BIND_POINT_COMPUTE, k ? p->x[k].pipeline : p->pipeline);
+        vkCmdBindDescriptorSets(s->cmd[k], VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
+        if (p->push_size) {
+            HS_ASSERT(push);
+            vkCmdPushConstants(s->cmd[k], layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_size, push);
+        }
+        if (s->n_parts > 1) vkCmdDispatchBase(s->cmd[k], base[0], base[1], base[2], cnt[0], cnt[1], cnt[2]);
+        else vkCmdDispatch(s->cmd[k], gx, gy, gz);
     }
-    vkCmdDispatch(s->cmd, gx, gy, gz);
     s->n_dispatch++;
     stbds_arrput(s->pipes, p);
     if (s->ctx->profiling) HS_TRY(timestamp(s));
@@ -281,7 +362,7 @@ hs_status hs_vk_seq_copy(hs_vk_seq *s, hs_vk_buffer *src, uint64_t src_off, hs_v
     if (!n) return HS_OK;
     track(s, &src->buffer, 1, &dst->buffer, 1);
     VkBufferCopy r = {src_off, dst_off, n};
-    vkCmdCopyBuffer(s->cmd, src->buffer, dst->buffer, 1, &r);
+    vkCmdCopyBuffer(s->cmd[0], src->buffer, dst->buffer, 1, &r);
     return HS_OK;
 }
 
@@ -300,7 +381,7 @@ hs_status hs_vk_seq_copy_rows(hs_vk_seq *s, hs_vk_buffer *src, uint64_t src_off,
     if (!r) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_seq_copy_rows: out of memory");
     for (uint32_t i = 0; i < rows; i++) r[i] = (VkBufferCopy){src_off + i * src_stride, dst_off + i * dst_stride, row_bytes};
     track(s, &src->buffer, 1, &dst->buffer, 1);
-    vkCmdCopyBuffer(s->cmd, src->buffer, dst->buffer, rows, r);
+    vkCmdCopyBuffer(s->cmd[0], src->buffer, dst->buffer, rows, r);
     free(r);
     return HS_OK;
 }
@@ -311,7 +392,7 @@ hs_status hs_vk_seq_fill(hs_vk_seq *s, hs_vk_buffer *dst, uint64_t off, uint64_t
         return HS_FAIL(HS_ERR_OUT_OF_RANGE, "hs_vk_seq_fill: bad range");
     if (!n) return HS_OK;
     track(s, NULL, 0, &dst->buffer, 1);
-    vkCmdFillBuffer(s->cmd, dst->buffer, off, n, v);
+    vkCmdFillBuffer(s->cmd[0], dst->buffer, off, n, v);
     return HS_OK;
 }
 
@@ -322,10 +403,13 @@ hs_status hs_vk_seq_end(hs_vk_seq *s) {
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_HOST_READ_BIT};
-    vkCmdPipelineBarrier(s->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
-                         VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
     s->recording = false;
-    HS_VK_CALL(vkEndCommandBuffer(s->cmd), NULL);
+    for (uint32_t k = 0; k < s->n_parts; k++) {
+        vkCmdPipelineBarrier(s->cmd[k], VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+        HS_VK_CALL(vkEndCommandBuffer(s->cmd[k]), NULL);
+    }
+    if (s->failed) return HS_FAIL(HS_ERR_VK_OTHER, "hs_vk_seq_end: a split barrier could not be recorded");
     s->ready = true;
 fail:
     return st;
@@ -335,10 +419,19 @@ hs_status hs_vk_seq_submit(hs_vk_seq *s) {
     hs_status st = HS_OK;
     if (!s->ready) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_vk_seq_submit: sequence not ended");
     VkDevice d = s->ctx->device;
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &s->cmd};
-    HS_VK_CALL(vkResetFences(d, 1, &s->fence), NULL);
-    HS_VK_CALL(vkQueueSubmit(s->ctx->queue, 1, &si, s->fence), NULL);
-    HS_VK_CALL(vkWaitForFences(d, 1, &s->fence, VK_TRUE, UINT64_MAX), NULL);
+    uint32_t *sync = s->n_parts > 1 ? s->ctx->sync->host : NULL;
+    if (sync) sync[0] = sync[1] = 0; /* no part runs: the barriers count from 0 */
+    for (uint32_t k = s->n_parts; k-- > 0;) {
+        VkSubmitInfo si = {
+            .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &s->cmd[k]};
+        HS_VK_CALL(vkResetFences(hs_vk_part_device(s->ctx, k), 1, &s->fence[k]), NULL);
+        HS_VK_CALL(vkQueueSubmit(k ? s->ctx->part[k].queue : s->ctx->queue, 1, &si, s->fence[k]), NULL);
+    }
+    for (uint32_t k = 0; k < s->n_parts; k++)
+        HS_VK_CALL(vkWaitForFences(hs_vk_part_device(s->ctx, k), 1, &s->fence[k], VK_TRUE, UINT64_MAX), NULL);
+    if (sync && __atomic_load_n(&sync[1], __ATOMIC_ACQUIRE))
+        return HS_FAIL(HS_ERR_VK_DEVICE_LOST,
+                       "split execution: a part did not reach a barrier in time (set HS_VK_DISABLE_SPLIT=1)");
     if (s->ctx->profiling && s->n_queries > 1) {
         uint64_t *ts = malloc(sizeof(uint64_t) * s->n_queries);
         if (!ts) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "profile: out of memory");

@@ -1,0 +1,40 @@
+#version 450
+// The barrier of split execution (runtime/vk_seq.c): each part's queue runs
+// this one workgroup where the sequence has a barrier; it counts its part in
+// and waits until every part has arrived (count >= parts x the barrier's
+// number; the host zeroes the counters before each submit). Split execution
+// runs only on lavapipe, whose parts are CPU threads on one coherent memory,
+// so the atomics and buffer barriers here order the parts' writes.
+// Eight invocations, all waiting alike: with one, llvmpipe's loops also run
+// the vector's idle lanes and exit only at its loop limit. That limit (65535
+// iterations of all loops of one invocation together) bounds a workgroup's
+// wait, so the dispatch has SPIN_GROUPS workgroups, run one after the other
+// by the part's thread, each waiting on while the barrier is not reached
+// (one that finds it reached returns at once), and each iteration reads the
+// counter 16 times: about a tenth of a second at most in all. A wait that ends
+// without every part counts in `late`, which the host turns into an error
+// rather than use what the parts computed (a part descheduled that long, or
+// a lost device).
+layout(local_size_x = 8) in;
+layout(std430, binding = 0) buffer Sync {
+    uint count;
+    uint late;
+} s;
+layout(push_constant) uniform Push {
+    uint target;
+} pc;
+
+#define SPIN_GROUPS 4u // = HS_VK_SPIN_GROUPS (vk_seq.c)
+#define READ done = done || atomicAdd(s.count, 0u) >= pc.target;
+#define READ4 READ READ READ READ
+
+void main() {
+    memoryBarrierBuffer(); // this part's writes before its arrival
+    if (gl_WorkGroupID.x == 0u && gl_LocalInvocationIndex == 0u) atomicAdd(s.count, 1u);
+    bool done = atomicAdd(s.count, 0u) >= pc.target;
+    for (uint i = 0u; i < 65000u && !done; i++) {
+        READ4 READ4 READ4 READ4
+    }
+    if (!done && gl_WorkGroupID.x == SPIN_GROUPS - 1u && gl_LocalInvocationIndex == 0u) atomicAdd(s.late, 1u);
+    memoryBarrierBuffer(); // the others' writes before this part's next reads
+}
