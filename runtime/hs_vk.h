@@ -258,6 +258,10 @@ hs_status hs_vk_seq_end(hs_vk_seq *seq);
 /* Submits the recorded sequence and waits for it. May be called many times. */
 hs_status hs_vk_seq_submit(hs_vk_seq *seq);
 uint32_t hs_vk_seq_dispatch_count(const hs_vk_seq *seq);
+/* Split execution: the dispatches recorded on part k (0 .. caps.parts - 1;
+ * a divided dispatch counts on each part with workgroups, one that runs whole
+ * on part 0 only; the barriers' own dispatches are not counted). */
+uint32_t hs_vk_seq_part_dispatches(const hs_vk_seq *s, uint32_t part);
 uint32_t hs_vk_seq_barrier_count(const hs_vk_seq *seq);
 /* Pipeline of the i-th recorded dispatch (NULL past the end): which kernel
  * variant an op chose, for reports and tests. */

@@ -40,6 +40,7 @@ struct hs_vk_seq {
     VkDescriptorPool *pools[HS_VK_MAX_PARTS]; /* stb_ds arrays; all reset on begin */
     uint32_t n_sets[HS_VK_MAX_PARTS];         /* sets allocated since begin */
     uint32_t n_spin;                          /* split barriers since begin */
+    uint32_t part_dispatches[HS_VK_MAX_PARTS]; /* dispatches recorded per part (barriers' not counted) */
     VkBuffer *written;       /* written since the last barrier */
     VkBuffer *read;          /* read since the last barrier */
     bool recording, ready;
@@ -97,6 +98,9 @@ void hs_vk_seq_destroy(hs_vk_seq *s) {
 hs_vk_ctx *hs_vk_seq_ctx(const hs_vk_seq *s) { return s->ctx; }
 uint32_t hs_vk_seq_dispatch_count(const hs_vk_seq *s) { return s->n_dispatch; }
 uint32_t hs_vk_seq_barrier_count(const hs_vk_seq *s) { return s->n_barrier; }
+uint32_t hs_vk_seq_part_dispatches(const hs_vk_seq *s, uint32_t part) {
+    return part < s->n_parts ? s->part_dispatches[part] : 0;
+}
 const hs_vk_pipeline *hs_vk_seq_dispatch_pipeline(const hs_vk_seq *s, uint32_t i) {
     return i < (uint32_t)stbds_arrlen(s->pipes) ? s->pipes[i] : NULL;
 }
@@ -113,6 +117,7 @@ hs_status hs_vk_seq_begin(hs_vk_seq *s) {
     HS_ARR_CLEAR(s->read);
     HS_ARR_CLEAR(s->pipes);
     s->n_dispatch = s->n_barrier = s->n_spin = 0;
+    memset(s->part_dispatches, 0, sizeof s->part_dispatches);
     s->n_queries = 0;
     s->ready = false;
     for (uint32_t k = 0; k < s->n_parts; k++) {
@@ -177,7 +182,9 @@ static void emit_barrier(hs_vk_seq *s) {
     if (s->n_parts > 1) {
         /* Split: every part waits for the others (spin.comp), then the barrier again on each. */
         const hs_vk_pipeline *p = s->ctx->spin;
-        const uint32_t target = ++s->n_spin * s->n_parts;
+        /* HS_VK_TEST_SPLIT_LATE (tests): the first barrier waits for a part too many. */
+        s->n_spin++;
+        const uint32_t target = s->n_spin * s->n_parts + (s->n_spin == 1 && getenv("HS_VK_TEST_SPLIT_LATE"));
         for (uint32_t k = 0; k < s->n_parts; k++) {
             VkDescriptorSet set;
             if (next_set(s, k, k ? p->x[k].set_layout : p->set_layout, &set) != HS_OK) {
@@ -344,6 +351,7 @@ hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_
             HS_ASSERT(push);
             vkCmdPushConstants(s->cmd[k], layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_size, push);
         }
+        s->part_dispatches[k]++;
         if (s->n_parts > 1) vkCmdDispatchBase(s->cmd[k], base[0], base[1], base[2], cnt[0], cnt[1], cnt[2]);
         else vkCmdDispatch(s->cmd[k], gx, gy, gz);
     }

@@ -347,6 +347,139 @@ static void test_seq_replay_and_barriers(void **state) {
     free(data);
 }
 
+/* Runs, on a context made with var=value (var NULL: as the run is), a q4_1
+ * product of 160 rows by 96 over 5 columns, adds the product to itself in
+ * place (eltwise reads gl_NumWorkGroups: it runs whole on part 0), a
+ * second product of that (96 rows by 160), and doubles 65536 numbers in
+ * place (checked here); returns the 96 x 5 result, the context's parts and
+ * the dispatches each part recorded (parts[0..3]), or NULL with *status set
+ * when the submit failed. */
+static float *split_run(const char *var, const char *value, uint32_t *parts, uint32_t per_part[4],
+                        hs_status *status) {
+    enum { K = 96, ROWS = 160, N = 5 };
+    char *saved = var ? hs_test_env_override(var, value) : NULL;
+    hs_vk_ctx *vk = NULL;
+    hs_vk_ctx_options opt = {.device_index = -1, .validation = -1};
+    hs_status st = hs_vk_ctx_create(&opt, &vk);
+    if (var) hs_test_env_restore(var, saved);
+    HS_CHECK(st);
+    *parts = hs_vk_ctx_caps(vk)->parts;
+    hs_ops *ops = NULL;
+    HS_CHECK(hs_ops_create(vk, &ops));
+    uint8_t w1[ROWS * (K / 32) * 20], w2[K * (ROWS / 32) * 20]; /* q4_1 blocks: d, m (f16), 16 nibble bytes */
+    hs_rng rng;
+    hs_rng_seed(&rng, 11);
+    for (size_t i = 0; i < sizeof w1; i++) w1[i] = (uint8_t)hs_rng_u32(&rng);
+    for (size_t i = 0; i < sizeof w2; i++) w2[i] = (uint8_t)hs_rng_u32(&rng);
+    for (size_t b = 0; b < sizeof w1 / 20; b++) { /* d = 2^-6, m = -2^-4 */
+        w1[20 * b] = 0x00, w1[20 * b + 1] = 0x24, w1[20 * b + 2] = 0x00, w1[20 * b + 3] = 0xAC;
+    }
+    for (size_t b = 0; b < sizeof w2 / 20; b++) {
+        w2[20 * b] = 0x00, w2[20 * b + 1] = 0x24, w2[20 * b + 2] = 0x00, w2[20 * b + 3] = 0xAC;
+    }
+    hs_weight *wa = NULL, *wb = NULL;
+    HS_CHECK(hs_weight_create(ops, HS_TYPE_Q4_1, ROWS, K, w1, &wa));
+    HS_CHECK(hs_weight_create(ops, HS_TYPE_Q4_1, K, ROWS, w2, &wb));
+    float x[K * N];
+    for (int i = 0; i < K * N; i++) x[i] = (float)((int)(hs_rng_u32(&rng) % 200) - 100) / 50.0f;
+    enum { BIG = 1 << 16 }; /* an add of many workgroups, each looping with a gl_NumWorkGroups stride */
+    float *big = malloc(BIG * 4);
+    for (int i = 0; i < BIG; i++) big[i] = (float)(hs_rng_u32(&rng) % 1000);
+    hs_vk_buffer *bx = NULL, *by = NULL, *bz = NULL, *bb = NULL;
+    HS_CHECK(hs_vk_buffer_create(vk, BIG * 4, HS_MEM_DEVICE, &bb));
+    HS_CHECK(hs_vk_buffer_upload(bb, 0, big, BIG * 4));
+    HS_CHECK(hs_vk_buffer_create(vk, sizeof x, HS_MEM_DEVICE, &bx));
+    HS_CHECK(hs_vk_buffer_create(vk, ROWS * N * 4, HS_MEM_DEVICE, &by));
+    HS_CHECK(hs_vk_buffer_create(vk, K * N * 4, HS_MEM_DEVICE, &bz));
+    HS_CHECK(hs_vk_buffer_upload(bx, 0, x, sizeof x));
+    hs_vk_seq *seq = NULL;
+    HS_CHECK(hs_vk_seq_create(vk, &seq));
+    HS_CHECK(hs_vk_seq_begin(seq));
+    const hs_vk_binding X = {bx, 0, 0}, Y = {by, 0, 0}, Z = {bz, 0, 0};
+    HS_CHECK(hs_op_matmul(ops, seq, wa, X, N, Y, NULL));
+    HS_CHECK(hs_op_add(ops, seq, &Y, &Y, &Y, ROWS * N));
+    HS_CHECK(hs_op_matmul(ops, seq, wb, Y, N, Z, NULL));
+    const hs_vk_binding B = {bb, 0, 0};
+    HS_CHECK(hs_op_add(ops, seq, &B, &B, &B, BIG));
+    HS_CHECK(hs_vk_seq_end(seq));
+    for (uint32_t k = 0; k < 4; k++) per_part[k] = hs_vk_seq_part_dispatches(seq, k);
+    float *out = NULL;
+    *status = hs_vk_seq_submit(seq);
+    if (*status == HS_OK) {
+        out = malloc(K * N * 4);
+        HS_CHECK(hs_vk_buffer_download(bz, 0, out, K * N * 4));
+        float *got = malloc(BIG * 4);
+        HS_CHECK(hs_vk_buffer_download(bb, 0, got, BIG * 4));
+        for (int i = 0; i < BIG; i++) assert_true(got[i] == 2 * big[i]); /* exact: small integers */
+        free(got);
+    }
+    free(big);
+    hs_vk_buffer_destroy(bb);
+    assert_int_equal(hs_vk_validation_count(vk), 0);
+    hs_vk_seq_destroy(seq);
+    hs_weight_destroy(wa);
+    hs_weight_destroy(wb);
+    hs_vk_buffer_destroy(bx);
+    hs_vk_buffer_destroy(by);
+    hs_vk_buffer_destroy(bz);
+    hs_ops_destroy(ops);
+    hs_vk_ctx_destroy(vk);
+    return out;
+}
+
+/* Split execution (lavapipe): on with two or more CPUs unless switched off,
+ * its parts named in the device line; a sequence on three parts (dividing
+ * products of 160 and 96 rows unevenly, the in-place add whole on part 0,
+ * barriers between) gives bitwise the result of one device; a part that does
+ * not reach a barrier makes the submit fail with an error, not a result. */
+static void test_split(void **state) {
+    hs_test_env *env = *state;
+    const hs_vk_caps *c = hs_vk_ctx_caps(env->vk);
+    const bool lavapipe = c->type == VK_PHYSICAL_DEVICE_TYPE_CPU && !strcmp(c->driver_name, "llvmpipe");
+    const bool off = getenv("HS_VK_DISABLE_SPLIT") || getenv("HS_VK_FORCE_NONCOHERENT");
+    char line[768];
+    hs_vk_caps_line(c, line, sizeof line);
+    if (!lavapipe || off || sysconf(_SC_NPROCESSORS_ONLN) < 2) {
+        assert_int_equal(c->parts, 1);
+        assert_null(strstr(line, "split:"));
+    } else {
+        assert_true(c->parts >= 2);
+        char want[32];
+        snprintf(want, sizeof want, "| split: %u", c->parts);
+        assert_non_null(strstr(line, want));
+    }
+    uint32_t p1, p3, d1[4], d3[4];
+    hs_status st;
+    float *one = split_run("HS_VK_DISABLE_SPLIT", "1", &p1, d1, &st);
+    HS_CHECK(st);
+    assert_int_equal(p1, 1);
+    float *three = split_run("HS_VK_SPLIT", "3", &p3, d3, &st);
+    HS_CHECK(st);
+    if (lavapipe && !off) {
+        assert_int_equal(p3, 3);
+        /* Products on every part; the adds on part 0 alone. */
+        assert_true(d3[1] >= 2 && d3[2] == d3[1]);
+        assert_int_equal(d3[0], d3[1] + 2);
+        assert_int_equal(d3[3], 0);
+    }
+    assert_int_equal(d1[1], 0);
+    assert_memory_equal(one, three, 96 * 5 * 4);
+    /* The result is not trivially equal: it changes with the input. */
+    bool nonzero = false;
+    for (int i = 0; i < 96 * 5; i++) nonzero |= one[i] != 0;
+    assert_true(nonzero);
+    free(one);
+    free(three);
+    if (lavapipe && !off) {
+        char *saved = hs_test_env_override("HS_VK_TEST_SPLIT_LATE", "1");
+        float *late = split_run("HS_VK_SPLIT", "2", &p3, d3, &st);
+        hs_test_env_restore("HS_VK_TEST_SPLIT_LATE", saved);
+        assert_null(late);
+        assert_int_equal(st, HS_ERR_VK_DEVICE_LOST);
+        assert_non_null(strstr(hs_last_error(), "did not reach a barrier"));
+    }
+}
+
 static void test_dispatch_errors(void **state) {
     hs_test_env *env = *state;
     const hs_vk_caps *c = hs_vk_ctx_caps(env->vk);
@@ -798,6 +931,7 @@ int main(void) {
         cmocka_unit_test(test_huge_alloc_fails_cleanly),
         cmocka_unit_test(test_seq_replay_and_barriers),
         cmocka_unit_test(test_dispatch_errors),
+        cmocka_unit_test(test_split),
         cmocka_unit_test(test_copy_fill_in_seq),
         cmocka_unit_test(test_pipeline_cache_file),
         cmocka_unit_test(test_profile),

@@ -12,6 +12,11 @@
 #      only, which every fallback leaves bitwise the same (tested per kernel);
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build running the
 #      suite, with leak checking and no suppressions.
+# On lavapipe the default and sanitizer passes run with split execution (each
+# dispatch divided among one logical device per CPU core, whose queue threads
+# spin at barriers): one test at a time, since two tests spinning on two cores
+# each would wait for each other's time slices. The fallback passes turn it
+# off (HS_VK_DISABLE_SPLIT=1: its fallback, one device) and run tests in parallel.
 # It fetches what the tests need first (SmolLM2-135M-Instruct, sha256-checked;
 # llama.cpp's tokenizer test vectors; the EAGLE-3 converter's and the
 # plotter's venvs), and runs
@@ -35,29 +40,30 @@ export CI="${CI:-true}"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/runtime-$(id -u)}"
 jobs="$(nproc 2>/dev/null || echo 2)"
 
-run_suite() { # <build-dir> <label> <ctest options, space-separated> [VAR=value ...]
-  local dir="$1" label="$2" opts="$3" start=$SECONDS
-  shift 3
+run_suite() { # <build-dir> <label> <ctest jobs> <ctest options, space-separated> [VAR=value ...]
+  local dir="$1" label="$2" j="$3" opts="$4" start=$SECONDS
+  shift 4
   echo "== tests: $label"
   # shellcheck disable=SC2086 # opts is a list of words
-  (cd "$dir" && env "$@" ctest --output-on-failure -j "$jobs" $opts)
+  (cd "$dir" && env "$@" ctest --output-on-failure -j "$j" $opts)
   echo "== $label: $((SECONDS - start)) s"
 }
 
-run_suite "$here/build" "default" ""
+run_suite "$here/build" "default (split execution on lavapipe)" 1 ""
 fallback="-LE statistical"
-run_suite "$here/build" "no subgroup operations (portable reductions and products)" "$fallback" \
-  HS_VK_DISABLE_SUBGROUP_OPS=1
-run_suite "$here/build" "no 16-bit storage (packed f16 KV write), no subgroup size control, no texel buffers, storage-buffer activations" "$fallback" \
-  HS_VK_DISABLE_16BIT_STORAGE=1 HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL=1 HS_VK_DISABLE_TEXEL_BUFFER=1 HS_TUNING=ubo=0
-run_suite "$here/build" "1 MiB max buffer range (tensor and KV-cache splitting)" "$fallback" \
-  HS_VK_MAX_BUFFER_RANGE=1048576
-run_suite "$here/build" "emulated non-coherent host-visible memory" "$fallback" HS_VK_FORCE_NONCOHERENT=1
+run_suite "$here/build" "no split execution, no subgroup operations (portable reductions and products)" "$jobs" \
+  "$fallback" HS_VK_DISABLE_SPLIT=1 HS_VK_DISABLE_SUBGROUP_OPS=1
+run_suite "$here/build" "no split execution, no 16-bit storage (packed f16 KV write), no subgroup size control, no texel buffers, storage-buffer activations" "$jobs" "$fallback" \
+  HS_VK_DISABLE_SPLIT=1 HS_VK_DISABLE_16BIT_STORAGE=1 HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL=1 HS_VK_DISABLE_TEXEL_BUFFER=1 HS_TUNING=ubo=0
+run_suite "$here/build" "no split execution, 1 MiB max buffer range (tensor and KV-cache splitting)" "$jobs" "$fallback" \
+  HS_VK_DISABLE_SPLIT=1 HS_VK_MAX_BUFFER_RANGE=1048576
+run_suite "$here/build" "emulated non-coherent host-visible memory (no split execution)" "$jobs" "$fallback" \
+  HS_VK_FORCE_NONCOHERENT=1
 
 echo "== build: AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$here" -B "$here/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHS_WERROR=ON -DHS_SANITIZE=ON \
   -DHS_PYTHON_CONVERT="$py_convert" -DHS_PYTHON_PLOT="$py_plot" >/dev/null
 ninja -C "$here/build-asan" -j "$jobs"
-run_suite "$here/build-asan" "asan+ubsan" "" \
+run_suite "$here/build-asan" "asan+ubsan (split execution on lavapipe)" 1 "" \
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 echo "== all test passes succeeded"
