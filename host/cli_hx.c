@@ -38,6 +38,11 @@ static uint64_t device_hash(const hs_vk_caps *c) {
             h ^= parts[p][i];
             h *= 1099511628211ull;
         }
+    /* Split execution changes every cost (lavapipe: one device per core), so it has calibrations of its own. */
+    if (c->parts > 1) {
+        h ^= c->parts;
+        h *= 1099511628211ull;
+    }
     return h;
 }
 
@@ -75,6 +80,7 @@ cJSON *hs_cli_hx_identity_json(const hs_vk_caps *caps, const hs_cli_hx_id *id, c
     cJSON_AddStringToObject(d, "uuid", uuid);
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)id->device);
     cJSON_AddStringToObject(d, "key", hex);
+    cJSON_AddNumberToObject(d, "parts", caps->parts); /* split execution: logical devices (1: off) */
     const char *names[] = {"model", "head"};
     const char *paths[] = {model_path, head_path};
     const uint64_t hashes[] = {id->model, id->head};
