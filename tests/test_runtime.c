@@ -36,6 +36,18 @@ static void test_caps(void **state) {
     assert_non_null(strstr(line, c->coherent ? "coherent: 1" : "coherent: 0"));
 }
 
+/* A context created with var=value set (var NULL: as the run is); the
+ * variable is put back after (a pass of tools/test.sh may have set it). */
+static hs_vk_ctx *ctx_with(const char *var, const char *value) {
+    char *saved = var ? hs_test_env_override(var, value) : NULL;
+    hs_vk_ctx *vk = NULL;
+    hs_vk_ctx_options opt = {.device_index = -1, .validation = -1};
+    hs_status st = hs_vk_ctx_create(&opt, &vk);
+    if (var) hs_test_env_restore(var, saved);
+    HS_CHECK(st);
+    return vk;
+}
+
 /* What the kernels chose on one context: the argmax variant and the subgroup
  * size it pinned, and the RoPE + KV-write variant for an f16 cache. */
 typedef struct variants {
@@ -51,13 +63,7 @@ typedef struct variants {
  * pipelines chosen. */
 static void probe_variants(const char *var, const char *value, variants *out) {
     memset(out, 0, sizeof *out);
-    /* Put back what the run itself set (a pass of tools/test.sh). */
-    char *saved = var ? hs_test_env_override(var, value) : NULL;
-    hs_vk_ctx *vk = NULL;
-    hs_vk_ctx_options opt = {.device_index = -1, .validation = -1};
-    hs_status st = hs_vk_ctx_create(&opt, &vk);
-    if (var) hs_test_env_restore(var, saved);
-    HS_CHECK(st);
+    hs_vk_ctx *vk = ctx_with(var, value);
     hs_ops *ops = NULL;
     HS_CHECK(hs_ops_create(vk, &ops));
     out->caps = *hs_vk_ctx_caps(vk);
@@ -357,12 +363,7 @@ static void test_seq_replay_and_barriers(void **state) {
 static float *split_run(const char *var, const char *value, uint32_t *parts, uint32_t per_part[4],
                         hs_status *status) {
     enum { K = 96, ROWS = 160, N = 5 };
-    char *saved = var ? hs_test_env_override(var, value) : NULL;
-    hs_vk_ctx *vk = NULL;
-    hs_vk_ctx_options opt = {.device_index = -1, .validation = -1};
-    hs_status st = hs_vk_ctx_create(&opt, &vk);
-    if (var) hs_test_env_restore(var, saved);
-    HS_CHECK(st);
+    hs_vk_ctx *vk = ctx_with(var, value);
     *parts = hs_vk_ctx_caps(vk)->parts;
     hs_ops *ops = NULL;
     HS_CHECK(hs_ops_create(vk, &ops));
