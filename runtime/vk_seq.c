@@ -313,10 +313,9 @@ hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_
     if (s->ctx->profiling && s->n_queries == 0) HS_TRY(timestamp(s));
     /* Split: part k's share of the first dimension of more than one workgroup. */
     const uint32_t g[3] = {gx, gy, gz};
-    uint32_t dim = 3;
+    uint32_t dim = 3; /* 3: whole on part 0 */
     if (s->n_parts > 1 && p->splittable)
-        for (dim = 0; dim < 3 && g[dim] < 2; dim++) {
-        }
+        for (dim = 0; dim < 3 && g[dim] < 2;) dim++;
     for (uint32_t k = 0; k < s->n_parts; k++) {
         uint32_t base[3] = {0, 0, 0}, cnt[3] = {gx, gy, gz};
         if (dim < 3) {
