@@ -105,7 +105,7 @@ typedef struct hs_vk_caps {
     uint32_t max_wg_count[3];
 
     uint64_t host_import_align;      /* VK_EXT_external_memory_host: minImportedHostPointerAlignment; 0 without */
-    /* Split execution (lavapipe, a context's caps only): the logical devices
+    /* Split execution (lavapipe; from hs_vk_enumerate, what a context would use): the logical devices
      * a dispatch's workgroups are divided among, each on its own CPU core
      * (runtime/vk_seq.c); 1 when off: other drivers, one CPU, LP_NUM_THREADS
      * set to other than 0, HS_VK_DISABLE_SPLIT or HS_VK_FORCE_NONCOHERENT.

@@ -8,6 +8,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -387,6 +388,8 @@ static const char *type_name(VkPhysicalDeviceType t) {
     }
 }
 
+static uint32_t split_parts(const hs_vk_caps *c, bool *restart);
+
 hs_status hs_vk_enumerate(hs_vk_caps **out, uint32_t *count) {
     *out = NULL;
     *count = 0;
@@ -409,6 +412,8 @@ hs_status hs_vk_enumerate(hs_vk_caps **out, uint32_t *count) {
         feature_chain fc;
         uint32_t qf;
         probe_caps(pds[i], i, api, &caps[i], &fc, &qf);
+        bool restart;
+        caps[i].parts = split_parts(&caps[i], &restart); /* what a context on it would use */
     }
     free(pds);
     vkDestroyInstance(inst, NULL);
@@ -615,7 +620,10 @@ static uint32_t split_parts(const hs_vk_caps *c, bool *restart) {
     if (c->type != VK_PHYSICAL_DEVICE_TYPE_CPU || strcmp(c->driver_name, "llvmpipe") || !c->host_import_align ||
         env_flag("HS_VK_DISABLE_SPLIT") || env_flag("HS_VK_FORCE_NONCOHERENT"))
         return 1;
+    /* The cores this process may run on (taskset, cpusets), not the machine's. */
     long n = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
     const char *want = getenv("HS_VK_SPLIT");
     if (want && *want) n = strtol(want, NULL, 10);
     if (n < 2) return 1;
