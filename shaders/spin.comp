@@ -11,7 +11,10 @@
 // wait, so the dispatch has SPIN_GROUPS workgroups, run one after the other
 // by the part's thread, each waiting on while the barrier is not reached
 // (one that finds it reached returns at once), and each iteration reads the
-// counter 16 times: about a tenth of a second at most in all. A wait that ends
+// counter 64 times: about half a second at most in all (a tenth was not
+// enough under AddressSanitizer, where a part can stall that long, probably
+// compiling a shader variant on first use; longer iterations make every
+// barrier that waits at all wait longer). A wait that ends
 // without every part counts in `late`, which the host turns into an error
 // rather than use what the parts computed (a part descheduled that long, or
 // a lost device).
@@ -27,13 +30,15 @@ layout(push_constant) uniform Push {
 #define SPIN_GROUPS 4u // = HS_VK_SPIN_GROUPS (vk_seq.c)
 #define READ done = done || atomicAdd(s.count, 0u) >= pc.target;
 #define READ4 READ READ READ READ
+#define READ16 READ4 READ4 READ4 READ4
+#define READ64 READ16 READ16 READ16 READ16
 
 void main() {
     memoryBarrierBuffer(); // this part's writes before its arrival
     if (gl_WorkGroupID.x == 0u && gl_LocalInvocationIndex == 0u) atomicAdd(s.count, 1u);
     bool done = atomicAdd(s.count, 0u) >= pc.target;
     for (uint i = 0u; i < 65000u && !done; i++) {
-        READ4 READ4 READ4 READ4
+        READ64
     }
     if (!done && gl_WorkGroupID.x == SPIN_GROUPS - 1u && gl_LocalInvocationIndex == 0u) atomicAdd(s.late, 1u);
     memoryBarrierBuffer(); // the others' writes before this part's next reads
