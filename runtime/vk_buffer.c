@@ -31,7 +31,7 @@ static hs_status import_host(hs_vk_buffer *b, const VkBufferCreateInfo *bci, VkM
                              const char *detail) {
     hs_status st = HS_OK;
     hs_vk_ctx *ctx = b->ctx;
-    const uint64_t a = ctx->host_align > req.alignment ? ctx->host_align : req.alignment;
+    const uint64_t a = ctx->caps.host_import_align > req.alignment ? ctx->caps.host_import_align : req.alignment;
     const uint64_t bytes = (req.size + a - 1) / a * a;
     b->host = aligned_alloc(a, bytes);
     if (!b->host) return HS_FAIL(HS_ERR_VK_OUT_OF_DEVICE_MEMORY, "host memory for a buffer (%s)", detail);

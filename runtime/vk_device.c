@@ -764,7 +764,6 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
     ctx->phys = pds[pick];
     ctx->caps = all[pick];
     ctx->caps.parts = ctx->n_parts;
-    ctx->host_align = ctx->caps.host_import_align;
     ctx->queue_family = qfs[pick];
     vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->mem_props);
     ctx->emulate_noncoherent = env_flag("HS_VK_FORCE_NONCOHERENT");

@@ -86,7 +86,6 @@ struct hs_vk_ctx {
 
     uint32_t n_parts;                  /* 1: no split */
     hs_vk_part part[HS_VK_MAX_PARTS];  /* [1 .. n_parts) */
-    uint64_t host_align;               /* minImportedHostPointerAlignment */
     PFN_vkGetMemoryHostPointerPropertiesEXT host_pointer_props;
     hs_vk_buffer *sync;                /* split: the barrier counter, and the count of timed-out waits */
     hs_vk_pipeline *spin;              /* split: the barrier's dispatch */
@@ -132,10 +131,6 @@ struct hs_vk_pipeline {
     hs_vk_obj obj; /* first: the context's live list */
     hs_vk_ctx *ctx;
     char name[64];
-    VkShaderModule module;
-    VkDescriptorSetLayout set_layout;
-    VkPipelineLayout layout;
-    VkPipeline pipeline;
     uint32_t n_bindings;
     uint32_t write_mask;
     uint32_t texel_mask;
@@ -145,14 +140,15 @@ struct hs_vk_pipeline {
     uint32_t required_subgroup_size; /* 0: the driver's choice */
     /* Split execution: whether a dispatch's workgroups may be divided among
      * the parts (not when the shader reads gl_NumWorkGroups, which a part's
-     * share would change), and the objects of parts 1 .. n_parts - 1. */
+     * share would change). */
     bool splittable;
+    /* The Vulkan objects on each part's device ([0]: the context's device). */
     struct hs_vk_pipeline_part {
         VkShaderModule module;
         VkDescriptorSetLayout set_layout;
         VkPipelineLayout layout;
         VkPipeline pipeline;
-    } x[HS_VK_MAX_PARTS];
+    } part[HS_VK_MAX_PARTS];
 };
 
 /* The descriptor type of binding i of p. */

@@ -22,10 +22,10 @@ static hs_status create_on(hs_vk_pipeline *p, const hs_vk_pipeline_desc *d, cons
     hs_vk_ctx *ctx = p->ctx;
     const hs_vk_caps *c = &ctx->caps;
     const VkDevice dev = hs_vk_part_device(ctx, k);
-    VkShaderModule *module = k ? &p->x[k].module : &p->module;
-    VkDescriptorSetLayout *set_layout = k ? &p->x[k].set_layout : &p->set_layout;
-    VkPipelineLayout *layout = k ? &p->x[k].layout : &p->layout;
-    VkPipeline *pipeline = k ? &p->x[k].pipeline : &p->pipeline;
+    VkShaderModule *module = &p->part[k].module;
+    VkDescriptorSetLayout *set_layout = &p->part[k].set_layout;
+    VkPipelineLayout *layout = &p->part[k].layout;
+    VkPipeline *pipeline = &p->part[k].pipeline;
     VkShaderModuleCreateInfo smci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                      .codeSize = d->code_size,
                                      .pCode = d->code};
@@ -142,19 +142,14 @@ fail:
 
 void hs_vk_pipeline_destroy(hs_vk_pipeline *p) {
     if (!p) return;
-    for (uint32_t k = 1; k < p->ctx->n_parts; k++) {
-        VkDevice d = p->ctx->part[k].device;
-        const struct hs_vk_pipeline_part *x = &p->x[k];
+    for (uint32_t k = 0; k < p->ctx->n_parts; k++) {
+        VkDevice d = hs_vk_part_device(p->ctx, k);
+        const struct hs_vk_pipeline_part *x = &p->part[k];
         if (x->pipeline) vkDestroyPipeline(d, x->pipeline, NULL);
         if (x->layout) vkDestroyPipelineLayout(d, x->layout, NULL);
         if (x->set_layout) vkDestroyDescriptorSetLayout(d, x->set_layout, NULL);
         if (x->module) vkDestroyShaderModule(d, x->module, NULL);
     }
-    VkDevice d = p->ctx->device;
-    if (p->pipeline) vkDestroyPipeline(d, p->pipeline, NULL);
-    if (p->layout) vkDestroyPipelineLayout(d, p->layout, NULL);
-    if (p->set_layout) vkDestroyDescriptorSetLayout(d, p->set_layout, NULL);
-    if (p->module) vkDestroyShaderModule(d, p->module, NULL);
     hs_vk_obj_unlink(p->ctx, &p->obj);
     free(p);
 }

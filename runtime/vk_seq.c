@@ -160,6 +160,44 @@ fail:
     return st;
 }
 
+/* Records p on part k: a descriptor set of the bindings (part k's buffer,
+ * over ranges[i], or its texel view views[i][k]), the push constants and the
+ * workgroups base .. base + cnt (vkCmdDispatchBase where there are parts). */
+static hs_status record_part(hs_vk_seq *s, uint32_t k, const hs_vk_pipeline *p, const hs_vk_binding *binds,
+                             const uint64_t *ranges, VkBufferView (*views)[HS_VK_MAX_PARTS], const void *push,
+                             const uint32_t base[3], const uint32_t cnt[3]) {
+    hs_status st = HS_OK;
+    const struct hs_vk_pipeline_part *x = &p->part[k];
+    VkDescriptorBufferInfo infos[HS_VK_MAX_BINDINGS];
+    VkWriteDescriptorSet writes[HS_VK_MAX_BINDINGS];
+    VkDescriptorSet set;
+    HS_TRY(next_set(s, k, x->set_layout, &set));
+    for (uint32_t i = 0; i < p->n_bindings; i++) {
+        writes[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                           .dstSet = set,
+                                           .dstBinding = i,
+                                           .descriptorCount = 1,
+                                           .descriptorType = hs_vk_binding_type(p, i)};
+        if (p->texel_mask & (1u << i)) {
+            writes[i].pTexelBufferView = &views[i][k];
+        } else {
+            infos[i] = (VkDescriptorBufferInfo){hs_vk_part_buffer(binds[i].buf, k), binds[i].offset, ranges[i]};
+            writes[i].pBufferInfo = &infos[i];
+        }
+    }
+    vkUpdateDescriptorSets(hs_vk_part_device(s->ctx, k), p->n_bindings, writes, 0, NULL);
+    vkCmdBindPipeline(s->cmd[k], VK_PIPELINE_BIND_POINT_COMPUTE, x->pipeline);
+    vkCmdBindDescriptorSets(s->cmd[k], VK_PIPELINE_BIND_POINT_COMPUTE, x->layout, 0, 1, &set, 0, NULL);
+    if (p->push_size) {
+        HS_ASSERT(push);
+        vkCmdPushConstants(s->cmd[k], x->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_size, push);
+    }
+    if (s->n_parts > 1) vkCmdDispatchBase(s->cmd[k], base[0], base[1], base[2], cnt[0], cnt[1], cnt[2]);
+    else vkCmdDispatch(s->cmd[k], cnt[0], cnt[1], cnt[2]);
+fail:
+    return st;
+}
+
 static bool contains(VkBuffer *arr, VkBuffer b) {
     for (ptrdiff_t i = 0; i < stbds_arrlen(arr); i++)
         if (arr[i] == b) return true;
@@ -185,25 +223,14 @@ static void emit_barrier(hs_vk_seq *s) {
         /* HS_VK_TEST_SPLIT_LATE (tests): the first barrier waits for a part too many. */
         s->n_spin++;
         const uint32_t target = s->n_spin * s->n_parts + (s->n_spin == 1 && getenv("HS_VK_TEST_SPLIT_LATE"));
+        const hs_vk_binding sync = {s->ctx->sync, 0, 0};
+        const uint64_t range = VK_WHOLE_SIZE;
+        const uint32_t base[3] = {0, 0, 0}, cnt[3] = {HS_VK_SPIN_GROUPS, 1, 1};
         for (uint32_t k = 0; k < s->n_parts; k++) {
-            VkDescriptorSet set;
-            if (next_set(s, k, k ? p->x[k].set_layout : p->set_layout, &set) != HS_OK) {
+            if (record_part(s, k, p, &sync, &range, NULL, &target, base, cnt) != HS_OK) {
                 s->failed = true;
                 return;
             }
-            const VkDescriptorBufferInfo bi = {hs_vk_part_buffer(s->ctx->sync, k), 0, VK_WHOLE_SIZE};
-            const VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                            .dstSet = set,
-                                            .dstBinding = 0,
-                                            .descriptorCount = 1,
-                                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                            .pBufferInfo = &bi};
-            vkUpdateDescriptorSets(hs_vk_part_device(s->ctx, k), 1, &w, 0, NULL);
-            const VkPipelineLayout layout = k ? p->x[k].layout : p->layout;
-            vkCmdBindPipeline(s->cmd[k], VK_PIPELINE_BIND_POINT_COMPUTE, k ? p->x[k].pipeline : p->pipeline);
-            vkCmdBindDescriptorSets(s->cmd[k], VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
-            vkCmdPushConstants(s->cmd[k], layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &target);
-            vkCmdDispatch(s->cmd[k], HS_VK_SPIN_GROUPS, 1, 1);
             vkCmdPipelineBarrier(s->cmd[k], stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
         }
     }
@@ -324,35 +351,9 @@ hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_
         } else if (k) {
             continue; /* whole on part 0 */
         }
-        if (!cnt[dim < 3 ? dim : 0]) continue;
-        VkDescriptorBufferInfo infos[HS_VK_MAX_BINDINGS];
-        VkWriteDescriptorSet writes[HS_VK_MAX_BINDINGS];
-        VkDescriptorSet set;
-        HS_TRY(next_set(s, k, k ? p->x[k].set_layout : p->set_layout, &set));
-        for (uint32_t i = 0; i < n_binds; i++) {
-            writes[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                                               .dstSet = set,
-                                               .dstBinding = i,
-                                               .descriptorCount = 1,
-                                               .descriptorType = hs_vk_binding_type(p, i)};
-            if (p->texel_mask & (1u << i)) {
-                writes[i].pTexelBufferView = &views[i][k];
-            } else {
-                infos[i] = (VkDescriptorBufferInfo){hs_vk_part_buffer(binds[i].buf, k), binds[i].offset, ranges[i]};
-                writes[i].pBufferInfo = &infos[i];
-            }
-        }
-        vkUpdateDescriptorSets(hs_vk_part_device(s->ctx, k), n_binds, writes, 0, NULL);
-        const VkPipelineLayout layout = k ? p->x[k].layout : p->layout;
-        vkCmdBindPipeline(s->cmd[k], VK_PIPELINE_BIND_POINT_COMPUTE, k ? p->x[k].pipeline : p->pipeline);
-        vkCmdBindDescriptorSets(s->cmd[k], VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, NULL);
-        if (p->push_size) {
-            HS_ASSERT(push);
-            vkCmdPushConstants(s->cmd[k], layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_size, push);
-        }
+        if (dim < 3 && !cnt[dim]) continue;
+        HS_TRY(record_part(s, k, p, binds, ranges, views, push, base, cnt));
         s->part_dispatches[k]++;
-        if (s->n_parts > 1) vkCmdDispatchBase(s->cmd[k], base[0], base[1], base[2], cnt[0], cnt[1], cnt[2]);
-        else vkCmdDispatch(s->cmd[k], gx, gy, gz);
     }
     s->n_dispatch++;
     stbds_arrput(s->pipes, p);
