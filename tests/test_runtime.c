@@ -581,6 +581,12 @@ static long file_size(const char *path) {
 static void test_pipeline_cache_file(void **state) {
     (void)state;
     char dir[1024], path[1100], why[160];
+    /* A cache folder of its own: tests running beside it save their pipeline
+     * caches to the shared one, and one did between a corruption below and its
+     * reload (a failure seen once with two tests at a time). */
+    char home[] = "/tmp/hs-cache-test-XXXXXX";
+    assert_non_null(mkdtemp(home));
+    char *saved_home = hs_test_env_override("HS_HOME", home);
     HS_CHECK(hs_home_dir(dir, sizeof dir));
     cache_round(path, sizeof path, why, sizeof why);
     hs_vk_ctx *vk = NULL;
@@ -628,6 +634,9 @@ static void test_pipeline_cache_file(void **state) {
         assert_true(again > 10);
         assert_int_equal(cache_round(path, sizeof path, why, sizeof why), (uint64_t)again);
     }
+    hs_test_env_restore("HS_HOME", saved_home);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(home), 0);
 }
 
 /* HS_PROFILE's machinery: timestamps around each dispatch, totals per op name. */
