@@ -13,10 +13,12 @@
  * thread: the dispatches cost no thread wake-ups, and the parts run on
  * separate cores. Workgroups compute the same values whichever part runs
  * them, so results are bitwise those of one device. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "vk_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define STBDS_NO_SHORT_NAMES
 #include "stb_ds.h"
@@ -28,7 +30,13 @@
     } while (0)
 
 #define HS_SEQ_SETS_PER_POOL 256
-#define HS_VK_SPIN_GROUPS 4 /* = SPIN_GROUPS of shaders/spin.comp */
+/* Workgroups of a split barrier's wait (shaders/spin.comp), each waiting up
+ * to llvmpipe's loop limit (4: 3-6 s or half a second, by the machine): on a
+ * sequence's first submit, where a part may stall compiling shader variants,
+ * and after. */
+#define HS_VK_SPIN_GROUPS_FIRST 64
+#define HS_VK_SPIN_GROUPS 4
+#define HS_VK_SYNC_GROUPS 4 /* uint index of the spin's indirect arguments in ctx->sync */
 #define HS_SEQ_QUERIES_PER_POOL 512
 
 struct hs_vk_seq {
@@ -40,6 +48,7 @@ struct hs_vk_seq {
     VkDescriptorPool *pools[HS_VK_MAX_PARTS]; /* stb_ds arrays; all reset on begin */
     uint32_t n_sets[HS_VK_MAX_PARTS];         /* sets allocated since begin */
     uint32_t n_spin;                          /* split barriers since begin */
+    uint32_t n_submit;                        /* submits since begin */
     uint32_t part_dispatches[HS_VK_MAX_PARTS]; /* dispatches recorded per part (barriers' not counted) */
     VkBuffer *written;       /* written since the last barrier */
     VkBuffer *read;          /* read since the last barrier */
@@ -116,7 +125,7 @@ hs_status hs_vk_seq_begin(hs_vk_seq *s) {
     HS_ARR_CLEAR(s->written);
     HS_ARR_CLEAR(s->read);
     HS_ARR_CLEAR(s->pipes);
-    s->n_dispatch = s->n_barrier = s->n_spin = 0;
+    s->n_dispatch = s->n_barrier = s->n_spin = s->n_submit = 0;
     memset(s->part_dispatches, 0, sizeof s->part_dispatches);
     s->n_queries = 0;
     s->ready = false;
@@ -162,7 +171,8 @@ fail:
 
 /* Records p on part k: a descriptor set of the bindings (part k's buffer,
  * over ranges[i], or its texel view views[i][k]), the push constants and the
- * workgroups base .. base + cnt (vkCmdDispatchBase where there are parts). */
+ * workgroups base .. base + cnt (vkCmdDispatchBase where there are parts;
+ * cnt NULL: an indirect dispatch of the split barrier's arguments in ctx->sync). */
 static hs_status record_part(hs_vk_seq *s, uint32_t k, const hs_vk_pipeline *p, const hs_vk_binding *binds,
                              const uint64_t *ranges, VkBufferView (*views)[HS_VK_MAX_PARTS], const void *push,
                              const uint32_t base[3], const uint32_t cnt[3]) {
@@ -192,7 +202,12 @@ static hs_status record_part(hs_vk_seq *s, uint32_t k, const hs_vk_pipeline *p, 
         HS_ASSERT(push);
         vkCmdPushConstants(s->cmd[k], x->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_size, push);
     }
-    if (s->n_parts > 1) vkCmdDispatchBase(s->cmd[k], base[0], base[1], base[2], cnt[0], cnt[1], cnt[2]);
+    if (!cnt) {
+        /* lavapipe keeps the base of the last vkCmdDispatchBase for an indirect dispatch (measured: the
+         * spin's workgroup 0 did not count its part in): an empty dispatch at base 0 first. */
+        vkCmdDispatchBase(s->cmd[k], 0, 0, 0, 0, 1, 1);
+        vkCmdDispatchIndirect(s->cmd[k], hs_vk_part_buffer(s->ctx->sync, k), 4 * HS_VK_SYNC_GROUPS);
+    } else if (s->n_parts > 1) vkCmdDispatchBase(s->cmd[k], base[0], base[1], base[2], cnt[0], cnt[1], cnt[2]);
     else vkCmdDispatch(s->cmd[k], cnt[0], cnt[1], cnt[2]);
 fail:
     return st;
@@ -225,9 +240,9 @@ static void emit_barrier(hs_vk_seq *s) {
         const uint32_t target = s->n_spin * s->n_parts + (s->n_spin == 1 && getenv("HS_VK_TEST_SPLIT_LATE"));
         const hs_vk_binding sync = {s->ctx->sync, 0, 0};
         const uint64_t range = VK_WHOLE_SIZE;
-        const uint32_t base[3] = {0, 0, 0}, cnt[3] = {HS_VK_SPIN_GROUPS, 1, 1};
+        const uint32_t base[3] = {0, 0, 0};
         for (uint32_t k = 0; k < s->n_parts; k++) {
-            if (record_part(s, k, p, &sync, &range, NULL, &target, base, cnt) != HS_OK) {
+            if (record_part(s, k, p, &sync, &range, NULL, &target, base, NULL) != HS_OK) {
                 s->failed = true;
                 return;
             }
@@ -428,10 +443,23 @@ hs_status hs_vk_seq_submit(hs_vk_seq *s) {
     if (!s->ready) return HS_FAIL(HS_ERR_INVALID_ARG, "hs_vk_seq_submit: sequence not ended");
     VkDevice d = s->ctx->device;
     uint32_t *sync = s->n_parts > 1 ? s->ctx->sync->host : NULL;
-    if (sync) sync[0] = sync[1] = 0; /* no part runs: the barriers count from 0 */
+    if (sync) { /* no part runs: the barriers count from 0 */
+        sync[0] = sync[1] = 0;
+        /* HS_VK_TEST_SPLIT_LATE (tests): the short wait, so that the late barrier fails soon. */
+        const bool first = s->n_submit == 0 && !getenv("HS_VK_TEST_SPLIT_LATE");
+        sync[HS_VK_SYNC_GROUPS] = first ? HS_VK_SPIN_GROUPS_FIRST : HS_VK_SPIN_GROUPS;
+        sync[HS_VK_SYNC_GROUPS + 1] = sync[HS_VK_SYNC_GROUPS + 2] = 1;
+    }
+    s->n_submit++;
+    /* HS_VK_TEST_SPLIT_STALL_MS (tests): part 0 starts that late, the others waiting for it at the barriers. */
+    const char *stall = sync ? getenv("HS_VK_TEST_SPLIT_STALL_MS") : NULL;
     for (uint32_t k = s->n_parts; k-- > 0;) {
         VkSubmitInfo si = {
             .sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &s->cmd[k]};
+        if (k == 0 && stall) {
+            const long ms = atol(stall);
+            nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000L}, NULL);
+        }
         HS_VK_CALL(vkResetFences(hs_vk_part_device(s->ctx, k), 1, &s->fence[k]), NULL);
         HS_VK_CALL(vkQueueSubmit(k ? s->ctx->part[k].queue : s->ctx->queue, 1, &si, s->fence[k]), NULL);
     }

@@ -8,26 +8,28 @@
 // Eight invocations, all waiting alike: with one, llvmpipe's loops also run
 // the vector's idle lanes and exit only at its loop limit. That limit (65535
 // iterations of all loops of one invocation together) bounds a workgroup's
-// wait, so the dispatch has SPIN_GROUPS workgroups, run one after the other
+// wait, so the dispatch is indirect, its workgroups run one after the other
 // by the part's thread, each waiting on while the barrier is not reached
 // (one that finds it reached returns at once), and each iteration reads the
-// counter 64 times: about half a second at most in all (a tenth was not
-// enough under AddressSanitizer, where a part can stall that long, probably
-// compiling a shader variant on first use; longer iterations make every
-// barrier that waits at all wait longer). A wait that ends
-// without every part counts in `late`, which the host turns into an error
-// rather than use what the parts computed (a part descheduled that long, or
-// a lost device).
+// counter 64 times. The host asks for 4 workgroups, and for 64 on a
+// sequence's first submit, where a part may compile a shader variant the
+// others do not wait for in their own compiles (llvmpipe compiles on first
+// use; a wait of 16 reads per iteration, 4 workgroups, was once exceeded
+// under AddressSanitizer). Measured (test_runtime's split_stall, 2-core VMs):
+// 4 workgroups wait 3-6 s on one, about half a second on a faster one. A wait that ends without every
+// part counts in `late`, which the host turns into an error rather than use
+// what the parts computed (a part descheduled that long, or a lost device).
 layout(local_size_x = 8) in;
 layout(std430, binding = 0) buffer Sync {
     uint count;
     uint late;
+    uint pad0, pad1;
+    uvec4 groups; // the indirect dispatch's arguments (x, 1, 1), set by the host
 } s;
 layout(push_constant) uniform Push {
     uint target;
 } pc;
 
-#define SPIN_GROUPS 4u // = HS_VK_SPIN_GROUPS (vk_seq.c)
 #define READ done = done || atomicAdd(s.count, 0u) >= pc.target;
 #define READ4 READ READ READ READ
 #define READ16 READ4 READ4 READ4 READ4
@@ -40,6 +42,6 @@ void main() {
     for (uint i = 0u; i < 65000u && !done; i++) {
         READ64
     }
-    if (!done && gl_WorkGroupID.x == SPIN_GROUPS - 1u && gl_LocalInvocationIndex == 0u) atomicAdd(s.late, 1u);
+    if (!done && gl_WorkGroupID.x == gl_NumWorkGroups.x - 1u && gl_LocalInvocationIndex == 0u) atomicAdd(s.late, 1u);
     memoryBarrierBuffer(); // the others' writes before this part's next reads
 }

@@ -2,6 +2,7 @@
  * (replay, automatic barriers, argument checks), pipeline cache, profile. */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <sched.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -430,11 +431,83 @@ static float *split_run(const char *var, const char *value, uint32_t *parts, uin
     return out;
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Two in-place adds of 65536 numbers with a barrier between, on ctx's parts. */
+static hs_vk_seq *stall_seq(hs_vk_ctx *vk, hs_ops *ops, hs_vk_buffer *bb) {
+    hs_vk_seq *seq = NULL;
+    HS_CHECK(hs_vk_seq_create(vk, &seq));
+    HS_CHECK(hs_vk_seq_begin(seq));
+    const hs_vk_binding B = {bb, 0, 0};
+    HS_CHECK(hs_op_add(ops, seq, &B, &B, &B, 1 << 16)); /* whole on part 0 (gl_NumWorkGroups) */
+    HS_CHECK(hs_op_add(ops, seq, &B, &B, &B, 1 << 16)); /* after a barrier */
+    HS_CHECK(hs_vk_seq_end(seq));
+    assert_true(hs_vk_seq_barrier_count(seq) >= 1);
+    return seq;
+}
+
+/* The wait of a split barrier on two parts. First how long a wait that
+ * cannot end lasts after the first submit (HS_VK_TEST_SPLIT_LATE: t, about
+ * half a second to a few seconds, by the machine). Then part 0 of another
+ * sequence starts 3 t after part 1 (HS_VK_TEST_SPLIT_STALL_MS), which waits
+ * for it at the barrier: the sequence's first submit waits 16 times longer
+ * (a part compiling shader variants on first use stalls the same way) and
+ * gives the result; its second fails with the error; without the stall it
+ * runs again. */
+static void split_stall(void) {
+    enum { BIG = 1 << 16 };
+    hs_vk_ctx *vk = ctx_with("HS_VK_SPLIT", "2");
+    assert_int_equal(hs_vk_ctx_caps(vk)->parts, 2);
+    hs_ops *ops = NULL;
+    HS_CHECK(hs_ops_create(vk, &ops));
+    float *big = malloc(BIG * 4), *got = malloc(BIG * 4);
+    for (int i = 0; i < BIG; i++) big[i] = (float)(i % 1000);
+    hs_vk_buffer *bb = NULL;
+    HS_CHECK(hs_vk_buffer_create(vk, BIG * 4, HS_MEM_DEVICE, &bb));
+    char *saved = hs_test_env_override("HS_VK_TEST_SPLIT_LATE", "1");
+    hs_vk_seq *late = stall_seq(vk, ops, bb);
+    double t = now_s();
+    const hs_status late_st = hs_vk_seq_submit(late);
+    t = now_s() - t;
+    hs_test_env_restore("HS_VK_TEST_SPLIT_LATE", saved);
+    assert_int_equal(late_st, HS_ERR_VK_DEVICE_LOST);
+    hs_vk_seq_destroy(late);
+    char stall[32];
+    snprintf(stall, sizeof stall, "%d", (int)(3000 * t) + 1);
+    hs_vk_seq *seq = stall_seq(vk, ops, bb);
+    for (int run = 0; run < 3; run++) {
+        HS_CHECK(hs_vk_buffer_upload(bb, 0, big, BIG * 4));
+        saved = run < 2 ? hs_test_env_override("HS_VK_TEST_SPLIT_STALL_MS", stall) : NULL;
+        const hs_status st = hs_vk_seq_submit(seq);
+        if (run < 2) hs_test_env_restore("HS_VK_TEST_SPLIT_STALL_MS", saved);
+        if (run == 1) {
+            assert_int_equal(st, HS_ERR_VK_DEVICE_LOST);
+            assert_non_null(strstr(hs_last_error(), "did not reach a barrier"));
+            continue;
+        }
+        HS_CHECK(st);
+        HS_CHECK(hs_vk_buffer_download(bb, 0, got, BIG * 4));
+        for (int i = 0; i < BIG; i++) assert_true(got[i] == 4 * big[i]);
+    }
+    assert_int_equal(hs_vk_validation_count(vk), 0);
+    hs_vk_seq_destroy(seq);
+    hs_vk_buffer_destroy(bb);
+    free(big);
+    free(got);
+    hs_ops_destroy(ops);
+    hs_vk_ctx_destroy(vk);
+}
+
 /* Split execution (lavapipe): on with two or more CPUs unless switched off,
  * its parts named in the device line; a sequence on three parts (dividing
  * products of 160 and 96 rows unevenly, the in-place add whole on part 0,
  * barriers between) gives bitwise the result of one device; a part that does
- * not reach a barrier makes the submit fail with an error, not a result. */
+ * not reach a barrier makes the submit fail with an error, not a result, and
+ * the first submit of a sequence waits longer (split_stall). */
 static void test_split(void **state) {
     hs_test_env *env = *state;
     const hs_vk_caps *c = hs_vk_ctx_caps(env->vk);
@@ -489,6 +562,7 @@ static void test_split(void **state) {
         assert_null(late);
         assert_int_equal(st, HS_ERR_VK_DEVICE_LOST);
         assert_non_null(strstr(hs_last_error(), "did not reach a barrier"));
+        split_stall();
     }
 }
 
