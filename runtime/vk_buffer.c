@@ -91,7 +91,8 @@ hs_status hs_vk_buffer_create(hs_vk_ctx *ctx, uint64_t size, hs_mem mem, hs_vk_b
         .size = size,
         .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
                  VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
-                 VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT | (ctx->caps.max_texel_elements ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0),
+                 VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT | /* split execution's barrier (vk_seq.c) */
+                 (ctx->caps.max_texel_elements ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0),
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
     snprintf(detail, sizeof detail, "requested %.1f MiB", size / 1048576.0);
     VkExternalMemoryBufferCreateInfo ext = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,

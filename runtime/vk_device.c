@@ -682,6 +682,8 @@ static hs_status create_sync(hs_vk_ctx *ctx) {
     hs_status st = HS_OK;
     HS_TRY(hs_vk_buffer_create(ctx, 64, HS_MEM_DEVICE, &ctx->sync));
     hs_vk_obj_unlink(ctx, &ctx->sync->obj);
+    uint32_t *sync = ctx->sync->host; /* the spin's indirect counts: x per submit (vk_seq.c), y = z = 1 */
+    sync[HS_VK_SYNC_GROUPS + 1] = sync[HS_VK_SYNC_GROUPS + 2] = 1;
     hs_vk_pipeline_desc d = {.name = "split barrier",
                              .code = hs_spv_spin,
                              .code_size = hs_spv_spin_size,

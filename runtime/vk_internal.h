@@ -43,6 +43,7 @@ typedef struct hs_vk_profile_entry {
  * the others in a spin dispatch (vk_seq.c). Part 0 is the context's device,
  * queue and pool; parts 1 .. n_parts - 1 are these. */
 #define HS_VK_MAX_PARTS 8
+#define HS_VK_SYNC_GROUPS 4 /* uint index of the split barrier's indirect arguments in ctx->sync */
 typedef struct hs_vk_part {
     /* An instance of its own: lavapipe runs the devices of one instance's
      * physical device one at a time (they share its screen). */
@@ -87,7 +88,8 @@ struct hs_vk_ctx {
     uint32_t n_parts;                  /* 1: no split */
     hs_vk_part part[HS_VK_MAX_PARTS];  /* [1 .. n_parts) */
     PFN_vkGetMemoryHostPointerPropertiesEXT host_pointer_props;
-    hs_vk_buffer *sync;                /* split: the barrier counter, and the count of timed-out waits */
+    hs_vk_buffer *sync;                /* split: uints [0] barrier counter, [1] timed-out waits, [4..6] the spin's
+                                        * indirect workgroup counts (HS_VK_SYNC_GROUPS; y and z set to 1 once) */
     hs_vk_pipeline *spin;              /* split: the barrier's dispatch */
 };
 

@@ -36,7 +36,6 @@
  * and after. */
 #define HS_VK_SPIN_GROUPS_FIRST 64
 #define HS_VK_SPIN_GROUPS 4
-#define HS_VK_SYNC_GROUPS 4 /* uint index of the spin's indirect arguments in ctx->sync */
 #define HS_SEQ_QUERIES_PER_POOL 512
 
 struct hs_vk_seq {
@@ -169,13 +168,10 @@ fail:
     return st;
 }
 
-/* Records p on part k: a descriptor set of the bindings (part k's buffer,
- * over ranges[i], or its texel view views[i][k]), the push constants and the
- * workgroups base .. base + cnt (vkCmdDispatchBase where there are parts;
- * cnt NULL: an indirect dispatch of the split barrier's arguments in ctx->sync). */
-static hs_status record_part(hs_vk_seq *s, uint32_t k, const hs_vk_pipeline *p, const hs_vk_binding *binds,
-                             const uint64_t *ranges, VkBufferView (*views)[HS_VK_MAX_PARTS], const void *push,
-                             const uint32_t base[3], const uint32_t cnt[3]) {
+/* Binds p on part k: a descriptor set of the bindings (part k's buffer, over
+ * ranges[i], or its texel view views[i][k]) and the push constants. */
+static hs_status bind_part(hs_vk_seq *s, uint32_t k, const hs_vk_pipeline *p, const hs_vk_binding *binds,
+                           const uint64_t *ranges, VkBufferView (*views)[HS_VK_MAX_PARTS], const void *push) {
     hs_status st = HS_OK;
     const struct hs_vk_pipeline_part *x = &p->part[k];
     VkDescriptorBufferInfo infos[HS_VK_MAX_BINDINGS];
@@ -202,15 +198,20 @@ static hs_status record_part(hs_vk_seq *s, uint32_t k, const hs_vk_pipeline *p, 
         HS_ASSERT(push);
         vkCmdPushConstants(s->cmd[k], x->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_size, push);
     }
-    if (!cnt) {
-        /* lavapipe keeps the base of the last vkCmdDispatchBase for an indirect dispatch (measured: the
-         * spin's workgroup 0 did not count its part in): an empty dispatch at base 0 first. */
-        vkCmdDispatchBase(s->cmd[k], 0, 0, 0, 0, 1, 1);
-        vkCmdDispatchIndirect(s->cmd[k], hs_vk_part_buffer(s->ctx->sync, k), 4 * HS_VK_SYNC_GROUPS);
-    } else if (s->n_parts > 1) vkCmdDispatchBase(s->cmd[k], base[0], base[1], base[2], cnt[0], cnt[1], cnt[2]);
-    else vkCmdDispatch(s->cmd[k], cnt[0], cnt[1], cnt[2]);
 fail:
     return st;
+}
+
+/* Records p on part k (bind_part) over the workgroups base .. base + cnt
+ * (vkCmdDispatchBase where there are parts). */
+static hs_status record_part(hs_vk_seq *s, uint32_t k, const hs_vk_pipeline *p, const hs_vk_binding *binds,
+                             const uint64_t *ranges, VkBufferView (*views)[HS_VK_MAX_PARTS], const void *push,
+                             const uint32_t base[3], const uint32_t cnt[3]) {
+    hs_status st = bind_part(s, k, p, binds, ranges, views, push);
+    if (st != HS_OK) return st;
+    if (s->n_parts > 1) vkCmdDispatchBase(s->cmd[k], base[0], base[1], base[2], cnt[0], cnt[1], cnt[2]);
+    else vkCmdDispatch(s->cmd[k], cnt[0], cnt[1], cnt[2]);
+    return HS_OK;
 }
 
 static bool contains(VkBuffer *arr, VkBuffer b) {
@@ -240,12 +241,16 @@ static void emit_barrier(hs_vk_seq *s) {
         const uint32_t target = s->n_spin * s->n_parts + (s->n_spin == 1 && getenv("HS_VK_TEST_SPLIT_LATE"));
         const hs_vk_binding sync = {s->ctx->sync, 0, 0};
         const uint64_t range = VK_WHOLE_SIZE;
-        const uint32_t base[3] = {0, 0, 0};
         for (uint32_t k = 0; k < s->n_parts; k++) {
-            if (record_part(s, k, p, &sync, &range, NULL, &target, base, NULL) != HS_OK) {
+            if (bind_part(s, k, p, &sync, &range, NULL, &target) != HS_OK) {
                 s->failed = true;
                 return;
             }
+            /* Indirect: its workgroup count is set per submit. lavapipe keeps the base of the last
+             * vkCmdDispatchBase for an indirect dispatch (seen: a part's workgroup 0 never counted in),
+             * so an empty dispatch at base 0 first. */
+            vkCmdDispatchBase(s->cmd[k], 0, 0, 0, 0, 1, 1);
+            vkCmdDispatchIndirect(s->cmd[k], hs_vk_part_buffer(s->ctx->sync, k), 4 * HS_VK_SYNC_GROUPS);
             vkCmdPipelineBarrier(s->cmd[k], stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
         }
     }
@@ -448,7 +453,6 @@ hs_status hs_vk_seq_submit(hs_vk_seq *s) {
         /* HS_VK_TEST_SPLIT_LATE (tests): the short wait, so that the late barrier fails soon. */
         const bool first = s->n_submit == 0 && !getenv("HS_VK_TEST_SPLIT_LATE");
         sync[HS_VK_SYNC_GROUPS] = first ? HS_VK_SPIN_GROUPS_FIRST : HS_VK_SPIN_GROUPS;
-        sync[HS_VK_SYNC_GROUPS + 1] = sync[HS_VK_SYNC_GROUPS + 2] = 1;
     }
     s->n_submit++;
     /* HS_VK_TEST_SPLIT_STALL_MS (tests): part 0 starts that late, the others waiting for it at the barriers. */

@@ -15,10 +15,11 @@
 // sequence's first submit, where a part may compile a shader variant the
 // others do not wait for in their own compiles (llvmpipe compiles on first
 // use; a wait of 16 reads per iteration, 4 workgroups, was once exceeded
-// under AddressSanitizer). Measured (test_runtime's split_stall, 2-core VMs):
-// 4 workgroups wait 3-6 s on one, about half a second on a faster one. A wait that ends without every
-// part counts in `late`, which the host turns into an error rather than use
-// what the parts computed (a part descheduled that long, or a lost device).
+// under AddressSanitizer). Measured (test_runtime's split_stall, 2-core
+// VMs): 4 workgroups wait 3-6 s on one, about half a second on a faster one.
+// A wait that ends without every part counts in `late`, which the host turns
+// into an error rather than use what the parts computed (a part descheduled
+// that long, or a lost device).
 layout(local_size_x = 8) in;
 layout(std430, binding = 0) buffer Sync {
     uint count;

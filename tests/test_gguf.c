@@ -70,8 +70,7 @@ static hs_gguf *open_stories(void) {
 
 /* A fresh temporary file name (the file exists, empty). */
 static void temp_path(char *buf, size_t n) {
-    const char *dir = getenv("TMPDIR");
-    snprintf(buf, n, "%s/hs_test_gguf_XXXXXX", dir && *dir ? dir : "/tmp");
+    hs_test_temp_template(buf, n, "hs_test_gguf");
     int fd = mkstemp(buf);
     assert_true(fd >= 0);
     close(fd);

@@ -2,12 +2,12 @@
  * (replay, automatic barriers, argument checks), pipeline cache, profile. */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <sched.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hs_bench_ops.h"
 #include "hs_shaders.h"
 #include "op_attn.h"
 #include "op_elem.h"
@@ -431,12 +431,6 @@ static float *split_run(const char *var, const char *value, uint32_t *parts, uin
     return out;
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* Two in-place adds of 65536 numbers with a barrier between, on ctx's parts. */
 static hs_vk_seq *stall_seq(hs_vk_ctx *vk, hs_ops *ops, hs_vk_buffer *bb) {
     hs_vk_seq *seq = NULL;
@@ -470,9 +464,9 @@ static void split_stall(void) {
     HS_CHECK(hs_vk_buffer_create(vk, BIG * 4, HS_MEM_DEVICE, &bb));
     char *saved = hs_test_env_override("HS_VK_TEST_SPLIT_LATE", "1");
     hs_vk_seq *late = stall_seq(vk, ops, bb);
-    double t = now_s();
+    double t = hs_now_s();
     const hs_status late_st = hs_vk_seq_submit(late);
-    t = now_s() - t;
+    t = hs_now_s() - t;
     hs_test_env_restore("HS_VK_TEST_SPLIT_LATE", saved);
     assert_int_equal(late_st, HS_ERR_VK_DEVICE_LOST);
     hs_vk_seq_destroy(late);
@@ -655,12 +649,6 @@ static long file_size(const char *path) {
 static void test_pipeline_cache_file(void **state) {
     (void)state;
     char dir[1024], path[1100], why[160];
-    /* A cache folder of its own: tests running beside it save their pipeline
-     * caches to the shared one, and one did between a corruption below and its
-     * reload (a failure seen once with two tests at a time). */
-    char home[] = "/tmp/hs-cache-test-XXXXXX";
-    assert_non_null(mkdtemp(home));
-    char *saved_home = hs_test_env_override("HS_HOME", home);
     HS_CHECK(hs_home_dir(dir, sizeof dir));
     cache_round(path, sizeof path, why, sizeof why);
     hs_vk_ctx *vk = NULL;
@@ -708,9 +696,6 @@ static void test_pipeline_cache_file(void **state) {
         assert_true(again > 10);
         assert_int_equal(cache_round(path, sizeof path, why, sizeof why), (uint64_t)again);
     }
-    hs_test_env_restore("HS_HOME", saved_home);
-    assert_int_equal(unlink(path), 0);
-    assert_int_equal(rmdir(home), 0);
 }
 
 /* HS_PROFILE's machinery: timestamps around each dispatch, totals per op name. */
@@ -1046,7 +1031,18 @@ int main(void) {
         cmocka_unit_test(test_seq_replay_and_barriers),
         cmocka_unit_test(test_copy_fill_in_seq),
     };
+    /* This run's pipeline caches go to a folder of its own (HS_HOME), removed
+     * after: tests of other programs running beside it save theirs to the
+     * shared one, and one did between a corruption in test_pipeline_cache_file
+     * and its reload (a failure seen once with two tests at a time). */
+    char home[512];
+    hs_test_temp_template(home, sizeof home, "hs_test_runtime");
+    if (!mkdtemp(home) || setenv("HS_HOME", home, 1)) {
+        perror("test_runtime: a cache folder of its own");
+        return 1;
+    }
     int fails = hs_test_run_group("runtime", tests, setup, teardown);
     fails += hs_test_run_group("runtime_noncoherent", noncoherent, setup_noncoherent, teardown);
+    if (!hs_test_remove_dir(home)) fails++;
     return fails;
 }

@@ -1,9 +1,12 @@
 #include "testutil.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* The context of the running group (one at a time), what it had said and
  * held when the current test started, and whether the group teardown failed. */
@@ -302,4 +305,33 @@ float *hs_test_rand_array(hs_rng *r, size_t n, float lo, float hi) {
     assert_non_null(x);
     hs_rng_fill(r, x, n, lo, hi);
     return x;
+}
+
+void hs_test_temp_template(char *buf, size_t n, const char *stem) {
+    const char *dir = getenv("TMPDIR");
+    snprintf(buf, n, "%s/%s_XXXXXX", dir && *dir ? dir : "/tmp", stem);
+}
+
+bool hs_test_remove_dir(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "hs_test_remove_dir: %s: %s\n", dir, strerror(errno));
+        return false;
+    }
+    bool ok = true;
+    char path[1024];
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (unlink(path)) {
+            fprintf(stderr, "hs_test_remove_dir: %s: %s\n", path, strerror(errno));
+            ok = false;
+        }
+    }
+    closedir(d);
+    if (ok && rmdir(dir)) {
+        fprintf(stderr, "hs_test_remove_dir: %s: %s\n", dir, strerror(errno));
+        ok = false;
+    }
+    return ok;
 }

@@ -114,6 +114,11 @@ int hs_test_golden_ids(int line, const char *key, int32_t *out, int cap);
 char *hs_test_env_override(const char *name, const char *value);
 void hs_test_env_restore(const char *name, char *saved);
 
+/* "$TMPDIR/<stem>_XXXXXX" (TMPDIR unset: /tmp) in buf, for mkstemp or mkdtemp. */
+void hs_test_temp_template(char *buf, size_t n, const char *stem);
+/* Removes the files in dir (it holds no folders) and dir; false, saying why, if that failed. */
+bool hs_test_remove_dir(const char *dir);
+
 /* Shared data folder (../shared beside the source tree by default). */
 const char *hs_test_shared_dir(void);
 /* Path of a downloaded model file (tools/fetch_model.sh), looked up in
