@@ -448,7 +448,7 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBi
     hs_vk_ctx *ctx = user;
     if (type == VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT) return VK_FALSE; /* loader chatter */
     if (sev >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
-        ctx->validation_count++;
+        __atomic_fetch_add(&ctx->validation_count, 1u, __ATOMIC_RELAXED); /* pipeline parts report from threads */
         fprintf(stderr, "heterospec: validation: %s\n", data->pMessage);
     }
     return VK_FALSE;
@@ -901,7 +901,7 @@ void hs_vk_ctx_destroy(hs_vk_ctx *ctx) {
 
 const hs_vk_caps *hs_vk_ctx_caps(const hs_vk_ctx *ctx) { return &ctx->caps; }
 VkDevice hs_vk_ctx_device(const hs_vk_ctx *ctx) { return ctx->device; }
-uint32_t hs_vk_validation_count(const hs_vk_ctx *ctx) { return ctx->validation_count; }
+uint32_t hs_vk_validation_count(const hs_vk_ctx *ctx) { return __atomic_load_n(&ctx->validation_count, __ATOMIC_RELAXED); }
 
 void hs_vk_obj_link(hs_vk_ctx *ctx, hs_vk_obj *o, hs_vk_obj_kind kind) {
     o->kind = kind;

@@ -2,6 +2,8 @@
  * constants, created through the context's VkPipelineCache. */
 #include "vk_internal.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Whether SPIR-V decorates a variable BuiltIn NumWorkgroups (OpDecorate
@@ -88,6 +90,47 @@ fail:
     return st;
 }
 
+/* One part's creation on a thread of its own (create_parts). */
+typedef struct {
+    hs_vk_pipeline *p;
+    const hs_vk_pipeline_desc *d;
+    const uint32_t *wg;
+    uint32_t k;
+    hs_status st;
+    char msg[1024]; /* its error message: hs_last_error is per thread */
+} part_job;
+
+static void *create_job(void *arg) {
+    part_job *j = arg;
+    j->st = create_on(j->p, j->d, j->wg, j->k);
+    if (j->st != HS_OK) snprintf(j->msg, sizeof j->msg, "%s", hs_last_error());
+    return NULL;
+}
+
+/* p on every part's device. With split execution each part is a device of
+ * its own, and a driver that compiles at creation (lavapipe translates and
+ * optimizes the shader on the calling thread, every time: its pipeline cache
+ * keeps nothing) would take n_parts times one device's time, so the other
+ * parts are created on threads beside part 0 (one core per part). */
+static hs_status create_parts(hs_vk_pipeline *p, const hs_vk_pipeline_desc *d, const uint32_t wg[3]) {
+    hs_status st = HS_OK;
+    const uint32_t n = p->ctx->n_parts;
+    part_job jobs[HS_VK_MAX_PARTS];
+    pthread_t threads[HS_VK_MAX_PARTS];
+    bool started[HS_VK_MAX_PARTS] = {false};
+    for (uint32_t k = 1; k < n; k++) {
+        jobs[k] = (part_job){.p = p, .d = d, .wg = wg, .k = k};
+        started[k] = pthread_create(&threads[k], NULL, create_job, &jobs[k]) == 0;
+        if (!started[k]) create_job(&jobs[k]); /* no thread: in turn */
+    }
+    st = create_on(p, d, wg, 0);
+    for (uint32_t k = 1; k < n; k++) {
+        if (started[k]) pthread_join(threads[k], NULL);
+        if (st == HS_OK && jobs[k].st != HS_OK) st = HS_FAIL(jobs[k].st, "%s (part %u)", jobs[k].msg, k);
+    }
+    return st;
+}
+
 hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs_vk_pipeline **out) {
     hs_status st = HS_OK;
     *out = NULL;
@@ -132,7 +175,7 @@ hs_status hs_vk_pipeline_create(hs_vk_ctx *ctx, const hs_vk_pipeline_desc *d, hs
     memcpy(p->wg_size, wg, sizeof wg);
 
     p->splittable = !reads_num_workgroups(d->code, d->code_size / 4);
-    for (uint32_t k = 0; k < ctx->n_parts; k++) HS_TRY(create_on(p, d, wg, k));
+    HS_TRY(create_parts(p, d, wg));
     *out = p;
     return HS_OK;
 fail:
