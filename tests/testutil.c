@@ -49,6 +49,9 @@ int hs_test_run_group_(const char *name, const struct CMUnitTest *tests, size_t 
     }
     g_group_teardown_failed = false;
     g_vk = NULL;
+    /* HS_TEST_FILTER: run only the tests whose names match this cmocka pattern (* and ?), for work on one test */
+    const char *filter = getenv("HS_TEST_FILTER");
+    if (filter && *filter) cmocka_set_test_filter(filter);
     int fails = _cmocka_run_group_tests(name, wrapped, n, setup, teardown);
     free(wrapped);
     if (g_group_teardown_failed) {
