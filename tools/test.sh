@@ -5,13 +5,15 @@
 #   2. the same suite again in passes that force the portable path of each
 #      optional feature a kernel uses (`heterospec devices` lists them; a
 #      feature no kernel uses has no pass, since it would rerun the default
-#      code), a 1 MiB maxStorageBufferRange (splits tensors; model and op tests
-#      also run groups at smaller ranges of their own), and emulated
-#      non-coherent host memory (run first, see below); these leave out the tests labelled
+#      code), and one pass of the two host-side fallbacks together, a 1 MiB
+#      maxStorageBufferRange (splits tensors; model and op tests also run
+#      groups at smaller ranges of their own) and emulated non-coherent host
+#      memory (run first, see below); these leave out the tests labelled
 #      "statistical" (test_spec_sampling), whose samples depend on the logits
 #      only, which every fallback leaves bitwise the same (tested per kernel);
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build running the
-#      suite, with leak checking and no suppressions.
+#      suite but the statistics (whose host code bench_spec_smoke's
+#      temperature-1 run also takes), with leak checking and no suppressions.
 # On lavapipe the default pass runs with split execution (each dispatch
 # divided among one logical device per CPU core, whose queue threads spin at
 # barriers): one test at a time, since two tests spinning on two cores each
@@ -56,20 +58,19 @@ fallback="-LE statistical"
 # empty Mesa shader cache on both cores, where the split pass (one test at a time, every part of a dispatch
 # compiling the same variant at once) would use both cores for one compile. The split pass after it finds
 # them compiled (llvmpipe's cache entries are the same with and without split execution).
-run_suite "$here/build" "emulated non-coherent host-visible memory (no split execution)" "$jobs" "$fallback" \
-  HS_VK_FORCE_NONCOHERENT=1
+# Two host-side fallbacks share it: emulated non-coherent memory and a 1 MiB maxStorageBufferRange.
+run_suite "$here/build" "emulated non-coherent host-visible memory, 1 MiB max buffer range (tensor and KV-cache splitting), no split execution" "$jobs" "$fallback" \
+  HS_VK_DISABLE_SPLIT=1 HS_VK_FORCE_NONCOHERENT=1 HS_VK_MAX_BUFFER_RANGE=1048576
 run_suite "$here/build" "default (split execution on lavapipe)" 1 ""
 run_suite "$here/build" "no split execution, no subgroup operations (portable reductions and products)" "$jobs" \
   "$fallback" HS_VK_DISABLE_SPLIT=1 HS_VK_DISABLE_SUBGROUP_OPS=1
 run_suite "$here/build" "no split execution, no 16-bit storage (packed f16 KV write), no subgroup size control, no texel buffers, storage-buffer activations" "$jobs" "$fallback" \
   HS_VK_DISABLE_SPLIT=1 HS_VK_DISABLE_16BIT_STORAGE=1 HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL=1 HS_VK_DISABLE_TEXEL_BUFFER=1 HS_TUNING=ubo=0
-run_suite "$here/build" "no split execution, 1 MiB max buffer range (tensor and KV-cache splitting)" "$jobs" "$fallback" \
-  HS_VK_DISABLE_SPLIT=1 HS_VK_MAX_BUFFER_RANGE=1048576
 
 echo "== build: AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$here" -B "$here/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHS_WERROR=ON -DHS_SANITIZE=ON \
   -DHS_PYTHON_CONVERT="$py_convert" -DHS_PYTHON_PLOT="$py_plot" >/dev/null
 ninja -C "$here/build-asan" -j "$jobs"
-run_suite "$here/build-asan" "asan+ubsan (no split execution)" "$jobs" "" HS_VK_DISABLE_SPLIT=1 \
+run_suite "$here/build-asan" "asan+ubsan (no split execution)" "$jobs" "$fallback" HS_VK_DISABLE_SPLIT=1 \
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 echo "== all test passes succeeded"
