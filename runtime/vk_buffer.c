@@ -5,6 +5,8 @@
 #include "vk_internal.h"
 
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "stb_ds.h"
 
@@ -33,9 +35,16 @@ static hs_status import_host(hs_vk_buffer *b, const VkBufferCreateInfo *bci, VkM
     hs_vk_ctx *ctx = b->ctx;
     const uint64_t a = ctx->caps.host_import_align > req.alignment ? ctx->caps.host_import_align : req.alignment;
     const uint64_t bytes = (req.size + a - 1) / a * a;
-    b->host = aligned_alloc(a, bytes);
-    if (!b->host) return HS_FAIL(HS_ERR_VK_OUT_OF_DEVICE_MEMORY, "host memory for a buffer (%s)", detail);
-    memset(b->host, 0, bytes);
+    /* Anonymous pages, which the kernel zeroes on first touch: a buffer mostly never written (a KV cache sized
+     * for the whole context) costs nothing until used, where zeroing it here touched every page at load. */
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), extra = a > page ? a : 0;
+    void *base = mmap(NULL, bytes + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return HS_FAIL(HS_ERR_VK_OUT_OF_DEVICE_MEMORY, "host memory for a buffer (%s): %llu bytes", detail,
+                       (unsigned long long)(bytes + extra));
+    b->host_base = base;
+    b->host_map = bytes + extra;
+    b->host = (void *)(((uintptr_t)base + a - 1) / a * a);
     b->alloc_size = bytes;
     for (uint32_t k = 0; k < ctx->n_parts; k++) {
         const VkDevice dev = hs_vk_part_device(ctx, k);
@@ -186,7 +195,7 @@ void hs_vk_buffer_destroy(hs_vk_buffer *b) {
     if (b->buffer) vkDestroyBuffer(d, b->buffer, NULL);
     if (b->memory) vkFreeMemory(d, b->memory, NULL);
     free(b->shadow);
-    free(b->host); /* after every memory importing it is freed */
+    if (b->host_base) munmap(b->host_base, b->host_map); /* after every memory importing it is freed */
     hs_vk_obj_unlink(b->ctx, &b->obj);
     free(b);
 }

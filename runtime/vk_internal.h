@@ -118,8 +118,10 @@ struct hs_vk_buffer {
         VkBufferView view[HS_VK_MAX_PARTS]; /* per part */
     } *views;
     /* Split execution: the host allocation every part imports (mapped points
-     * at it), and the buffer and memory of parts 1 .. n_parts - 1. */
-    void *host;
+     * at it; anonymous pages host_map bytes from host_base), and the buffer
+     * and memory of parts 1 .. n_parts - 1. */
+    void *host, *host_base;
+    size_t host_map;
     VkBuffer xbuffer[HS_VK_MAX_PARTS];
     VkDeviceMemory xmemory[HS_VK_MAX_PARTS];
 };
