@@ -11,7 +11,7 @@
  * - `heterospec info` in text and JSON on stories260K, on a malformed file (exit 1) and with bad options.
  * No Vulkan device is needed.
  */
-#define _POSIX_C_SOURCE 200809L /* mkstemp, dup, dup2, fileno */
+#define _POSIX_C_SOURCE 200809L /* dup, dup2, fileno */
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -70,10 +70,7 @@ static hs_gguf *open_stories(void) {
 
 /* A fresh temporary file name (the file exists, empty). */
 static void temp_path(char *buf, size_t n) {
-    hs_test_temp_template(buf, n, "hs_test_gguf");
-    int fd = mkstemp(buf);
-    assert_true(fd >= 0);
-    close(fd);
+    assert_true(hs_test_make_temp(buf, n, "hs_test_gguf", false));
 }
 
 /* Opens len bytes from an exactly-sized heap copy, so AddressSanitizer sees any read past the end. */

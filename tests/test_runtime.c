@@ -1036,9 +1036,10 @@ int main(void) {
      * shared one, and one did between a corruption in test_pipeline_cache_file
      * and its reload (a failure seen once with two tests at a time). */
     char home[512];
-    hs_test_temp_template(home, sizeof home, "hs_test_runtime");
-    if (!mkdtemp(home) || setenv("HS_HOME", home, 1)) {
-        perror("test_runtime: a cache folder of its own");
+    if (!hs_test_make_temp(home, sizeof home, "hs_test_runtime", true)) return 1; /* it said why */
+    if (setenv("HS_HOME", home, 1)) {
+        perror("test_runtime: HS_HOME");
+        hs_test_remove_dir(home);
         return 1;
     }
     int fails = hs_test_run_group("runtime", tests, setup, teardown);

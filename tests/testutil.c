@@ -310,9 +310,20 @@ float *hs_test_rand_array(hs_rng *r, size_t n, float lo, float hi) {
     return x;
 }
 
-void hs_test_temp_template(char *buf, size_t n, const char *stem) {
-    const char *dir = getenv("TMPDIR");
-    snprintf(buf, n, "%s/%s_XXXXXX", dir && *dir ? dir : "/tmp", stem);
+bool hs_test_make_temp(char *buf, size_t n, const char *stem, bool dir) {
+    const char *tmp = getenv("TMPDIR");
+    const int len = snprintf(buf, n, "%s/%s_XXXXXX", tmp && *tmp ? tmp : "/tmp", stem);
+    if (len < 0 || (size_t)len >= n) {
+        fprintf(stderr, "hs_test_make_temp: the path of %s does not fit %zu bytes\n", stem, n);
+        return false;
+    }
+    int fd = -1;
+    if (dir ? !mkdtemp(buf) : (fd = mkstemp(buf)) < 0) {
+        fprintf(stderr, "hs_test_make_temp: %s: %s\n", buf, strerror(errno));
+        return false;
+    }
+    if (fd >= 0) close(fd);
+    return true;
 }
 
 bool hs_test_remove_dir(const char *dir) {
