@@ -217,17 +217,26 @@ int hs_cli_generate(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "n_gen", n_gen);
         cJSON_AddNumberToObject(o, "gen_s", r.gen_s);
         cJSON_AddNumberToObject(o, "dispatches_per_token", hs_llama_last_dispatches(m));
+        cJSON_AddNumberToObject(o, "split_parts", hs_vk_ctx_caps(vk)->parts);
+        cJSON_AddNumberToObject(o, "split_busy_cpus", hs_vk_ctx_caps(vk)->parts_busy);
         hs_cli_spec_json(o, &sm, &r);
         char *s = cJSON_Print(o);
         puts(s);
         free(s);
         cJSON_Delete(o);
     } else {
+        const hs_vk_caps *vc = hs_vk_ctx_caps(vk);
+        char split[96] = "";
+        if (vc->parts > 1)
+            snprintf(split, sizeof split, " (split execution: %u parts%s)", vc->parts,
+                     vc->parts_busy ? ", busy CPUs left out" : "");
+        else if (vc->parts_busy)
+            snprintf(split, sizeof split, " (split execution off: %u of the CPUs busy)", vc->parts_busy);
         fprintf(stderr,
-                "\n\n[heterospec] %s on %s\n[heterospec] load %.3f s | first token %.3f s | prompt %zu tokens, "
+                "\n\n[heterospec] %s on %s%s\n[heterospec] load %.3f s | first token %.3f s | prompt %zu tokens, "
                 "%.1f t/s | generated %d tokens, %.1f t/s | %u dispatches/token\n",
-                model_path, hs_vk_ctx_caps(vk)->device_name, t_load, t_first, n_ids, n_ids / t_prompt, n_gen,
-                gen_tps, hs_llama_last_dispatches(m));
+                model_path, vc->device_name, split, t_load, t_first, n_ids, n_ids / t_prompt, n_gen, gen_tps,
+                hs_llama_last_dispatches(m));
         hs_cli_spec_print(stderr, &sm, &r);
     }
     rc = 0;

@@ -9,9 +9,11 @@
 #include <errno.h>
 #include <link.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define STBDS_NO_SHORT_NAMES
@@ -388,7 +390,8 @@ static const char *type_name(VkPhysicalDeviceType t) {
     }
 }
 
-static uint32_t split_parts(const hs_vk_caps *c, bool *restart);
+typedef struct cpu_sample cpu_sample;
+static uint32_t split_parts(const hs_vk_caps *c, cpu_sample *sample, bool *restart, uint32_t *busy);
 
 hs_status hs_vk_enumerate(hs_vk_caps **out, uint32_t *count) {
     *out = NULL;
@@ -413,7 +416,8 @@ hs_status hs_vk_enumerate(hs_vk_caps **out, uint32_t *count) {
         uint32_t qf;
         probe_caps(pds[i], i, api, &caps[i], &fc, &qf);
         bool restart;
-        caps[i].parts = split_parts(&caps[i], &restart); /* what a context on it would use */
+        uint32_t busy;
+        caps[i].parts = split_parts(&caps[i], NULL, &restart, &busy); /* what a context would use, idle */
     }
     free(pds);
     vkDestroyInstance(inst, NULL);
@@ -435,10 +439,12 @@ void hs_vk_caps_line(const hs_vk_caps *c, char *buf, size_t n) {
              c->coopmat, (unsigned long long)(c->max_storage_buffer_range >> 20),
              (unsigned long long)(c->device_local_bytes >> 20), c->coherent,
              (unsigned long long)c->non_coherent_atom_size);
-    if (c->parts > 1) {
-        const size_t len = strlen(buf);
-        if (len < n) snprintf(buf + len, n - len, " | split: %u", c->parts);
-    }
+    const size_t len = strlen(buf);
+    if (c->parts > 1 && len < n)
+        snprintf(buf + len, n - len, c->parts_busy ? " | split: %u (%u busy CPUs left out)" : " | split: %u",
+                 c->parts, c->parts_busy);
+    else if (c->parts_busy && len < n)
+        snprintf(buf + len, n - len, " | split: off (%u of the CPUs busy; HS_VK_SPLIT=N forces it)", c->parts_busy);
 }
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBitsEXT sev,
@@ -612,25 +618,157 @@ static int pick_device(const hs_vk_caps *caps, uint32_t n, const hs_vk_ctx_optio
     return best;
 }
 
+/* Per CPU of the line "cpuN user nice system idle iowait ..." of /proc/stat:
+ * total and idle (idle + iowait) ticks; false when unreadable. */
+static bool cpu_ticks(unsigned long long total[CPU_SETSIZE], unsigned long long idle[CPU_SETSIZE]) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return false;
+    char line[512];
+    bool any = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned cpu;
+        unsigned long long v[8] = {0};
+        if (strncmp(line, "cpu", 3) || line[3] < '0' || line[3] > '9') continue;
+        if (sscanf(line + 3, "%u %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1], &v[2], &v[3], &v[4],
+                   &v[5], &v[6], &v[7]) < 5 ||
+            cpu >= CPU_SETSIZE)
+            continue;
+        total[cpu] = v[0] + v[1] + v[2] + v[3] + v[4] + v[5] + v[6] + v[7];
+        idle[cpu] = v[3] + v[4];
+        any = true;
+    }
+    fclose(f);
+    return any;
+}
+
+/* The ticks at the start of hs_vk_ctx_create, so that the sample below
+ * covers the instance's creation and the device probes instead of waiting
+ * the whole window. */
+typedef struct cpu_sample {
+    bool ok;
+    double t;
+    unsigned long long own; /* this process's ticks (utime + stime of /proc/self/stat) */
+    unsigned long long total[CPU_SETSIZE], idle[CPU_SETSIZE];
+} cpu_sample;
+
+/* utime + stime of this process, in the ticks of /proc/stat; 0 if unreadable. */
+static unsigned long long own_ticks(void) {
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f) return 0;
+    char buf[1024];
+    const size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* after the command name, which may hold spaces */
+    unsigned long long ut = 0, st = 0;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) return 0;
+    return ut + st;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void cpu_sample_take(cpu_sample *c) {
+    memset(c->total, 0, sizeof c->total);
+    c->t = now_s();
+    c->own = own_ticks();
+    c->ok = cpu_ticks(c->total, c->idle);
+}
+
+/* How many of the CPUs in `set` other programs left idle from `first` (taken
+ * if not ok) over at least HS_SPLIT_SAMPLE_MS: the CPUs less the busy ticks
+ * of the window that were not this process's (its own start-up runs in the
+ * window), in CPUs, rounded; -1 when /proc/stat cannot tell. */
+#define HS_SPLIT_SAMPLE_MS 50
+static int idle_cpus(const cpu_set_t *set, cpu_sample *first) {
+    unsigned long long *t = calloc(2 * CPU_SETSIZE, sizeof *t); /* t1, i1 */
+    if (!t) return -1;
+    if (!first->ok) cpu_sample_take(first);
+    const unsigned long long *t0 = first->total, *i0 = first->idle;
+    unsigned long long *t1 = t, *i1 = t + CPU_SETSIZE;
+    int idle = -1;
+    if (first->ok) {
+        const double wait = first->t + HS_SPLIT_SAMPLE_MS * 1e-3 - now_s();
+        if (wait > 0) nanosleep(&(struct timespec){0, (long)(wait * 1e9)}, NULL);
+        const unsigned long long own = own_ticks();
+        if (cpu_ticks(t1, i1)) {
+            unsigned long long total = 0, busy = 0;
+            int seen = 0;
+            for (int k = 0; k < CPU_SETSIZE; k++) {
+                if (!CPU_ISSET(k, set) || t1[k] <= t0[k]) continue;
+                seen++;
+                total += t1[k] - t0[k];
+                busy += (t1[k] - t0[k]) - (i1[k] - i0[k]);
+            }
+            const unsigned long long mine = own > first->own ? own - first->own : 0;
+            busy = busy > mine ? busy - mine : 0;
+            if (seen && total) {
+                const double per_cpu = (double)total / seen;
+                const int busy_cpus = (int)((double)busy / per_cpu + 0.5);
+                idle = seen > busy_cpus ? seen - busy_cpus : 0;
+            }
+        }
+    }
+    free(t);
+    return idle;
+}
+
 /* How many parts split execution would use on device c (1: off), and in
  * *restart whether LP_NUM_THREADS must first be set to 0 (read by lavapipe
- * when an instance enumerates it). */
-static uint32_t split_parts(const hs_vk_caps *c, bool *restart) {
+ * when an instance enumerates it). With `sample` (a context being made, its
+ * first choice in the process: LP_NUM_THREADS not set yet), only as many CPUs
+ * count as other programs left idle (idle_cpus), and *busy says how many did
+ * not: a part on a CPU that another program keeps busy gets about half its time
+ * slices while the other parts spin at every barrier waiting for it (lavapipe's
+ * own threads share out a dispatch's workgroups as they come free instead).
+ * Not thread-safe (the choice carried over a restart is a static). */
+static uint32_t split_parts(const hs_vk_caps *c, cpu_sample *sample, bool *restart, uint32_t *busy) {
     *restart = false;
+    *busy = 0;
     if (c->type != VK_PHYSICAL_DEVICE_TYPE_CPU || strcmp(c->driver_name, "llvmpipe") || !c->host_import_align ||
         env_flag("HS_VK_DISABLE_SPLIT") || env_flag("HS_VK_FORCE_NONCOHERENT"))
         return 1;
     /* The cores this process may run on (taskset, cpusets), not the machine's. */
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        n = CPU_COUNT(&set);
+    } else {
+        CPU_ZERO(&set);
+        for (long k = 0; k < n && k < CPU_SETSIZE; k++) CPU_SET(k, &set);
+    }
+    /* A sampled choice that restarts the context creation (below) holds for
+     * that next call, which finds LP_NUM_THREADS set to 0. */
+    static long restart_n;
+    static uint32_t restart_busy;
+    const long pending_n = restart_n;
+    const uint32_t pending_busy = restart_busy;
+    if (sample) restart_n = restart_busy = 0;
     const char *want = getenv("HS_VK_SPLIT");
-    if (want && *want) n = strtol(want, NULL, 10);
+    const char *lp = getenv("LP_NUM_THREADS");
+    if (want && *want) {
+        n = strtol(want, NULL, 10);
+    } else if (sample && !lp && n >= 2) {
+        const int idle = idle_cpus(&set, sample);
+        if (idle >= 0 && idle < n) {
+            *busy = (uint32_t)(n - idle);
+            n = idle;
+        }
+    } else if (sample && pending_n && lp && !strcmp(lp, "0")) {
+        n = pending_n;
+        *busy = pending_busy;
+    }
     if (n < 2) return 1;
     if (n > HS_VK_MAX_PARTS) n = HS_VK_MAX_PARTS;
-    const char *lp = getenv("LP_NUM_THREADS");
     if (lp && strcmp(lp, "0")) return 1; /* the user chose the driver's threads */
     *restart = !lp;
+    if (*restart && sample) {
+        restart_n = n;
+        restart_busy = *busy;
+    }
     return (uint32_t)n;
 }
 
@@ -704,8 +842,15 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
     feature_chain *fcs = NULL;
     uint32_t *qfs = NULL;
     *out = NULL;
+    /* Split execution counts the CPUs left idle from here on (split_parts). */
+    cpu_sample *sample = calloc(1, sizeof *sample);
+    if (!sample) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_ctx_create: out of memory");
+    cpu_sample_take(sample);
     hs_vk_ctx *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_ctx_create: out of memory");
+    if (!ctx) {
+        free(sample);
+        return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_ctx_create: out of memory");
+    }
     ctx->live.prev = ctx->live.next = &ctx->live;
     ctx->next_serial = 1;
 
@@ -752,7 +897,10 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
         goto fail;
     }
     bool restart;
-    ctx->n_parts = split_parts(&all[pick], &restart);
+    uint32_t busy;
+    ctx->n_parts = split_parts(&all[pick], sample, &restart, &busy);
+    free(sample);
+    sample = NULL;
     if (restart) {
         /* lavapipe must run each part's work in its queue thread: start again with its workers off. */
         setenv("LP_NUM_THREADS", "0", 1);
@@ -766,6 +914,7 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
     ctx->phys = pds[pick];
     ctx->caps = all[pick];
     ctx->caps.parts = ctx->n_parts;
+    ctx->caps.parts_busy = busy;
     ctx->queue_family = qfs[pick];
     vkGetPhysicalDeviceMemoryProperties(ctx->phys, &ctx->mem_props);
     ctx->emulate_noncoherent = env_flag("HS_VK_FORCE_NONCOHERENT");
@@ -858,6 +1007,7 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
     *out = ctx;
     return HS_OK;
 fail:
+    free(sample);
     free(pds);
     free(all);
     free(fcs);

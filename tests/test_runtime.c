@@ -2,9 +2,11 @@
  * (replay, automatic barriers, argument checks), pipeline cache, profile. */
 #define _GNU_SOURCE /* sched_getaffinity */
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hs_bench_ops.h"
@@ -513,19 +515,24 @@ static void test_split(void **state) {
     const int n_cpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
     if (!lavapipe || off || n_cpu < 2) {
         assert_int_equal(c->parts, 1);
+        assert_int_equal(c->parts_busy, 0);
         assert_null(strstr(line, "split:"));
+    } else if (c->parts_busy) { /* CPUs another program kept busy when the context was made */
+        const int left = n_cpu - (int)c->parts_busy;
+        assert_int_equal(c->parts, left >= 2 ? (uint32_t)(left > 8 ? 8 : left) : 1u);
+        assert_non_null(strstr(line, "busy"));
     } else {
         assert_true(c->parts >= 2);
         char want[32];
         snprintf(want, sizeof want, "| split: %u", c->parts);
         assert_non_null(strstr(line, want));
     }
-    /* The device list says what a context gets. */
+    /* The device list says what a context gets (on idle CPUs). */
     hs_vk_caps *all = NULL;
     uint32_t n_dev = 0;
     HS_CHECK(hs_vk_enumerate(&all, &n_dev));
     assert_true(c->index < n_dev);
-    assert_int_equal(all[c->index].parts, c->parts);
+    if (!c->parts_busy) assert_int_equal(all[c->index].parts, c->parts);
     free(all);
     uint32_t p1, p3, d1[4], d3[4];
     hs_status st;
@@ -558,6 +565,54 @@ static void test_split(void **state) {
         assert_non_null(strstr(hs_last_error(), "did not reach a barrier"));
         split_stall();
     }
+}
+
+/* A context made while another program keeps a CPU busy leaves that CPU out
+ * of split execution (a part there would get half its time slices, the others
+ * spinning at every barrier meanwhile): here a child process spins on the last
+ * CPU of this one. With LP_NUM_THREADS unset and no HS_VK_SPLIT, as a first
+ * context in a process has them. (This process's own work, the context's
+ * start-up, does not count as busy: a spinning thread of this process
+ * instead of the child would not be seen.) */
+static void test_split_skips_busy_cpus(void **state) {
+    hs_test_env *env = *state;
+    const hs_vk_caps *c0 = hs_vk_ctx_caps(env->vk);
+    cpu_set_t cpus;
+    const int n_cpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+    if (c0->type != VK_PHYSICAL_DEVICE_TYPE_CPU || strcmp(c0->driver_name, "llvmpipe") ||
+        getenv("HS_VK_DISABLE_SPLIT") || getenv("HS_VK_FORCE_NONCOHERENT") || n_cpu < 2) {
+        assert_int_equal(c0->parts_busy, 0); /* nothing sampled where split execution is off */
+        return;
+    }
+    int last = -1;
+    for (int k = 0; k < CPU_SETSIZE; k++)
+        if (CPU_ISSET(k, &cpus)) last = k;
+    fflush(NULL);
+    const pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) { /* spins on CPU `last` until killed */
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(last, &one);
+        sched_setaffinity(0, sizeof one, &one);
+        volatile unsigned long x = 0;
+        for (;;) x++;
+    }
+    usleep(20000);
+    char *lp = getenv("LP_NUM_THREADS") ? strdup(getenv("LP_NUM_THREADS")) : NULL;
+    unsetenv("LP_NUM_THREADS");
+    hs_vk_ctx *vk = ctx_with("HS_VK_SPLIT", "");
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    const hs_vk_caps *c = hs_vk_ctx_caps(vk);
+    const uint32_t parts = c->parts, busy = c->parts_busy;
+    char line[768];
+    hs_vk_caps_line(c, line, sizeof line);
+    hs_vk_ctx_destroy(vk);
+    hs_test_env_restore("LP_NUM_THREADS", lp);
+    assert_true(busy >= 1);
+    assert_true(parts == 1 || (int)parts <= n_cpu - 1);
+    assert_non_null(strstr(line, "busy"));
 }
 
 static void test_dispatch_errors(void **state) {
@@ -1012,6 +1067,7 @@ int main(void) {
         cmocka_unit_test(test_seq_replay_and_barriers),
         cmocka_unit_test(test_dispatch_errors),
         cmocka_unit_test(test_split),
+        cmocka_unit_test(test_split_skips_busy_cpus),
         cmocka_unit_test(test_copy_fill_in_seq),
         cmocka_unit_test(test_pipeline_cache_file),
         cmocka_unit_test(test_profile),
