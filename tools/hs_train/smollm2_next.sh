@@ -23,8 +23,8 @@
 #                                                  the README)
 #   tools/hs_train/smollm2_next.sh train [--minutes M] [train.py options]
 #                                                  features of the committed answers (all, or the files named
-#                                                  in $ANSWERS, comma-separated: hs-oracle's where gen recorded
-#                                                  them, else the JAX target's), then training from
+#                                                  in $ANSWERS, comma-separated: hs-oracle's, recorded by gen or
+#                                                  by --refeed into $OUT/feats-refeed.hsf), then training from
 #                                                  models/heads/smollm2/head.gguf into $HS_HOME/heads/smollm2-next
 #
 # The committed head has been trained on all committed answers (models/heads/smollm2/MANIFEST.json, its lineage);
@@ -136,10 +136,20 @@ train)
   answers="$(tr , '\n' <<<"$answers" | xargs realpath | paste -sd, -)"
   # From the caller's folder (paths in $ANSWERS and the train.py options stay as given), the package from tools/.
   export PYTHONPATH="$repo/tools${PYTHONPATH:+:$PYTHONPATH}"
-  # Sequences whose features hs-oracle recorded while answering (gen --feats), then the JAX target's
-  # features for the rest (the committed answers of another machine, or of runs before --feats).
+  # The features of every answer by hs-oracle --refeed (one llama.cpp prefill per sequence, about 615 tokens/s
+  # on the 2-core VM against about 380 for the JAX target's `distill feats`; resumable), all jobs by index.
+  oracle="$home/peer/bin/hs-oracle"
+  [ -x "$oracle" ] || bash "$repo/tools/oracle/build.sh" >&2
+  awk '{ print NR - 1 "\t" $0 }' "$out/jobs.txt.prompt_ids.txt" >"$out/jobs-all.txt"
+  tr , '\n' <<<"$answers" | while read -r f; do
+    if [[ $f == *.xz ]]; then xz -dc "$f"; else cat "$f"; fi
+  done | grep -P '^\d+\t[01]\t\d+\t[\d,]*\d$' | awk -F'\t' '!seen[$1]++' >"$out/answers-all.txt"
+  "$oracle" --distill "$out/jobs-all.txt" --answers "$out/answers-all.txt" --feats "$out/feats-refeed.hsf" \
+    --refeed --ctx 1024 -t 2 "$model" 2>&1 | tee -a "$out/refeed.log"
+  # Sequences whose features hs-oracle recorded while answering (gen --feats) or refed, then the JAX target's
+  # features for any left (none once the refeed is complete).
   "$PY" -m hs_train.distill pack-feats --answers "$answers" \
-    --feats "$out/feats.hsf,$out/feats-long.hsf,$out/feats-open.hsf" --out "$out/feats"
+    --feats "$out/feats.hsf,$out/feats-long.hsf,$out/feats-open.hsf,$out/feats-refeed.hsf" --out "$out/feats"
   "$PY" -m hs_train.distill feats --model "$model" --answers "$answers" --prompt-ids "$out/jobs.txt.prompt_ids.txt" \
     --out "$out/feats"
   "$PY" -m hs_train.train --model "$model" --data "$out/feats" --out "$home/heads/smollm2-next" \

@@ -70,7 +70,9 @@ static const char *USAGE =
     "      --max-new N       most answer tokens (default 256)  --ctx N  KV rows per sequence (512)\n"
     "      --distill-batch N most tokens per decode (2048)  --minutes M  start no job after M minutes\n"
     "      --feats FILE      also appends each answer's features (EAGLE-3 taps, top-32 probabilities;\n"
-    "                        the HSF1 records of oracle.h) for the trainer\n";
+    "                        the HSF1 records of oracle.h) for the trainer\n"
+    "      --refeed          with --feats: instead of answering, append the records of the answers\n"
+    "                        already in --answers (one prefill each; records already in FILE skipped)\n";
 
 /* Parses a non-negative int in [lo, hi]; "name" is for the message. */
 static hs_status parse_int(const char *name, const char *text, long lo, long hi, int *out) {
@@ -211,6 +213,8 @@ static hs_status parse_args(int argc, char **argv, hs_oracle_opts *o, bool *help
             o->vulkan = true;
         else if (!strcmp(a, "--json"))
             o->json = true;
+        else if (!strcmp(a, "--refeed"))
+            o->distill_refeed = true;
         else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
             o->verbose = true;
         else if (a[0] == '-' && a[1] != '\0') {
@@ -235,7 +239,9 @@ static hs_status parse_args(int argc, char **argv, hs_oracle_opts *o, bool *help
     }
     if (o->mode == HS_ORACLE_DISTILL && !o->distill_answers)
         return HS_FAIL(HS_ERR_INVALID_ARG, "--distill needs --answers FILE");
-    if (o->distill_max_new >= o->distill_ctx)
+    if (o->distill_refeed && (o->mode != HS_ORACLE_DISTILL || !o->distill_feats))
+        return HS_FAIL(HS_ERR_INVALID_ARG, "--refeed goes with --distill JOBS --answers FILE --feats FILE");
+    if (!o->distill_refeed && o->distill_max_new >= o->distill_ctx)
         return HS_FAIL(HS_ERR_INVALID_ARG, "--max-new %d leaves no room for a prompt in --ctx %d",
                        o->distill_max_new, o->distill_ctx);
     if (o->prompt && o->token_list) return HS_FAIL(HS_ERR_INVALID_ARG, "give --prompt or --tokens, not both");
@@ -697,7 +703,7 @@ int main(int argc, char **argv) {
     case HS_ORACLE_EVAL: HS_TRY(cmd_eval(&o, &s)); break;
     case HS_ORACLE_TOKENIZE: HS_TRY(cmd_tokenize(&o, &s)); break;
     case HS_ORACLE_BENCH: HS_TRY(hs_oracle_bench(&o, &s)); break;
-    case HS_ORACLE_DISTILL: HS_TRY(hs_oracle_distill(&o, &s)); break;
+    case HS_ORACLE_DISTILL: HS_TRY(o.distill_refeed ? hs_oracle_refeed(&o, &s) : hs_oracle_distill(&o, &s)); break;
     case HS_ORACLE_DEQUANTIZE: break; /* handled above */
     }
 fail:

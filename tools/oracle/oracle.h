@@ -77,6 +77,7 @@ typedef struct hs_oracle_opts {
     int distill_batch;           /* most tokens per llama_decode (default 2048) */
     double distill_minutes;      /* start no new job after this long (0: no limit) */
     const char *distill_feats;   /* appended feature records (HSF1 below) per answered job; NULL: none */
+    bool distill_refeed;         /* records of the answers already in distill_answers instead of answering */
 } hs_oracle_opts;
 
 /* --feats FILE: one record per answered job, appended before its answer line, little-endian:
@@ -140,5 +141,8 @@ hs_status hs_oracle_bench(const hs_oracle_opts *opts, hs_oracle_session *s);
 
 /* --distill: answers the jobs greedily, many sequences per decode, appending to the answers file. */
 hs_status hs_oracle_distill(const hs_oracle_opts *opts, hs_oracle_session *s);
+/* --distill JOBS --answers ANS --feats FILE --refeed: the HSF1 records of answers already in ANS
+ * (oracle_distill.c). */
+hs_status hs_oracle_refeed(const hs_oracle_opts *opts, hs_oracle_session *s);
 
 #endif

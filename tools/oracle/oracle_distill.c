@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct job {
     long idx;
@@ -113,32 +114,57 @@ static void top_probs(const float *row, int32_t n_vocab, int32_t *ids, ggml_fp16
 
 static double now_s(void) { return 1e-9 * (double)hs_oracle_now_ns(); }
 
+/* Parses "id,id,..." (up to a newline or the end) into a new array; false if malformed or empty. */
+static bool parse_ids(const char *p, int32_t n_vocab, llama_token **out, int *n_out) {
+    int cap = 64, n = 0;
+    llama_token *ids = malloc((size_t)cap * sizeof *ids);
+    *out = NULL;
+    *n_out = 0;
+    if (!ids) return false;
+    while (*p && *p != '\n') {
+        char *end = NULL;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || v >= n_vocab) goto bad;
+        if (n == cap) {
+            cap *= 2;
+            llama_token *t = realloc(ids, (size_t)cap * sizeof *t);
+            if (!t) goto bad;
+            ids = t;
+        }
+        ids[n++] = (llama_token)v;
+        p = end;
+        if (*p == ',') p++;
+        else if (*p && *p != '\n') goto bad;
+    }
+    if (n == 0) goto bad;
+    *out = ids;
+    *n_out = n;
+    return true;
+bad:
+    free(ids);
+    return false;
+}
+
 /* Parses "IDX\tid,id,..." into j; returns false on a malformed line. */
 static bool parse_job(char *line, int32_t n_vocab, job *j) {
     char *end = NULL;
     errno = 0;
     j->idx = strtol(line, &end, 10);
     if (errno || end == line || *end != '\t') return false;
-    char *p = end + 1;
-    int cap = 64;
-    j->ids = malloc((size_t)cap * sizeof *j->ids);
-    j->n = 0;
-    if (!j->ids) return false;
-    while (*p && *p != '\n') {
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v >= n_vocab) return false;
-        if (j->n == cap) {
-            cap *= 2;
-            llama_token *t = realloc(j->ids, (size_t)cap * sizeof *t);
-            if (!t) return false;
-            j->ids = t;
-        }
-        j->ids[j->n++] = (llama_token)v;
-        p = end;
-        if (*p == ',') p++;
-        else if (*p && *p != '\n') return false;
+    return parse_ids(end + 1, n_vocab, &j->ids, &j->n);
+}
+
+/* Appends v to the growing array *a of *n (capacity *cap); false when out of memory. */
+static bool push_idx(long **a, size_t *n, size_t *cap, long v) {
+    if (*n == *cap) {
+        const size_t c = *cap ? 2 * *cap : 1024;
+        long *d = realloc(*a, c * sizeof *d);
+        if (!d) return false;
+        *a = d;
+        *cap = c;
     }
-    return j->n > 0;
+    (*a)[(*n)++] = v;
+    return true;
 }
 
 /* Marks the job indices already answered in ANSWERS (missing file: none). */
@@ -159,16 +185,10 @@ static hs_status read_done(const char *path, long **done, size_t *n_done) {
             st = HS_FAIL(HS_ERR_FORMAT, "'%s': malformed answer line '%.40s'", path, line);
             break;
         }
-        if (*n_done == n_cap) {
-            n_cap = n_cap ? 2 * n_cap : 1024;
-            long *d = realloc(*done, n_cap * sizeof *d);
-            if (!d) {
-                st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "answer index list");
-                break;
-            }
-            *done = d;
+        if (!push_idx(done, n_done, &n_cap, idx)) {
+            st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "answer index list");
+            break;
         }
-        (*done)[(*n_done)++] = idx;
     }
     free(line);
     fclose(f);
@@ -475,6 +495,234 @@ fail:
     }
     free(slots);
     free(tc.rows);
+    for (int i = 0; i < n_jobs; i++)
+        free(jobs[i].ids);
+    free(jobs);
+    return st;
+}
+
+/* ---- --refeed: the features of answers already in ANSWERS ----
+ *
+ * For every complete answer line of ANSWERS whose job is in JOBS and whose record is not yet in FEATS, the
+ * prompt and the answer but its last token decode in one llama_decode (one sequence at a time, so the tap
+ * rows arrive in position order), with logits at the positions that predict the answer: the HSF1 record
+ * --feats writes while answering (taps of every position but the last, the top 32 where the answer is
+ * predicted), at prompt-processing speed instead of a decoding step per token. A record cut by a kill at
+ * the end of FEATS is cut off before appending (resume). */
+
+/* The idx of every complete record of FEATS (missing file: none) and the bytes they take. */
+static hs_status feats_done(const char *path, long **done, size_t *n_done, long *good_bytes) {
+    *done = NULL;
+    *n_done = 0;
+    *good_bytes = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return errno == ENOENT ? HS_OK : HS_FAIL(HS_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    hs_status st = HS_OK;
+    if (fseek(f, 0, SEEK_END) != 0) {
+        fclose(f);
+        return HS_FAIL(HS_ERR_IO, "cannot seek in '%s'", path);
+    }
+    const long size = ftell(f);
+    rewind(f);
+    size_t cap = 0;
+    for (;;) {
+        char magic[4];
+        int64_t idx;
+        int32_t head[5];
+        if (fread(magic, 1, 4, f) != 4 || fread(&idx, sizeof idx, 1, f) != 1 || fread(head, sizeof head, 1, f) != 1)
+            break;
+        if (memcmp(magic, HS_ORACLE_FEATS_MAGIC, 4) || head[2] < 2 || head[3] <= 0 || head[4] <= 0) {
+            st = HS_FAIL(HS_ERR_FORMAT, "'%s': no HSF1 record at byte %ld", path, *good_bytes);
+            break;
+        }
+        const long n = head[2], at = *good_bytes + 32 + 4 * n + (n - 1) * (2L * head[3] + 6L * head[4]);
+        if (at > size || fseek(f, at, SEEK_SET) != 0) break; /* cut by a kill */
+        if (!push_idx(done, n_done, &cap, (long)idx)) {
+            st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "record index list");
+            break;
+        }
+        *good_bytes = at;
+    }
+    fclose(f);
+    return st;
+}
+
+hs_status hs_oracle_refeed(const hs_oracle_opts *o, hs_oracle_session *s) {
+    hs_status st = HS_OK;
+    job *jobs = NULL;
+    int n_jobs = 0, n_cap = 0;
+    long *done = NULL;
+    size_t n_done = 0;
+    long good = 0;
+    char *line = NULL;
+    size_t line_cap = 0;
+    FILE *in = NULL, *feats = NULL;
+    struct llama_context *ctx = NULL;
+    struct llama_batch b = {0};
+    bool have_batch = false;
+    tap_capture tc = {0};
+    slot sl = {0};
+    if (!o->distill_feats) return HS_FAIL(HS_ERR_INVALID_ARG, "--refeed needs --feats FILE");
+    /* Every job (answered or not), by index. */
+    in = fopen(o->distill_jobs, "r");
+    if (!in) return HS_FAIL(HS_ERR_IO, "cannot read jobs '%s': %s", o->distill_jobs, strerror(errno));
+    for (int lineno = 1; getline(&line, &line_cap, in) > 0; lineno++) {
+        job j = {0};
+        if (!parse_job(line, s->n_vocab, &j)) {
+            st = HS_FAIL(HS_ERR_FORMAT, "'%s' line %d: expected IDX<TAB>id,id,... with ids below %d",
+                         o->distill_jobs, lineno, s->n_vocab);
+            goto fail;
+        }
+        if (n_jobs == n_cap) {
+            n_cap = n_cap ? 2 * n_cap : 1024;
+            job *t = realloc(jobs, (size_t)n_cap * sizeof *t);
+            if (!t) {
+                free(j.ids);
+                st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "job list");
+                goto fail;
+            }
+            jobs = t;
+        }
+        jobs[n_jobs++] = j;
+    }
+    fclose(in);
+    in = NULL;
+    HS_TRY(feats_done(o->distill_feats, &done, &n_done, &good));
+    qsort(done, n_done, sizeof *done, cmp_long);
+    if (truncate(o->distill_feats, good) != 0 && errno != ENOENT) {
+        st = HS_FAIL(HS_ERR_IO, "cannot cut '%s' to its %zu complete records: %s", o->distill_feats, n_done,
+                     strerror(errno));
+        goto fail;
+    }
+    feats = fopen(o->distill_feats, "ab");
+    in = fopen(o->distill_answers, "r");
+    if (!feats || !in) {
+        st = HS_FAIL(HS_ERR_IO, "cannot open '%s' or '%s': %s", o->distill_feats, o->distill_answers,
+                     strerror(errno));
+        goto fail;
+    }
+    const int L = llama_model_n_layer(s->model), tap_in[HS_ORACLE_TAPS] = {2, L / 2, L - 3};
+    for (int t = 0; t < HS_ORACLE_TAPS; t++) {
+        if (tap_in[t] < 1 || tap_in[t] >= L) {
+            st = HS_FAIL(HS_ERR_INVALID_ARG, "--feats: a model of %d layers has no tap layer %d", L, tap_in[t]);
+            goto fail;
+        }
+        tc.layer[t] = tap_in[t] - 1;
+    }
+    tc.dim = llama_model_n_embd(s->model);
+    const int rows = o->distill_ctx, d3 = HS_ORACLE_TAPS * tc.dim;
+    tc.cap = rows;
+    tc.rows = malloc((size_t)rows * d3 * sizeof(float));
+    sl.taps = malloc((size_t)rows * d3 * sizeof(ggml_fp16_t));
+    sl.top_id = calloc((size_t)rows * HS_ORACLE_TOP_K, sizeof(int32_t));
+    sl.top_p = calloc((size_t)rows * HS_ORACLE_TOP_K, sizeof(ggml_fp16_t));
+    if (!tc.rows || !sl.taps || !sl.top_id || !sl.top_p) {
+        st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "--refeed buffers");
+        goto fail;
+    }
+    HS_TRY(hs_oracle_context_cb(o, s, (uint32_t)rows, (uint32_t)rows, 512u, 1u, GGML_TYPE_F16,
+                                LLAMA_FLASH_ATTN_TYPE_AUTO, tap_callback, &tc, &ctx));
+    llama_memory_t mem = llama_get_memory(ctx);
+    b = llama_batch_init(rows, 0, 1);
+    have_batch = true;
+    double t0 = now_s(), t_log = t0;
+    long n_tokens = 0, n_written = 0, n_skipped = 0;
+    for (int lineno = 1; getline(&line, &line_cap, in) > 0; lineno++) {
+        if (!strchr(line, '\n')) break; /* cut by a kill */
+        char *end = NULL;
+        const long idx = strtol(line, &end, 10);
+        int stop = 0, n_prompt = 0, consumed = 0;
+        if (end == line || sscanf(end, "\t%d\t%d\t%n", &stop, &n_prompt, &consumed) != 2 || !consumed) {
+            st = HS_FAIL(HS_ERR_FORMAT, "'%s' line %d: expected IDX<TAB>STOP<TAB>N_PROMPT<TAB>ids",
+                         o->distill_answers, lineno);
+            goto fail;
+        }
+        if (bsearch(&idx, done, n_done, sizeof *done, cmp_long)) {
+            n_skipped++;
+            continue;
+        }
+        const job *j = NULL;
+        for (int i = 0; i < n_jobs && !j; i++)
+            if (jobs[i].idx == idx) j = &jobs[i];
+        if (!j || j->n != n_prompt) {
+            st = HS_FAIL(HS_ERR_FORMAT, "'%s' line %d: answer %ld has %s", o->distill_answers, lineno, idx,
+                         j ? "another prompt length than its job" : "no job in the jobs file");
+            goto fail;
+        }
+        free(sl.ans);
+        sl.ans = NULL;
+        if (!parse_ids(end + consumed, s->n_vocab, &sl.ans, &sl.n_ans)) {
+            st = HS_FAIL(HS_ERR_FORMAT, "'%s' line %d: malformed answer ids", o->distill_answers, lineno);
+            goto fail;
+        }
+        const int n = j->n + sl.n_ans; /* the record's tokens; positions 0 .. n - 2 are fed */
+        if (n - 1 > rows) {
+            st = HS_FAIL(HS_ERR_INVALID_ARG, "answer %ld: %d tokens exceed --ctx %d", idx, n, rows);
+            goto fail;
+        }
+        llama_memory_seq_rm(mem, 0, -1, -1);
+        b.n_tokens = 0;
+        for (int p = 0; p < n - 1; p++) {
+            b.token[p] = p < j->n ? j->ids[p] : sl.ans[p - j->n];
+            b.pos[p] = p;
+            b.n_seq_id[p] = 1;
+            b.seq_id[p][0] = 0;
+            b.logits[p] = p >= j->n - 1;
+            b.n_tokens++;
+        }
+        memset(tc.seen, 0, sizeof tc.seen);
+        tc.bad = false;
+        const int32_t rc = llama_decode(ctx, b);
+        if (rc != 0) {
+            st = HS_FAIL(HS_ERR_INVALID_ARG, "llama_decode failed (%d) on answer %ld", rc, idx);
+            goto fail;
+        }
+        for (int t = 0; t < HS_ORACLE_TAPS; t++)
+            if (tc.bad || tc.seen[t] != b.n_tokens) {
+                st = HS_FAIL(HS_ERR_FORMAT, "--refeed: tap layer l_out-%d delivered %d rows for %d", tc.layer[t],
+                             tc.seen[t], b.n_tokens);
+                goto fail;
+            }
+        for (int p = 0; p < n - 1; p++) {
+            ggml_fp32_to_fp16_row(tc.rows + (size_t)p * d3, sl.taps + (size_t)p * d3, d3);
+            const size_t at = (size_t)p * HS_ORACLE_TOP_K;
+            if (p < j->n - 1) {
+                memset(sl.top_id + at, 0, HS_ORACLE_TOP_K * sizeof(int32_t));
+                memset(sl.top_p + at, 0, HS_ORACLE_TOP_K * sizeof(ggml_fp16_t));
+                continue;
+            }
+            const float *row = llama_get_logits_ith(ctx, p);
+            if (!row) {
+                st = HS_FAIL(HS_ERR_INVALID_ARG, "no logits for row %d of answer %ld", p, idx);
+                goto fail;
+            }
+            top_probs(row, s->n_vocab, sl.top_id + at, sl.top_p + at);
+        }
+        HS_TRY(write_feats(feats, j, &sl, stop != 0, d3));
+        n_written++;
+        n_tokens += n - 1;
+        const double t = now_s();
+        if (t - t_log >= 30.0) {
+            fprintf(stderr, "hs-oracle refeed: %ld records, %ld tokens, %.1f tokens/s, %.0f s\n", n_written,
+                    n_tokens, (double)n_tokens / (t - t0), t - t0);
+            t_log = t;
+        }
+    }
+    fprintf(stderr, "hs-oracle refeed: done: %ld records (%ld already in '%s'), %ld tokens in %.0f s (%.1f tokens/s)\n",
+            n_written, n_skipped, o->distill_feats, n_tokens, now_s() - t0, (double)n_tokens / (now_s() - t0));
+fail:
+    if (have_batch) llama_batch_free(b);
+    if (ctx) llama_free(ctx);
+    if (in) fclose(in);
+    if (feats && fclose(feats) != 0 && st == HS_OK)
+        st = HS_FAIL(HS_ERR_IO, "closing features: %s", strerror(errno));
+    free(line);
+    free(done);
+    free(tc.rows);
+    free(sl.taps);
+    free(sl.top_id);
+    free(sl.top_p);
+    free(sl.ans);
     for (int i = 0; i < n_jobs; i++)
         free(jobs[i].ids);
     free(jobs);

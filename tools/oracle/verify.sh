@@ -10,7 +10,10 @@
 #      ending at the end token or at --max-new;
 #   5. --feats records hold each answer's tokens, the same taps when the two prompts decode together as
 #      when each decodes alone (rows are not mixed up between sequences), and at every answer position
-#      top-1 = the next token, probabilities in decreasing order.
+#      top-1 = the next token, probabilities in decreasing order;
+#   6. --refeed writes the records of answers already given (one prefill each) equal to those --feats wrote
+#      while answering (taps within the same tolerance, top-1 = the next token, probabilities within 1e-2),
+#      and a rerun after a torn record completes the file without repeating a record.
 #
 #   tools/oracle/verify.sh [--vulkan] [TOL]
 #
@@ -46,6 +49,19 @@ printf '0\t1\n1\t1,403,407,261,378\n' >"$work/jobs.txt"
   --max-new 100 --ctx 128 -t 1 "$model" 2>/dev/null
 "$oracle" --distill "$work/jobs.txt" --answers "$work/answers1.txt" --feats "$work/feats1.hsf" --parallel 1 \
   --max-new 100 --ctx 128 -t 1 "$model" 2>/dev/null
+# --refeed: the records of answers1.txt again, by one prefill each; the first run is cut after its first
+# record (as by a kill, with a torn second record) and the rerun completes it
+"$oracle" --distill "$work/jobs.txt" --answers "$work/answers1.txt" --feats "$work/refeed.hsf" --refeed \
+  --ctx 128 -t 1 "$model" 2>/dev/null
+python3 - "$work/refeed.hsf" <<'EOF2'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+n, d3, k = struct.unpack_from("<iii", data, 20)
+first = 32 + 4 * n + (n - 1) * (2 * d3 + 6 * k)
+open(sys.argv[1], "wb").write(data[: first + 40])
+EOF2
+"$oracle" --distill "$work/jobs.txt" --answers "$work/answers1.txt" --feats "$work/refeed.hsf" --refeed \
+  --ctx 128 -t 1 "$model" 2>/dev/null
 
 python3 - "$ref" "$work" "$tol" <<'EOF'
 import ast, re, struct, sys
@@ -131,6 +147,21 @@ for idx, r in f2.items():
           r["n_prompt"] == n_prompt and same and top1 and desc and zero and r["d3"] % 3 == 0,
           f"{n} tokens, taps {r['d3']} wide, alone - batched {dev:.2g}, top-1 = next {top1}, decreasing {desc}, "
           f"prompt rows empty {zero}")
+
+# --refeed: the same records as answering with --feats, one sequence at a time (taps within TAPS_TOL: the
+# prefill's batch differs from the decoding steps'; top-1 is the next token where the answer is predicted)
+fr = hsf(f"{work}/refeed.hsf")
+check("refeed records", sorted(fr) == sorted(f1) and len(open(f"{work}/refeed.hsf", "rb").read()) ==
+      len(open(f"{work}/feats1.hsf", "rb").read()), f"{sorted(fr)}")
+for idx, r in fr.items():
+    a, n, k, d3 = f1[idx], len(r["toks"]), r["k"], r["d3"]
+    dev = max(max(abs(x - y) for x, y in zip(r["taps"][p * d3 : (p + 1) * d3], a["taps"][p * d3 : (p + 1) * d3]))
+              / max(1e-6, max(abs(x) for x in a["taps"][p * d3 : (p + 1) * d3])) for p in range(n - 1))
+    top1 = all(r["top_id"][p * k] == r["toks"][p + 1] for p in range(r["n_prompt"] - 1, n - 1))
+    pdev = max(abs(x - y) for x, y in zip(r["top_p"], a["top_p"]))
+    check(f"refeed {idx}", r["toks"] == a["toks"] and r["stop"] == a["stop"] and r["n_prompt"] == a["n_prompt"]
+          and dev <= TAPS_TOL and top1 and pdev <= 1e-2,
+          f"{n} tokens, refed - answered taps {dev:.2g}, top-1 = next {top1}, max |p diff| {pdev:.2g}")
 
 def floats(path):
     return [float(x) for x in open(path).read().split("\n") if x and not x[0].isalpha()]
