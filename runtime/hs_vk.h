@@ -110,7 +110,8 @@ typedef struct hs_vk_caps {
      * (runtime/vk_seq.c); 1 when off: other drivers, one CPU, LP_NUM_THREADS
      * set to other than 0, HS_VK_DISABLE_SPLIT or HS_VK_FORCE_NONCOHERENT.
      * HS_VK_SPLIT=N asks for N (2 .. 8) on lavapipe, whatever the CPU count.
-     * A context counts only the CPUs that were mostly idle when it chose. */
+     * A context counts only as many CPUs as other programs left idle when it
+     * was made (runtime/vk_device.c, split_parts). */
     uint32_t parts;
     uint32_t parts_busy; /* a context's: CPUs left out of split execution as busy (0 otherwise) */
 } hs_vk_caps;

@@ -601,9 +601,15 @@ static void test_split_skips_busy_cpus(void **state) {
     usleep(20000);
     char *lp = getenv("LP_NUM_THREADS") ? strdup(getenv("LP_NUM_THREADS")) : NULL;
     unsetenv("LP_NUM_THREADS");
-    hs_vk_ctx *vk = ctx_with("HS_VK_SPLIT", "");
-    kill(child, SIGKILL);
+    char *want = hs_test_env_override("HS_VK_SPLIT", "");
+    hs_vk_ctx *vk = NULL;
+    hs_vk_ctx_options opt = {.device_index = -1, .validation = -1};
+    const hs_status st = hs_vk_ctx_create(&opt, &vk);
+    hs_test_env_restore("HS_VK_SPLIT", want);
+    kill(child, SIGKILL); /* before any assertion, which would leave it spinning */
     waitpid(child, NULL, 0);
+    if (st != HS_OK) hs_test_env_restore("LP_NUM_THREADS", lp);
+    HS_CHECK(st);
     const hs_vk_caps *c = hs_vk_ctx_caps(vk);
     const uint32_t parts = c->parts, busy = c->parts_busy;
     char line[768];
