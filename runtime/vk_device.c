@@ -391,7 +391,13 @@ static const char *type_name(VkPhysicalDeviceType t) {
 }
 
 typedef struct cpu_sample cpu_sample;
-static uint32_t split_parts(const hs_vk_caps *c, cpu_sample *sample, bool *restart, uint32_t *busy);
+/* A context's split choice, carried over the restart of its creation (LP_NUM_THREADS set to 0 then). */
+typedef struct split_choice {
+    long parts;
+    uint32_t busy;
+} split_choice;
+static uint32_t split_parts(const hs_vk_caps *c, cpu_sample *sample, const split_choice *carry, bool *restart,
+                            uint32_t *busy);
 
 hs_status hs_vk_enumerate(hs_vk_caps **out, uint32_t *count) {
     *out = NULL;
@@ -417,7 +423,7 @@ hs_status hs_vk_enumerate(hs_vk_caps **out, uint32_t *count) {
         probe_caps(pds[i], i, api, &caps[i], &fc, &qf);
         bool restart;
         uint32_t busy;
-        caps[i].parts = split_parts(&caps[i], NULL, &restart, &busy); /* what a context would use, idle */
+        caps[i].parts = split_parts(&caps[i], NULL, NULL, &restart, &busy); /* what a context would use, idle */
     }
     free(pds);
     vkDestroyInstance(inst, NULL);
@@ -724,8 +730,9 @@ static int idle_cpus(const cpu_set_t *set, cpu_sample *first) {
  * not: a part on a CPU that another program keeps busy gets about half its time
  * slices while the other parts spin at every barrier waiting for it (lavapipe's
  * own threads share out a dispatch's workgroups as they come free instead).
- * Not thread-safe (the choice carried over a restart is a static). */
-static uint32_t split_parts(const hs_vk_caps *c, cpu_sample *sample, bool *restart, uint32_t *busy) {
+ * `carry`: the choice made before a restart, kept. */
+static uint32_t split_parts(const hs_vk_caps *c, cpu_sample *sample, const split_choice *carry, bool *restart,
+                            uint32_t *busy) {
     *restart = false;
     *busy = 0;
     if (c->type != VK_PHYSICAL_DEVICE_TYPE_CPU || strcmp(c->driver_name, "llvmpipe") || !c->host_import_align ||
@@ -740,35 +747,24 @@ static uint32_t split_parts(const hs_vk_caps *c, cpu_sample *sample, bool *resta
         CPU_ZERO(&set);
         for (long k = 0; k < n && k < CPU_SETSIZE; k++) CPU_SET(k, &set);
     }
-    /* A sampled choice that restarts the context creation (below) holds for
-     * that next call, which finds LP_NUM_THREADS set to 0. */
-    static long restart_n;
-    static uint32_t restart_busy;
-    const long pending_n = restart_n;
-    const uint32_t pending_busy = restart_busy;
-    if (sample) restart_n = restart_busy = 0;
     const char *want = getenv("HS_VK_SPLIT");
     const char *lp = getenv("LP_NUM_THREADS");
     if (want && *want) {
         n = strtol(want, NULL, 10);
+    } else if (carry) {
+        n = carry->parts;
+        *busy = carry->busy;
     } else if (sample && !lp && n >= 2) {
         const int idle = idle_cpus(&set, sample);
         if (idle >= 0 && idle < n) {
             *busy = (uint32_t)(n - idle);
             n = idle;
         }
-    } else if (sample && pending_n && lp && !strcmp(lp, "0")) {
-        n = pending_n;
-        *busy = pending_busy;
     }
     if (n < 2) return 1;
     if (n > HS_VK_MAX_PARTS) n = HS_VK_MAX_PARTS;
     if (lp && strcmp(lp, "0")) return 1; /* the user chose the driver's threads */
     *restart = !lp;
-    if (*restart && sample) {
-        restart_n = n;
-        restart_busy = *busy;
-    }
     return (uint32_t)n;
 }
 
@@ -835,17 +831,23 @@ fail:
     return st;
 }
 
-hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
+static hs_status ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out, const split_choice *carry) {
     hs_status st = HS_OK;
     VkPhysicalDevice *pds = NULL;
     hs_vk_caps *all = NULL;
     feature_chain *fcs = NULL;
     uint32_t *qfs = NULL;
     *out = NULL;
-    /* Split execution counts the CPUs left idle from here on (split_parts). */
-    cpu_sample *sample = calloc(1, sizeof *sample);
-    if (!sample) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_ctx_create: out of memory");
-    cpu_sample_take(sample);
+    /* Split execution counts the CPUs left idle from here on (split_parts), where the environment leaves the
+     * choice to it: a first choice, no HS_VK_SPLIT, no LP_NUM_THREADS, no switch turning it off. */
+    cpu_sample *sample = NULL;
+    const char *want = getenv("HS_VK_SPLIT");
+    if (!carry && !(want && *want) && !getenv("LP_NUM_THREADS") && !env_flag("HS_VK_DISABLE_SPLIT") &&
+        !env_flag("HS_VK_FORCE_NONCOHERENT")) {
+        sample = calloc(1, sizeof *sample);
+        if (!sample) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_ctx_create: out of memory");
+        cpu_sample_take(sample);
+    }
     hs_vk_ctx *ctx = calloc(1, sizeof *ctx);
     if (!ctx) {
         free(sample);
@@ -898,18 +900,19 @@ hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) {
     }
     bool restart;
     uint32_t busy;
-    ctx->n_parts = split_parts(&all[pick], sample, &restart, &busy);
+    ctx->n_parts = split_parts(&all[pick], sample, carry, &restart, &busy);
     free(sample);
     sample = NULL;
     if (restart) {
         /* lavapipe must run each part's work in its queue thread: start again with its workers off. */
         setenv("LP_NUM_THREADS", "0", 1);
+        const split_choice choice = {ctx->n_parts, busy};
         free(pds);
         free(all);
         free(fcs);
         free(qfs);
         hs_vk_ctx_destroy(ctx);
-        return hs_vk_ctx_create(opt, out);
+        return ctx_create(opt, out, &choice);
     }
     ctx->phys = pds[pick];
     ctx->caps = all[pick];
@@ -1015,6 +1018,8 @@ fail:
     hs_vk_ctx_destroy(ctx);
     return st;
 }
+
+hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out) { return ctx_create(opt, out, NULL); }
 
 void hs_vk_ctx_destroy(hs_vk_ctx *ctx) {
     if (!ctx) return;

@@ -312,6 +312,7 @@ float *hs_test_rand_array(hs_rng *r, size_t n, float lo, float hi) {
 
 bool hs_test_make_temp(char *buf, size_t n, const char *stem, bool dir) {
     const char *tmp = getenv("TMPDIR");
+    /* The six X are mkstemp's and mkdtemp's template: they replace them with a unique suffix. */
     const int len = snprintf(buf, n, "%s/%s_XXXXXX", tmp && *tmp ? tmp : "/tmp", stem);
     if (len < 0 || (size_t)len >= n) {
         fprintf(stderr, "hs_test_make_temp: the path of %s does not fit %zu bytes\n", stem, n);

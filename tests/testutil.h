@@ -114,8 +114,9 @@ int hs_test_golden_ids(int line, const char *key, int32_t *out, int cap);
 char *hs_test_env_override(const char *name, const char *value);
 void hs_test_env_restore(const char *name, char *saved);
 
-/* Makes a new empty file (dir false) or folder (dir true) "$TMPDIR/<stem>_XXXXXX" (TMPDIR unset or empty:
- * /tmp) with its path in buf; false, saying why, if the path does not fit in n bytes or it could not be made. */
+/* Makes a new empty file (dir false) or folder (dir true) "$TMPDIR/<stem>_" plus six characters that
+ * mkstemp / mkdtemp choose (TMPDIR unset or empty: /tmp), with its path in buf; false, saying why, if the path
+ * does not fit in n bytes or it could not be made. */
 bool hs_test_make_temp(char *buf, size_t n, const char *stem, bool dir);
 /* Removes the files in dir (it holds no folders) and dir; false, saying why, if that failed. */
 bool hs_test_remove_dir(const char *dir);
