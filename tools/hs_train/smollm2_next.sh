@@ -87,6 +87,9 @@ gen_answers() {
 # The open-ended sources gen-open answers.
 OPEN_SOURCES="${OPEN_SOURCES:-gpteacher_roleplay,oasst_1k,oasst_prompt_lottery_en_250_text,oasst_en_100_text,t0_hotpotqa,t0_adversarial_qa,selfinstruct_user_oriented_instructions,selfinstruct_seed_tasks}"
 
+# complete_answers [FILE]: the answer lines that are whole (a line cut by a kill is left out).
+complete_answers() { grep -P '^\d+\t[01]\t\d+\t[\d,]*\d$' "$@"; }
+
 # pack_answers KIND: the complete lines of $out/answers KIND.txt whose prompt no seed file answers, once
 # each, as the next answers KIND-NN file.
 pack_answers() {
@@ -94,7 +97,7 @@ pack_answers() {
   [ -s "$out/answers$kind.txt" ] || return 0
   next="$dist/answers$kind-$(printf '%02d' "$(committed "$kind" | wc -l)").txt.xz"
   for f in $(seeds "$kind"); do xz -dc "$f"; done | cut -f1 >"$out/pack-seen.txt"
-  grep -P '^\d+\t[01]\t\d+\t[\d,]*\d$' "$out/answers$kind.txt" |
+  complete_answers "$out/answers$kind.txt" |
     awk -F'\t' 'NR == FNR { seen[$1] = 1; next } !($1 in seen) && !done[$1]++' "$out/pack-seen.txt" - \
       >"$out/pack-new.txt"
   if [ ! -s "$out/pack-new.txt" ]; then
@@ -143,7 +146,7 @@ train)
   awk '{ print NR - 1 "\t" $0 }' "$out/jobs.txt.prompt_ids.txt" >"$out/jobs-all.txt"
   tr , '\n' <<<"$answers" | while read -r f; do
     if [[ $f == *.xz ]]; then xz -dc "$f"; else cat "$f"; fi
-  done | grep -P '^\d+\t[01]\t\d+\t[\d,]*\d$' | awk -F'\t' '!seen[$1]++' >"$out/answers-all.txt"
+  done | complete_answers | awk -F'\t' '!seen[$1]++' >"$out/answers-all.txt"
   "$oracle" --distill "$out/jobs-all.txt" --answers "$out/answers-all.txt" --feats "$out/feats-refeed.hsf" \
     --refeed --ctx 1024 -t 2 "$model" 2>&1 | tee -a "$out/refeed.log"
   # Sequences whose features hs-oracle recorded while answering (gen --feats) or refed, then the JAX target's

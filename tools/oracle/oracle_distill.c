@@ -200,12 +200,16 @@ static int cmp_long(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static hs_status read_jobs(const hs_oracle_opts *o, int32_t n_vocab, job **jobs, int *n_jobs) {
+static int cmp_job(const void *a, const void *b) { return cmp_long(&((const job *)a)->idx, &((const job *)b)->idx); }
+
+/* The jobs of JOBS; answering: those not yet in ANSWERS, whose prompt leaves --max-new rows of --ctx (else
+ * every job, for --refeed). */
+static hs_status read_jobs(const hs_oracle_opts *o, int32_t n_vocab, bool answering, job **jobs, int *n_jobs) {
     long *done = NULL;
     size_t n_done = 0;
     hs_status st = HS_OK;
-    HS_TRY(read_done(o->distill_answers, &done, &n_done));
-    qsort(done, n_done, sizeof *done, cmp_long);
+    if (answering) HS_TRY(read_done(o->distill_answers, &done, &n_done));
+    if (n_done) qsort(done, n_done, sizeof *done, cmp_long);
     FILE *f = fopen(o->distill_jobs, "r");
     if (!f) {
         st = HS_FAIL(HS_ERR_IO, "cannot read jobs '%s': %s", o->distill_jobs, strerror(errno));
@@ -225,11 +229,11 @@ static hs_status read_jobs(const hs_oracle_opts *o, int32_t n_vocab, job **jobs,
                          o->distill_jobs, lineno, n_vocab);
             break;
         }
-        if (bsearch(&j.idx, done, n_done, sizeof *done, cmp_long)) {
+        if (n_done && bsearch(&j.idx, done, n_done, sizeof *done, cmp_long)) {
             free(j.ids);
             continue;
         }
-        if (j.n + o->distill_max_new > o->distill_ctx) {
+        if (answering && j.n + o->distill_max_new > o->distill_ctx) {
             free(j.ids);
             st = HS_FAIL(HS_ERR_INVALID_ARG, "'%s' line %d: a prompt of %d tokens + --max-new %d exceeds --ctx %d",
                          o->distill_jobs, lineno, j.n, o->distill_max_new, o->distill_ctx);
@@ -249,7 +253,7 @@ static hs_status read_jobs(const hs_oracle_opts *o, int32_t n_vocab, job **jobs,
     }
     free(line);
     fclose(f);
-    if (st == HS_OK)
+    if (st == HS_OK && answering)
         fprintf(stderr, "hs-oracle distill: %d jobs to answer (%zu already in '%s')\n", *n_jobs, n_done,
                 o->distill_answers);
 fail:
@@ -369,7 +373,7 @@ hs_status hs_oracle_distill(const hs_oracle_opts *o, hs_oracle_session *s) {
     bool have_batch = false;
     tap_capture tc = {0}, *cap = NULL;
     const int P = o->distill_parallel;
-    HS_TRY(read_jobs(o, s->n_vocab, &jobs, &n_jobs));
+    HS_TRY(read_jobs(o, s->n_vocab, true, &jobs, &n_jobs));
     if (n_jobs == 0) goto fail;
     out = fopen(o->distill_answers, "a");
     if (!out) {
@@ -550,7 +554,7 @@ static hs_status feats_done(const char *path, long **done, size_t *n_done, long 
 hs_status hs_oracle_refeed(const hs_oracle_opts *o, hs_oracle_session *s) {
     hs_status st = HS_OK;
     job *jobs = NULL;
-    int n_jobs = 0, n_cap = 0;
+    int n_jobs = 0;
     long *done = NULL;
     size_t n_done = 0;
     long good = 0;
@@ -563,32 +567,10 @@ hs_status hs_oracle_refeed(const hs_oracle_opts *o, hs_oracle_session *s) {
     tap_capture tc = {0};
     slot sl = {0};
     if (!o->distill_feats) return HS_FAIL(HS_ERR_INVALID_ARG, "--refeed needs --feats FILE");
-    /* Every job (answered or not), by index. */
-    in = fopen(o->distill_jobs, "r");
-    if (!in) return HS_FAIL(HS_ERR_IO, "cannot read jobs '%s': %s", o->distill_jobs, strerror(errno));
-    for (int lineno = 1; getline(&line, &line_cap, in) > 0; lineno++) {
-        job j = {0};
-        if (!parse_job(line, s->n_vocab, &j)) {
-            st = HS_FAIL(HS_ERR_FORMAT, "'%s' line %d: expected IDX<TAB>id,id,... with ids below %d",
-                         o->distill_jobs, lineno, s->n_vocab);
-            goto fail;
-        }
-        if (n_jobs == n_cap) {
-            n_cap = n_cap ? 2 * n_cap : 1024;
-            job *t = realloc(jobs, (size_t)n_cap * sizeof *t);
-            if (!t) {
-                free(j.ids);
-                st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "job list");
-                goto fail;
-            }
-            jobs = t;
-        }
-        jobs[n_jobs++] = j;
-    }
-    fclose(in);
-    in = NULL;
+    HS_TRY(read_jobs(o, s->n_vocab, false, &jobs, &n_jobs));
+    if (n_jobs) qsort(jobs, (size_t)n_jobs, sizeof *jobs, cmp_job); /* by idx, for bsearch */
     HS_TRY(feats_done(o->distill_feats, &done, &n_done, &good));
-    qsort(done, n_done, sizeof *done, cmp_long);
+    if (n_done) qsort(done, n_done, sizeof *done, cmp_long);
     if (truncate(o->distill_feats, good) != 0 && errno != ENOENT) {
         st = HS_FAIL(HS_ERR_IO, "cannot cut '%s' to its %zu complete records: %s", o->distill_feats, n_done,
                      strerror(errno));
@@ -637,13 +619,11 @@ hs_status hs_oracle_refeed(const hs_oracle_opts *o, hs_oracle_session *s) {
                          o->distill_answers, lineno);
             goto fail;
         }
-        if (bsearch(&idx, done, n_done, sizeof *done, cmp_long)) {
+        if (n_done && bsearch(&idx, done, n_done, sizeof *done, cmp_long)) {
             n_skipped++;
             continue;
         }
-        const job *j = NULL;
-        for (int i = 0; i < n_jobs && !j; i++)
-            if (jobs[i].idx == idx) j = &jobs[i];
+        const job key = {.idx = idx}, *j = n_jobs ? bsearch(&key, jobs, (size_t)n_jobs, sizeof *jobs, cmp_job) : NULL;
         if (!j || j->n != n_prompt) {
             st = HS_FAIL(HS_ERR_FORMAT, "'%s' line %d: answer %ld has %s", o->distill_answers, lineno, idx,
                          j ? "another prompt length than its job" : "no job in the jobs file");
