@@ -52,7 +52,8 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   fi
 done
 tmp="$(mktemp -d)"
-trap 'kill "$bp" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+bp=""
+trap '[ -n "$bp" ] && kill "$bp" 2>/dev/null; rm -rf "$tmp"' EXIT
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/runtime-$(id -u)}"
 mkdir -p "$XDG_RUNTIME_DIR"
 "$bin" bench -m "$model" "${rep[@]}" -r 32 >"$tmp/bench.log" 2>&1 &
