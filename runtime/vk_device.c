@@ -391,6 +391,14 @@ static const char *type_name(VkPhysicalDeviceType t) {
 }
 
 typedef struct cpu_sample cpu_sample;
+/* Whether the environment leaves split execution's part count to a sample of the idle CPUs: no
+ * HS_VK_SPLIT, no LP_NUM_THREADS, no switch turning split execution off. */
+static bool split_sampled(void) {
+    const char *want = getenv("HS_VK_SPLIT");
+    return !(want && *want) && !getenv("LP_NUM_THREADS") && !env_flag("HS_VK_DISABLE_SPLIT") &&
+           !env_flag("HS_VK_FORCE_NONCOHERENT");
+}
+
 /* A context's split choice, carried over the restart of its creation (LP_NUM_THREADS set to 0 then). */
 typedef struct split_choice {
     long parts;
@@ -733,6 +741,7 @@ static int idle_cpus(const cpu_set_t *set, cpu_sample *first) {
  * `carry`: the choice made before a restart, kept. */
 static uint32_t split_parts(const hs_vk_caps *c, cpu_sample *sample, const split_choice *carry, bool *restart,
                             uint32_t *busy) {
+    /* sample: non-NULL only where split_sampled() held at the creation's start */
     *restart = false;
     *busy = 0;
     if (c->type != VK_PHYSICAL_DEVICE_TYPE_CPU || strcmp(c->driver_name, "llvmpipe") || !c->host_import_align ||
@@ -754,7 +763,7 @@ static uint32_t split_parts(const hs_vk_caps *c, cpu_sample *sample, const split
     } else if (carry) {
         n = carry->parts;
         *busy = carry->busy;
-    } else if (sample && !lp && n >= 2) {
+    } else if (sample && n >= 2) {
         const int idle = idle_cpus(&set, sample);
         if (idle >= 0 && idle < n) {
             *busy = (uint32_t)(n - idle);
@@ -838,12 +847,10 @@ static hs_status ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out, const
     feature_chain *fcs = NULL;
     uint32_t *qfs = NULL;
     *out = NULL;
-    /* Split execution counts the CPUs left idle from here on (split_parts), where the environment leaves the
-     * choice to it: a first choice, no HS_VK_SPLIT, no LP_NUM_THREADS, no switch turning it off. */
+    /* Split execution counts the CPUs left idle from here on (split_parts), on a first choice the
+     * environment leaves to it. */
     cpu_sample *sample = NULL;
-    const char *want = getenv("HS_VK_SPLIT");
-    if (!carry && !(want && *want) && !getenv("LP_NUM_THREADS") && !env_flag("HS_VK_DISABLE_SPLIT") &&
-        !env_flag("HS_VK_FORCE_NONCOHERENT")) {
+    if (!carry && split_sampled()) {
         sample = calloc(1, sizeof *sample);
         if (!sample) return HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "hs_vk_ctx_create: out of memory");
         cpu_sample_take(sample);
