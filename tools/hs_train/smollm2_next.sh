@@ -26,6 +26,13 @@
 #                                                  in $ANSWERS, comma-separated: hs-oracle's, recorded by gen or
 #                                                  by --refeed into $OUT/feats-refeed.hsf), then training from
 #                                                  models/heads/smollm2/head.gguf into $HS_HOME/heads/smollm2-next
+#   tools/hs_train/smollm2_next.sh eval [ckpt|base] [train.py options]
+#                                                  the held-out evaluation (top-1 per draft step, chain tau) on
+#                                                  the features train packed: of a copy of the running training's
+#                                                  latest checkpoint (ckpt, the default; the head exported beside
+#                                                  it in $HS_HOME/heads/smollm2-next-eval) or of the committed
+#                                                  head (base, in $HS_HOME/heads/smollm2-base-eval), so a run can
+#                                                  be judged against its start while it trains
 #
 # The committed head has been trained on all committed answers (models/heads/smollm2/MANIFEST.json, its lineage);
 # the first head only on the prompts of answers-00, which is why 3a89119's continuation left that file out. Measured on the 2-core machine: gen about 190 answer tokens/s, feats about 380 tokens/s (prompt and
@@ -42,7 +49,7 @@ dist="$repo/models/heads/smollm2/distill"
 out="$home/distill/smollm2-llama"
 model="$home/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 shared="${HS_SHARED:-$repo/../shared}"
-step="${1:?usage: smollm2_next.sh gen MINUTES | gen-long MINUTES | gen-open MINUTES | pack | train [--minutes M] [train.py options]}"
+step="${1:?usage: smollm2_next.sh gen MINUTES | gen-long MINUTES | gen-open MINUTES | pack | train [--minutes M] [train.py options] | eval [ckpt|base]}"
 shift
 
 [ -f "$model" ] || bash "$repo/tools/fetch_model.sh" >&2
@@ -159,8 +166,35 @@ train)
     --init "$repo/models/heads/smollm2/head.gguf" --seq 512 --batch 2 --ttt 5 --epochs 1 --lr 2e-4 \
     --ckpt-min 5 --minutes "$minutes" "$@"
   ;;
+eval)
+  which="${1:-ckpt}"
+  [ $# -gt 0 ] && shift
+  [ -d "$out/feats" ] || { echo "smollm2_next.sh eval: no features in $out/feats yet (run train first)" >&2; exit 1; }
+  export PYTHONPATH="$repo/tools${PYTHONPATH:+:$PYTHONPATH}"
+  case "$which" in
+  ckpt)
+    run="$home/heads/smollm2-next"
+    [ -f "$run/ckpt.pkl" ] || { echo "smollm2_next.sh eval: no checkpoint in $run yet" >&2; exit 1; }
+    dir="$home/heads/smollm2-next-eval"
+    mkdir -p "$dir"
+    cp "$run/ckpt.pkl" "$dir/ckpt.pkl"
+    "$PY" -m hs_train.train --model "$model" --data "$out/feats" --out "$dir" --eval-only "$@"
+    ;;
+  base)
+    dir="$home/heads/smollm2-base-eval"
+    rm -f "$dir/ckpt.pkl"
+    "$PY" -m hs_train.train --model "$model" --data "$out/feats" --out "$dir" --init "$repo/models/heads/smollm2/head.gguf" \
+      --seq 512 --batch 2 --ttt 5 --eval-only "$@"
+    ;;
+  *)
+    echo "smollm2_next.sh eval: expected ckpt or base, not '$which'" >&2
+    exit 2
+    ;;
+  esac
+  echo "eval: $dir/eval.json"
+  ;;
 *)
-  echo "smollm2_next.sh: unknown step '$step' (gen, gen-long, gen-open, pack or train)" >&2
+  echo "smollm2_next.sh: unknown step '$step' (gen, gen-long, gen-open, pack, train or eval)" >&2
   exit 2
   ;;
 esac

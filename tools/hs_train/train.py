@@ -48,8 +48,10 @@ from hs_train.distill import data_dirs, is_heldout, log, shard_paths
 # ---------------- data ----------------
 
 
-def load_sequences(data_dir, shard_list=None):
-    """Per sequence: tokens, prompt_len, idx, and features (taps f16 [n-1, 3D], top_p, top_id [n-1, 32])."""
+def load_sequences(data_dir, shard_list=None, keep=None):
+    """Per sequence: tokens, prompt_len, idx, and features (taps f16 [n-1, 3D], top_p, top_id [n-1, 32]).
+    keep(idx) -> bool: only those sequences, their features copied out of the shard so that the rest is freed
+    (--eval-only reads the held-out ones: a few hundred MB where all of SmolLM2's take about 14 GB)."""
     paths = shard_list or shard_paths(data_dir)
     seqs = []
     for p in paths:
@@ -60,16 +62,19 @@ def load_sequences(data_dir, shard_list=None):
         for i in range(len(z["idx"])):
             toks = z["tokens"][off[i] : off[i + 1]]
             m = len(toks) - 1
-            seqs.append(
-                {
-                    "idx": int(z["idx"][i]),
-                    "tokens": toks.astype(np.int32),
-                    "prompt_len": int(z["prompt_len"][i]),
-                    "taps": taps[r : r + m],
-                    "top_p": tp[r : r + m],
-                    "top_id": ti[r : r + m],
-                }
-            )
+            idx = int(z["idx"][i])
+            if keep is None or keep(idx):
+                cut = (lambda v: v) if keep is None else np.array
+                seqs.append(
+                    {
+                        "idx": idx,
+                        "tokens": toks.astype(np.int32),
+                        "prompt_len": int(z["prompt_len"][i]),
+                        "taps": cut(taps[r : r + m]),
+                        "top_p": cut(tp[r : r + m]),
+                        "top_id": cut(ti[r : r + m]),
+                    }
+                )
             r += m
         assert r == len(taps), p
     return seqs, [os.path.abspath(p) for p in paths]
@@ -589,8 +594,12 @@ def main(argv=None):
         a.draft_vocab, a.seq, a.batch, a.ttt, a.decay, a.epochs, a.lr, a.warmup, a.clip, a.wd, a.seed = (
             ck["args"][k] for k in ("draft_vocab", "seq", "batch", "ttt", "decay", "epochs", "lr", "warmup", "clip", "wd", "seed")
         )
+    if a.eval_only and not ck and not a.init:
+        sys.exit(f"train: --eval-only needs a checkpoint ({ckpt_path}) or --init HEAD.gguf")
+    if a.eval_only and a.revocab:
+        sys.exit("train: --eval-only evaluates a head as it is; --revocab would change its vocabulary")
     tcfg, tparams = target.load(a.model)
-    seqs, shards = load_sequences(a.data, ck["shards"] if ck else None)
+    seqs, shards = load_sequences(a.data, ck["shards"] if ck else None, keep=is_heldout if a.eval_only else None)
     held = [s for s in seqs if is_heldout(s["idx"])]
     train = [s for s in seqs if not is_heldout(s["idx"])]
     init = None
@@ -607,7 +616,7 @@ def main(argv=None):
             log(logf, f"draft vocabulary re-chosen (--revocab): the {len(d2t)} most frequent training answer "
                 f"tokens; {kept} of the head's {n_old} kept with their lm_head columns, {len(d2t) - kept} new "
                 "from the target's output rows (mapped as remap_vocab says)")
-        elif a.draft_vocab > len(d2t):
+        elif a.draft_vocab > len(d2t) and not a.eval_only:
             init, d2t, t2d = grow_vocab(init, d2t, train, tparams, tcfg.n_vocab, a.draft_vocab)
             log(logf, f"draft vocabulary grown to {len(d2t)} tokens (--draft-vocab {a.draft_vocab}): the "
                 "most frequent training answer tokens it lacked, lm_head columns from the target's output rows "
@@ -615,20 +624,24 @@ def main(argv=None):
     else:
         _, d2t, t2d, counts = draft_vocab(train, tcfg.n_vocab, a.draft_vocab)
     n_draft = len(d2t)
-    cov_tr, cov_he = coverage(train, t2d), coverage(held, t2d)
+    cov_tr, cov_he = (coverage(train, t2d) if train else None), coverage(held, t2d)
+    cov_tr_s = f"{100 * cov_tr:.2f} % train" if cov_tr is not None else "train not read (--eval-only)"
     log(logf, f"data: {len(shards)} shards, {len(train)} train / {len(held)} held-out sequences, "
         f"{sum(len(s['tokens']) - s['prompt_len'] for s in train)} train answer tokens; draft vocab {n_draft}: "
-        f"coverage of answer tokens {100 * cov_tr:.2f} % train, {100 * cov_he:.2f} % held out")
-    tr = Packed(train, t2d, a.seq, a.seed)
+        f"coverage of answer tokens {cov_tr_s}, {100 * cov_he:.2f} % held out")
+    tr = Packed(train, t2d, a.seq, a.seed) if not a.eval_only else None
     he = Packed(held, t2d, a.seq, a.seed)
-    if not tr.seqs or not he.seqs:
+    if (tr is not None and not tr.seqs) or not he.seqs:
         longest = max(len(s["tokens"]) - 1 for s in seqs) if seqs else 0
-        sys.exit(f"train: no {'training' if not tr.seqs else 'held-out'} sequence fits --seq {a.seq} head rows "
+        sys.exit(f"train: no {'training' if tr is not None and not tr.seqs else 'held-out'} sequence fits --seq {a.seq} head rows "
                  f"(the longest sequence has {longest}); raise --seq")
-    steps_per_epoch = max(1, len(tr.rows) // a.batch)
+    steps_per_epoch = max(1, len(tr.rows) // a.batch) if tr is not None else 1
     total = max(1, int(round(a.epochs * steps_per_epoch)))
-    log(logf, f"packed: {len(tr.rows)} train rows of {a.seq} ({tr.n_tok} tokens, {tr.n_loss} loss rows), "
-        f"{len(he.rows)} held-out rows; {steps_per_epoch} steps/epoch, {total} steps")
+    if tr is not None:
+        log(logf, f"packed: {len(tr.rows)} train rows of {a.seq} ({tr.n_tok} tokens, {tr.n_loss} loss rows), "
+            f"{len(he.rows)} held-out rows; {steps_per_epoch} steps/epoch, {total} steps")
+    else:
+        log(logf, f"packed: {len(he.rows)} held-out rows of {a.seq} (--eval-only)")
 
     hd = head_dims(tcfg)
     weights = [a.decay**k for k in range(a.ttt)]
