@@ -56,6 +56,12 @@ shift
 hs="$repo/build/heterospec"
 [ -x "$hs" ] || { cmake -S "$repo" -B "$repo/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build "$repo/build"; }
 PY="$(bash "$repo/tools/pyenv.sh" train)"
+# The hs_train package from tools/ (train and eval run from the caller's folder, so paths in $ANSWERS and the
+# train.py options stay as given).
+export PYTHONPATH="$repo/tools${PYTHONPATH:+:$PYTHONPATH}"
+# The head train continues and eval base scores, and the row shape both give train.py.
+head0="$repo/models/heads/smollm2/head.gguf"
+shape=(--seq 512 --batch 2 --ttt 5)
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/runtime-$(id -u)}"
 mkdir -p "$XDG_RUNTIME_DIR" "$out"
 # committed KIND: the committed answer files of the short (""), long ("-long") or open-ended short ("-open")
@@ -144,8 +150,6 @@ train)
   fi
   answers="${ANSWERS:-$( (committed ""; committed -long; committed -open) | paste -sd, -)}"
   answers="$(tr , '\n' <<<"$answers" | xargs realpath | paste -sd, -)"
-  # From the caller's folder (paths in $ANSWERS and the train.py options stay as given), the package from tools/.
-  export PYTHONPATH="$repo/tools${PYTHONPATH:+:$PYTHONPATH}"
   # The features of every answer by hs-oracle --refeed (one llama.cpp prefill per sequence, about 615 tokens/s
   # on the 2-core VM against about 380 for the JAX target's `distill feats`; resumable), all jobs by index.
   oracle="$home/peer/bin/hs-oracle"
@@ -163,14 +167,13 @@ train)
   "$PY" -m hs_train.distill feats --model "$model" --answers "$answers" --prompt-ids "$out/jobs.txt.prompt_ids.txt" \
     --out "$out/feats"
   "$PY" -m hs_train.train --model "$model" --data "$out/feats" --out "$home/heads/smollm2-next" \
-    --init "$repo/models/heads/smollm2/head.gguf" --seq 512 --batch 2 --ttt 5 --epochs 1 --lr 2e-4 \
+    --init "$head0" "${shape[@]}" --epochs 1 --lr 2e-4 \
     --ckpt-min 5 --minutes "$minutes" "$@"
   ;;
 eval)
   which="${1:-ckpt}"
   [ $# -gt 0 ] && shift
   [ -d "$out/feats" ] || { echo "smollm2_next.sh eval: no features in $out/feats yet (run train first)" >&2; exit 1; }
-  export PYTHONPATH="$repo/tools${PYTHONPATH:+:$PYTHONPATH}"
   case "$which" in
   ckpt)
     run="$home/heads/smollm2-next"
@@ -183,8 +186,8 @@ eval)
   base)
     dir="$home/heads/smollm2-base-eval"
     rm -f "$dir/ckpt.pkl"
-    "$PY" -m hs_train.train --model "$model" --data "$out/feats" --out "$dir" --init "$repo/models/heads/smollm2/head.gguf" \
-      --seq 512 --batch 2 --ttt 5 --eval-only "$@"
+    "$PY" -m hs_train.train --model "$model" --data "$out/feats" --out "$dir" --init "$head0" "${shape[@]}" \
+      --eval-only "$@"
     ;;
   *)
     echo "smollm2_next.sh eval: expected ckpt or base, not '$which'" >&2

@@ -53,6 +53,7 @@ def load_sequences(data_dir, shard_list=None, keep=None):
     keep(idx) -> bool: only those sequences, their features copied out of the shard so that the rest is freed
     (--eval-only reads the held-out ones: a few hundred MB where all of SmolLM2's take about 14 GB)."""
     paths = shard_list or shard_paths(data_dir)
+    cut = (lambda v: v) if keep is None else np.array
     seqs = []
     for p in paths:
         z = np.load(p)
@@ -64,7 +65,6 @@ def load_sequences(data_dir, shard_list=None, keep=None):
             m = len(toks) - 1
             idx = int(z["idx"][i])
             if keep is None or keep(idx):
-                cut = (lambda v: v) if keep is None else np.array
                 seqs.append(
                     {
                         "idx": idx,
