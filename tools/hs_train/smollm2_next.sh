@@ -30,9 +30,10 @@
 #                                                  the held-out evaluation (top-1 per draft step, chain tau) on
 #                                                  the features train packed: of a copy of the running training's
 #                                                  latest checkpoint (ckpt, the default; the head exported beside
-#                                                  it in $HS_HOME/heads/smollm2-next-eval) or of the committed
-#                                                  head (base, in $HS_HOME/heads/smollm2-base-eval), so a run can
-#                                                  be judged against its start while it trains
+#                                                  it in $HS_HOME/heads-eval/smollm2-next) or of the committed
+#                                                  head (base, in $HS_HOME/heads-eval/smollm2-base), so a run can
+#                                                  be judged against its start while it trains; not under
+#                                                  $HS_HOME/heads, where generate looks for a head first
 #
 # The committed head has been trained on all committed answers (models/heads/smollm2/MANIFEST.json, its lineage);
 # the first head only on the prompts of answers-00, which is why 3a89119's continuation left that file out. Measured on the 2-core machine: gen about 190 answer tokens/s, feats about 380 tokens/s (prompt and
@@ -178,13 +179,13 @@ eval)
   ckpt)
     run="$home/heads/smollm2-next"
     [ -f "$run/ckpt.pkl" ] || { echo "smollm2_next.sh eval: no checkpoint in $run yet" >&2; exit 1; }
-    dir="$home/heads/smollm2-next-eval"
+    dir="$home/heads-eval/smollm2-next"
     mkdir -p "$dir"
     cp "$run/ckpt.pkl" "$dir/ckpt.pkl"
     "$PY" -m hs_train.train --model "$model" --data "$out/feats" --out "$dir" --eval-only "$@"
     ;;
   base)
-    dir="$home/heads/smollm2-base-eval"
+    dir="$home/heads-eval/smollm2-base"
     rm -f "$dir/ckpt.pkl"
     "$PY" -m hs_train.train --model "$model" --data "$out/feats" --out "$dir" --init "$head0" "${shape[@]}" \
       --eval-only "$@"
