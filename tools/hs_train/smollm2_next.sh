@@ -79,11 +79,14 @@ if [ ! -f "$out/jobs-long.txt" ]; then
 fi
 
 # seeds KIND: the committed files whose answers start $out/answers KIND.txt (hs-oracle skips every prompt
-# already in it) and that pack leaves out: those of KIND, and for -open every short answer too (the
-# open-ended prompts are short prompts, some of them answered by gen).
+# already in it) and that pack leaves out: those of KIND, and for the short and the open-ended kinds the
+# other's too (the open-ended prompts are short prompts: gen would answer them again, gen-open may have).
 seeds() {
   committed "$1"
-  if [ "$1" = -open ]; then committed ""; fi
+  case "$1" in
+  "") committed -open ;;
+  -open) committed "" ;;
+  esac
 }
 
 # gen_answers KIND MINUTES [hs-oracle options]: answers to the jobs of KIND not in $out/answers KIND.txt.
