@@ -106,6 +106,28 @@ def main():
         o += L
     print(f"max deviation between TTT forward and simulated inference: {worst:.3g}")
     ok = worst < 1e-3
+    # loss_rows: the losses and their gradients over a batch's loss rows only equal those over every row
+    # (two packed rows, loss rows scattered, padding to a multiple of 8 with row 0, itself a loss row).
+    Kt = 5
+    bl = {k: jnp.concatenate([v, v[:, ::-1] if k in ("taps", "tok") else v]) for k, v in b.items()}
+    mask = rng.random((2, T)) < 0.6
+    mask[0, 0] = True  # the padding's row: counted once, not once per padding slot
+    tid = rng.integers(-1, N, (2, T, Kt)).astype(np.int32)
+    bl.update({"mask": jnp.asarray(mask), "tgt_id": jnp.asarray(tid),
+               "tgt_p": jnp.asarray(rng.random((2, T, Kt)).astype(np.float16)),
+               "top1": jnp.asarray(rng.integers(-1, N, (2, T)).astype(np.int32))})
+    _, losses, _ = train.make_fns(hd, K_STEPS, [0.8**k for k in range(K_STEPS)])
+    vg = jax.value_and_grad(losses, has_aux=True)
+    (l_all, per_all), g_all = vg(pj, jnp.asarray(embd), bl)
+    lr = train.loss_rows({k: np.asarray(v) for k, v in bl.items()}, 8)
+    assert len(lr["lrows"]) % 8 == 0 and int(lr["lvalid"].sum()) == int(mask.sum()), lr["lrows"]
+    (l_rows, per_rows), g_rows = vg(pj, jnp.asarray(embd), {k: jnp.asarray(v) for k, v in lr.items()})
+    dev = max([abs(float(l_all) - float(l_rows)) / abs(float(l_all))]
+              + [abs(float(x) - float(y)) / max(abs(float(x)), 1e-6) for a_, b_ in zip(per_all, per_rows)
+                 for x, y in zip(a_, b_)]
+              + [float(jnp.abs(g_all[k] - g_rows[k]).max() / (jnp.abs(g_all[k]).max() + 1e-12)) for k in g_all])
+    print(f"max relative deviation of the losses and gradients over loss rows only: {dev:.3g}")
+    ok = ok and dev < 1e-4
     # export layout: [out][in]
     t = train.eagle3_tensors(p, f16=False)
     assert t["fc.weight"].shape == (D, 3 * D)

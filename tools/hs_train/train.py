@@ -280,6 +280,18 @@ class Packed:
         return b
 
 
+def loss_rows(b, quantum):
+    """b with "lrows" (the flat indices into B * T of its loss rows, padded with row 0 to a multiple of
+    quantum, so that the jitted step sees few shapes) and "lvalid" (false on the padding): every step's
+    loss mask is within b["mask"], so the losses over these rows are the losses over all rows."""
+    idx = np.flatnonzero(b["mask"].reshape(-1)).astype(np.int32)
+    n = max(quantum, -(-len(idx) // quantum) * quantum)
+    b["lrows"] = np.zeros(n, np.int32)
+    b["lrows"][: len(idx)] = idx
+    b["lvalid"] = np.arange(n) < len(idx)
+    return b
+
+
 # ---------------- model ----------------
 
 
@@ -378,8 +390,10 @@ def make_fns(hd, n_steps, weights):
         pad = jnp.zeros(a.shape[:1] + (s,) + a.shape[2:], a.dtype)
         return jnp.concatenate([pad, a[:, :-s]], axis=1)
 
-    def forward(p, embd, b, n_steps):
-        """Returns per step: draft logits [B, T, N]. TTT as in the module doc."""
+    def forward(p, embd, b, n_steps, rows=None):
+        """Returns per step: draft logits [B, T, N], or [R, N] at the flat rows (indices into B * T) `rows`
+        when given: the output head, the largest product, only where a loss reads it. TTT as in the
+        module doc."""
         B, T = b["tok"].shape
         pos = jnp.broadcast_to(jnp.arange(T), (B, T))
         e = embd[b["tok"]]  # [B, T, D]
@@ -413,7 +427,10 @@ def make_fns(hd, n_steps, weights):
             xa = x + o.reshape(B, T, H * hdim) @ p["wo"]
             hn = rmsnorm(xa, p["ffn_norm"], eps)
             hid = xa + (jax.nn.silu(hn @ p["wg"]) * (hn @ p["wu"])) @ p["wd"]
-            out.append(rmsnorm(hid, p["norm"], eps) @ p["lm_head"])
+            hf = rmsnorm(hid, p["norm"], eps)
+            if rows is not None:
+                hf = hf.reshape(B * T, -1)[rows]
+            out.append(hf @ p["lm_head"])
             x = shift(hid, 1)
         return out
 
@@ -423,10 +440,17 @@ def make_fns(hd, n_steps, weights):
         return [b["mask"] & (j - k >= b["start"]) for k in range(n_steps)]
 
     def losses(p, embd, b):
-        logits = forward(p, embd, b, n_steps)
+        """With b["lrows"] (loss_rows), the logits and everything a loss reads are those rows only
+        (b["lvalid"] false for padding): the same sums as over every row."""
+        rows = b.get("lrows")
+        logits = forward(p, embd, b, n_steps, rows)
         masks = step_masks(b, n_steps)
-        tid = b["tgt_id"]
-        tp = jnp.where(tid >= 0, b["tgt_p"].astype(jnp.float32), 0.0)
+        tid, tgt_p, top1 = b["tgt_id"], b["tgt_p"], b["top1"]
+        if rows is not None:
+            flat = lambda a: a.reshape((-1,) + a.shape[2:])[rows]
+            masks = [flat(m) & b["lvalid"] for m in masks]
+            tid, tgt_p, top1 = flat(tid), flat(tgt_p), flat(top1)
+        tp = jnp.where(tid >= 0, tgt_p.astype(jnp.float32), 0.0)
         tp = tp / jnp.maximum(tp.sum(-1, keepdims=True), 1e-9)
         total = 0.0
         per = []
@@ -436,7 +460,7 @@ def make_fns(hd, n_steps, weights):
             mf = mk.astype(jnp.float32)
             n = jnp.maximum(mf.sum(), 1.0)
             l = (ce * mf).sum() / n
-            acc = ((jnp.argmax(lg, -1) == b["top1"]).astype(jnp.float32) * mf).sum() / n
+            acc = ((jnp.argmax(lg, -1) == top1).astype(jnp.float32) * mf).sum() / n
             total = total + weights[k] * l
             per.append((l, acc, mf.sum()))
         return total, per
@@ -558,6 +582,8 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--warmup", type=float, default=0.05, help="fraction of steps (at most 100 steps)")
     ap.add_argument("--minutes", type=float, default=0, help="time budget: as many steps as fit (<= --epochs)")
+    ap.add_argument("--loss-rows", type=int, default=128, help="the output head only over a batch's loss rows, "
+                    "padded to a multiple of this (0: over every row; the same losses either way)")
     ap.add_argument("--clip", type=float, default=0.5)
     ap.add_argument("--wd", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0)
@@ -702,7 +728,10 @@ def main(argv=None):
     while step < total and not a.eval_only:
         ep, i = divmod(step, steps_per_epoch)
         ids = order_for(ep)[i * a.batch : (i + 1) * a.batch]
-        b = {k: jnp.asarray(v) for k, v in tr.batch(ids).items()}
+        nb = tr.batch(ids)
+        if a.loss_rows:
+            nb = loss_rows(nb, a.loss_rows)
+        b = {k: jnp.asarray(v) for k, v in nb.items()}
         params, opt_state, l, per = train_step(params, opt_state, b, jnp.float32(sched(step)))
         step += 1
         if not fixed:
