@@ -8,7 +8,8 @@
   python -m hs_train.distill feats --model M.gguf --answers A.txt[.xz][,B...] --out DIR
          (features of hs-oracle --distill's answers, as gen writes them)
   python -m hs_train.distill pack-feats --answers A.txt[.xz][,B...] --feats F.hsf[,G.hsf] --out DIR
-         (the same shards from the features hs-oracle --distill --feats recorded while answering)
+         [--missing LEFT.txt]   (the same shards from the features hs-oracle --distill --feats recorded while
+         answering or --refeed computed; LEFT.txt: the answers still without them, hs-oracle --refeed's input)
   python -m hs_train.distill show --model M.gguf --out DIR [-n 3]      (decodes a few answers)
 
 gen: prompts are tokenized by heterospec itself (`tokenize --chat --jsonl`, the
@@ -589,6 +590,14 @@ def cmd_pack_feats(a):
             "sequences": before + n_new}})
     log(logf, f"pack-feats: {n_new} sequences with hs-oracle's features; {n_skip} records of other answers "
         f"skipped; {len(have)} sequences in shards, {len(answers)} answers")
+    if a.missing:
+        # the answers still without features, as answer-file lines (hs-oracle --refeed's input)
+        left = [d for i, d in answers.items() if i not in have]
+        with open(a.missing + ".tmp", "w") as f:
+            for d in left:
+                f.write(f"{d['idx']}\t{d['stop']}\t{d['prompt_len']}\t{','.join(map(str, d['answer']))}\n")
+        os.replace(a.missing + ".tmp", a.missing)
+        log(logf, f"pack-feats: {len(left)} answers without features -> {a.missing}")
     return 0
 
 
@@ -738,6 +747,7 @@ def main(argv=None):
     k.add_argument("--feats", required=True, help="hs-oracle --feats files, comma-separated (missing: skipped)")
     k.add_argument("--out", required=True)
     k.add_argument("--shard-size", type=int, default=256)
+    k.add_argument("--missing", help="write the answers that still have no shard here (answer-file lines)")
     w = sub.add_parser("show")
     w.add_argument("--model", required=True)
     w.add_argument("--out", required=True)

@@ -156,18 +156,20 @@ train)
   answers="$(tr , '\n' <<<"$answers" | xargs realpath | paste -sd, -)"
   # The features of every answer by hs-oracle --refeed (one llama.cpp prefill per sequence, about 615 tokens/s
   # on the 2-core VM against about 380 for the JAX target's `distill feats`; resumable), all jobs by index.
-  oracle="$home/peer/bin/hs-oracle"
-  [ -x "$oracle" ] || bash "$repo/tools/oracle/build.sh" >&2
-  awk '{ print NR - 1 "\t" $0 }' "$out/jobs.txt.prompt_ids.txt" >"$out/jobs-all.txt"
-  tr , '\n' <<<"$answers" | while read -r f; do
-    if [[ $f == *.xz ]]; then xz -dc "$f"; else cat "$f"; fi
-  done | complete_answers | awk -F'\t' '!seen[$1]++' >"$out/answers-all.txt"
-  "$oracle" --distill "$out/jobs-all.txt" --answers "$out/answers-all.txt" --feats "$out/feats-refeed.hsf" \
-    --refeed --ctx 1024 -t 2 "$model" 2>&1 | tee -a "$out/refeed.log"
-  # Sequences whose features hs-oracle recorded while answering (gen --feats) or refed, then the JAX target's
-  # features for any left (none once the refeed is complete).
-  "$PY" -m hs_train.distill pack-feats --answers "$answers" \
-    --feats "$out/feats.hsf,$out/feats-long.hsf,$out/feats-open.hsf,$out/feats-refeed.hsf" --out "$out/feats"
+  # Sequences whose features hs-oracle recorded while answering (gen --feats) or refed go to the shards first, so
+  # that only the answers left without them are refed; then the JAX target's features for any left (none once
+  # the refeed is complete).
+  feats_all="$out/feats.hsf,$out/feats-long.hsf,$out/feats-open.hsf,$out/feats-refeed.hsf"
+  "$PY" -m hs_train.distill pack-feats --answers "$answers" --feats "$feats_all" --out "$out/feats" \
+    --missing "$out/answers-missing.txt"
+  if [ -s "$out/answers-missing.txt" ]; then
+    oracle="$home/peer/bin/hs-oracle"
+    [ -x "$oracle" ] || bash "$repo/tools/oracle/build.sh" >&2
+    awk '{ print NR - 1 "\t" $0 }' "$out/jobs.txt.prompt_ids.txt" >"$out/jobs-all.txt"
+    "$oracle" --distill "$out/jobs-all.txt" --answers "$out/answers-missing.txt" --feats "$out/feats-refeed.hsf" \
+      --refeed --ctx 1024 -t 2 "$model" 2>&1 | tee -a "$out/refeed.log"
+    "$PY" -m hs_train.distill pack-feats --answers "$answers" --feats "$out/feats-refeed.hsf" --out "$out/feats"
+  fi
   "$PY" -m hs_train.distill feats --model "$model" --answers "$answers" --prompt-ids "$out/jobs.txt.prompt_ids.txt" \
     --out "$out/feats"
   "$PY" -m hs_train.train --model "$model" --data "$out/feats" --out "$home/heads/smollm2-next" \
