@@ -106,12 +106,14 @@ def main():
         o += L
     print(f"max deviation between TTT forward and simulated inference: {worst:.3g}")
     ok = worst < 1e-3
-    # loss_rows: the losses and their gradients over a batch's loss rows only equal those over every row
+    # loss_rows: the losses and their gradients over a batch's loss rows only (and steps >= 1 over the rows
+    # a loss depends on) equal those over every row
     # (two packed rows, loss rows scattered, padding to a multiple of 8 with row 0, itself a loss row).
     Kt = 5
     bl = {k: jnp.concatenate([v, v[:, ::-1] if k in ("taps", "tok") else v]) for k, v in b.items()}
     mask = rng.random((2, T)) < 0.6
     mask[0, 0] = True  # the padding's row: counted once, not once per padding slot
+    mask[1, :6] = mask[1, 11:17] = False  # segments whose first loss rows leave rows out of later steps
     tid = rng.integers(-1, N, (2, T, Kt)).astype(np.int32)
     bl.update({"mask": jnp.asarray(mask), "tgt_id": jnp.asarray(tid),
                "tgt_p": jnp.asarray(rng.random((2, T, Kt)).astype(np.float16)),
@@ -119,13 +121,19 @@ def main():
     _, losses, _ = train.make_fns(hd, K_STEPS, [0.8**k for k in range(K_STEPS)])
     vg = jax.value_and_grad(losses, has_aux=True)
     (l_all, per_all), g_all = vg(pj, jnp.asarray(embd), bl)
-    lr = train.loss_rows({k: np.asarray(v) for k, v in bl.items()}, 8)
+    lr = train.loss_rows({k: np.asarray(v) for k, v in bl.items()}, 8, K_STEPS)
     assert len(lr["lrows"]) % 8 == 0 and int(lr["lvalid"].sum()) == int(mask.sum()), lr["lrows"]
-    (l_rows, per_rows), g_rows = vg(pj, jnp.asarray(embd), {k: jnp.asarray(v) for k, v in lr.items()})
-    dev = max([abs(float(l_all) - float(l_rows)) / abs(float(l_all))]
-              + [abs(float(x) - float(y)) / max(abs(float(x)), 1e-6) for a_, b_ in zip(per_all, per_rows)
-                 for x, y in zip(a_, b_)]
-              + [float(jnp.abs(g_all[k] - g_rows[k]).max() / (jnp.abs(g_all[k]).max() + 1e-12)) for k in g_all])
+    n_rows = [int((r < 2 * T).sum()) for r in lr["g_idx"]]
+    assert n_rows == sorted(n_rows, reverse=True) and n_rows[-1] < 2 * T, n_rows  # later steps skip rows
+    dev = 0.0
+    lr1 = train.loss_rows({k: np.asarray(v) for k, v in bl.items()}, 8)  # the output head's rows only
+    assert "g_idx" not in lr1
+    for tables in (lr, lr1):
+        (l_rows, per_rows), g_rows = vg(pj, jnp.asarray(embd), {k: jnp.asarray(v) for k, v in tables.items()})
+        dev = max([dev, abs(float(l_all) - float(l_rows)) / abs(float(l_all))]
+                  + [abs(float(x) - float(y)) / max(abs(float(x)), 1e-6) for a_, b_ in zip(per_all, per_rows)
+                     for x, y in zip(a_, b_)]
+                  + [float(jnp.abs(g_all[k] - g_rows[k]).max() / (jnp.abs(g_all[k]).max() + 1e-12)) for k in g_all])
     print(f"max relative deviation of the losses and gradients over loss rows only: {dev:.3g}")
     ok = ok and dev < 1e-4
     # export layout: [out][in]

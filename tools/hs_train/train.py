@@ -280,15 +280,53 @@ class Packed:
         return b
 
 
-def loss_rows(b, quantum):
-    """b with "lrows" (the flat indices into B * T of its loss rows, padded with row 0 to a multiple of
-    quantum, so that the jitted step sees few shapes) and "lvalid" (false on the padding): every step's
-    loss mask is within b["mask"], so the losses over these rows are the losses over all rows."""
-    idx = np.flatnonzero(b["mask"].reshape(-1)).astype(np.int32)
-    n = max(quantum, -(-len(idx) // quantum) * quantum)
-    b["lrows"] = np.zeros(n, np.int32)
+def loss_rows(b, quantum, ttt=1):
+    """b with the tables of forward's loss-row mode, each padded to a multiple of quantum so that the jitted
+    step sees few shapes: "lrows", the flat indices into B * T of its loss rows (padding: row 0) and
+    "lvalid" (false on the padding); every step's loss mask is within b["mask"], so the losses over these
+    rows are the losses over all rows. With ttt > 1 steps, for step k = 1 .. ttt - 1 (row k - 1 of each):
+    "g_idx", the rows step k computes (padding: B * T), those of each segment from row f - (ttt - 1 - k)
+    on, f its first loss row (a loss at step k' >= k, row r >= f, reads step k at rows r - (k' - k) .. r,
+    so at f - (ttt - 1 - k) and later; each set holds the next one's rows and one more); "g_prev", for each of them the
+    position of the row before it in step k - 1's set (step 1 takes step 0's rows directly); "g_lpos", the
+    position of each loss row in step k's set. Positions past a set's rows (the set's padded length P)
+    point to a zero row."""
+    mask = b["mask"]
+    B, T = mask.shape
+    BT = B * T
+    pad = lambda n: max(quantum, -(-n // quantum) * quantum)
+    idx = np.flatnonzero(mask.reshape(-1)).astype(np.int32)
+    L = pad(len(idx))
+    b["lrows"] = np.zeros(L, np.int32)
     b["lrows"][: len(idx)] = idx
-    b["lvalid"] = np.arange(n) < len(idx)
+    b["lvalid"] = np.arange(L) < len(idx)
+    if ttt <= 1:
+        return b
+    seg = b["seg"]
+    first = np.full((B, T), 1 << 30, np.int64)  # the first loss row of each row's segment
+    for bi in range(B):
+        for sg in np.unique(seg[bi][seg[bi] >= 0]):
+            in_seg = seg[bi] == sg
+            m = np.flatnonzero(mask[bi] & in_seg)
+            if len(m):
+                first[bi, in_seg] = m[0]
+    local = np.arange(T)[None, :]
+    sets = [np.flatnonzero(((seg >= 0) & (local >= first - ttt + k + 1)).reshape(-1)) for k in range(1, ttt)]
+    P = pad(len(sets[0]))
+    g_idx = np.full((ttt - 1, P), BT, np.int32)
+    g_prev = np.full((ttt - 1, P), P, np.int32)
+    g_lpos = np.full((ttt - 1, L), P, np.int32)
+    where = []  # flat row -> position in step k's set (P: not in it)
+    for k, rows in enumerate(sets, 1):
+        g_idx[k - 1, : len(rows)] = rows
+        w = np.full(BT + 1, P, np.int32)
+        w[rows] = np.arange(len(rows))
+        where.append(w)
+        if k >= 2:
+            prev = np.where(rows % T > 0, rows - 1, BT)
+            g_prev[k - 1, : len(rows)] = where[k - 2][prev]
+        g_lpos[k - 1, : len(idx)] = w[idx]
+    b["g_idx"], b["g_prev"], b["g_lpos"] = g_idx, g_prev, g_lpos
     return b
 
 
@@ -390,25 +428,45 @@ def make_fns(hd, n_steps, weights):
         pad = jnp.zeros(a.shape[:1] + (s,) + a.shape[2:], a.dtype)
         return jnp.concatenate([pad, a[:, :-s]], axis=1)
 
-    def forward(p, embd, b, n_steps, rows=None):
-        """Returns per step: draft logits [B, T, N], or [R, N] at the flat rows (indices into B * T) `rows`
-        when given: the output head, the largest product, only where a loss reads it. TTT as in the
-        module doc."""
+    def forward(p, embd, b, n_steps, t=None):
+        """Returns per step: draft logits [B, T, N]. TTT as in the module doc. With t (loss_rows' tables:
+        "lrows", and for several steps "g_idx", "g_prev", "g_lpos"), the logits [L, N] of the loss rows
+        only, and with g_idx steps >= 1 run their products only at the rows a loss can depend on
+        (attention runs over every row, the rows left out as zeros): the same values at the loss rows."""
         B, T = b["tok"].shape
+        BT = B * T
         pos = jnp.broadcast_to(jnp.arange(T), (B, T))
         e = embd[b["tok"]]  # [B, T, D]
         en = rmsnorm(e, p["attn_norm"], eps)
         x = b["taps"].astype(jnp.float32) @ p["fc"]
         j = jnp.arange(T)
         same = b["seg"][:, :, None] == b["seg"][:, None, :]  # [B, T, T]
+
+        def pad1(a):  # [R, ...] -> [R + 1, ...], a zero row last (where padding indices point)
+            return jnp.concatenate([a, jnp.zeros((1,) + a.shape[1:], a.dtype)])
+
+        def flat(a):  # [B, T, ...] -> [B * T + 1, ...]
+            return pad1(a.reshape((BT,) + a.shape[2:]))
+
+        def full(a, idx):  # rows [P, ...] at flat indices idx (B * T: padding) -> [B, T, ...], zeros elsewhere
+            z = jnp.zeros((BT + 1,) + a.shape[1:], a.dtype).at[idx].set(a)
+            return z[:BT].reshape((B, T) + a.shape[1:])
+
+        gather = t is not None and "g_idx" in t
+        en_f, pos_f = (flat(en), flat(pos)) if gather else (None, None)
         keys, vals = [], []
         k0 = v0 = None
         out = []
         for k in range(n_steps):
-            u = jnp.concatenate([en, rmsnorm(x, p["hidden_norm"], eps)], axis=-1)
-            q = rope_neox((u @ p["wq"]).reshape(B, T, H, hdim), pos, base).reshape(B, T, KV, g, hdim)
-            kk = rope_neox((u @ p["wk"]).reshape(B, T, KV, hdim), pos, base)
-            vv = (u @ p["wv"]).reshape(B, T, KV, hdim)
+            idx = t["g_idx"][k - 1] if gather and k > 0 else None
+            en_k, pos_k = (en, pos) if idx is None else (en_f[idx], pos_f[idx])
+            u = jnp.concatenate([en_k, rmsnorm(x, p["hidden_norm"], eps)], axis=-1)
+            lead = u.shape[:-1]
+            q = rope_neox((u @ p["wq"]).reshape(lead + (H, hdim)), pos_k, base).reshape(lead + (KV, g, hdim))
+            kk = rope_neox((u @ p["wk"]).reshape(lead + (KV, hdim)), pos_k, base)
+            vv = (u @ p["wv"]).reshape(lead + (KV, hdim))
+            if idx is not None:
+                q, kk, vv = full(q, idx), full(kk, idx), full(vv, idx)
             if k == 0:
                 k0, v0 = kk, vv
             keys.append(kk)
@@ -424,14 +482,20 @@ def make_fns(hd, n_steps, weights):
             o = jnp.einsum("bkgts,bskd->btkgd", pr[..., :T], v0)
             for n, i in enumerate(range(1, k + 1)):
                 o = o + jnp.einsum("bkgt,btkd->btkgd", pr[..., T + n], shift(vals[i], k - i))
-            xa = x + o.reshape(B, T, H * hdim) @ p["wo"]
+            o = o.reshape(B, T, H * hdim)
+            if idx is not None:
+                o = flat(o)[idx]
+            xa = x + o @ p["wo"]
             hn = rmsnorm(xa, p["ffn_norm"], eps)
             hid = xa + (jax.nn.silu(hn @ p["wg"]) * (hn @ p["wu"])) @ p["wd"]
             hf = rmsnorm(hid, p["norm"], eps)
-            if rows is not None:
-                hf = hf.reshape(B * T, -1)[rows]
+            if t is not None:
+                hf = flat(hf)[t["lrows"]] if idx is None else pad1(hf)[t["g_lpos"][k - 1]]
             out.append(hf @ p["lm_head"])
-            x = shift(hid, 1)
+            if not gather:
+                x = shift(hid, 1)
+            elif k + 1 < n_steps:
+                x = flat(shift(hid, 1))[t["g_idx"][0]] if k == 0 else pad1(hid)[t["g_prev"][k]]
         return out
 
     def step_masks(b, n_steps):
@@ -443,7 +507,7 @@ def make_fns(hd, n_steps, weights):
         """With b["lrows"] (loss_rows), the logits and everything a loss reads are those rows only
         (b["lvalid"] false for padding): the same sums as over every row."""
         rows = b.get("lrows")
-        logits = forward(p, embd, b, n_steps, rows)
+        logits = forward(p, embd, b, n_steps, b if rows is not None else None)
         masks = step_masks(b, n_steps)
         tid, tgt_p, top1 = b["tgt_id"], b["tgt_p"], b["top1"]
         if rows is not None:
@@ -730,7 +794,7 @@ def main(argv=None):
         ids = order_for(ep)[i * a.batch : (i + 1) * a.batch]
         nb = tr.batch(ids)
         if a.loss_rows:
-            nb = loss_rows(nb, a.loss_rows)
+            nb = loss_rows(nb, a.loss_rows, a.ttt)
         b = {k: jnp.asarray(v) for k, v in nb.items()}
         params, opt_state, l, per = train_step(params, opt_state, b, jnp.float32(sched(step)))
         step += 1
