@@ -285,12 +285,12 @@ def loss_rows(b, quantum, ttt=1):
     step sees few shapes: "lrows", the flat indices into B * T of its loss rows (padding: row 0) and
     "lvalid" (false on the padding); every step's loss mask is within b["mask"], so the losses over these
     rows are the losses over all rows. With ttt > 1 steps, for step k = 1 .. ttt - 1 (row k - 1 of each):
-    "g_idx", the rows step k computes (padding: B * T), those of each segment from row f - (ttt - 1 - k)
+    "g_idx", the rows step k computes (padding: B * T): those of each segment from row f - (ttt - 1 - k)
     on, f its first loss row (a loss at step k' >= k, row r >= f, reads step k at rows r - (k' - k) .. r,
-    so at f - (ttt - 1 - k) and later; each set holds the next one's rows and one more); "g_prev", for each of them the
-    position of the row before it in step k - 1's set (step 1 takes step 0's rows directly); "g_lpos", the
-    position of each loss row in step k's set. Positions past a set's rows (the set's padded length P)
-    point to a zero row."""
+    so at f - (ttt - 1 - k) and later; each set holds the next one's rows and one more); "g_prev", for
+    each of them the position of the row before it in step k - 1's set (step 1 takes step 0's rows
+    directly); "g_lpos", the position of each loss row in step k's set. Positions past a set's rows (its
+    padded length P) point to a zero row."""
     mask = b["mask"]
     B, T = mask.shape
     BT = B * T
@@ -647,7 +647,8 @@ def main(argv=None):
     ap.add_argument("--warmup", type=float, default=0.05, help="fraction of steps (at most 100 steps)")
     ap.add_argument("--minutes", type=float, default=0, help="time budget: as many steps as fit (<= --epochs)")
     ap.add_argument("--loss-rows", type=int, default=128, help="the output head only over a batch's loss rows, "
-                    "padded to a multiple of this (0: over every row; the same losses either way)")
+                    "and the draft steps after the first only over the rows a loss depends on, padded to a "
+                    "multiple of this (0: every row everywhere; the same losses either way)")
     ap.add_argument("--clip", type=float, default=0.5)
     ap.add_argument("--wd", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=0)
