@@ -48,15 +48,43 @@ from hs_train.distill import data_dirs, is_heldout, log, shard_paths
 # ---------------- data ----------------
 
 
+def npz_mmap(path):
+    """The arrays of an .npz as read-only memory maps of the file where its members are stored uncompressed
+    (distill.py writes them so), else read: the features of all SmolLM2 answers (about 17 GB) stay in the page
+    cache, which the kernel can reclaim, instead of the process's memory."""
+    import zipfile
+
+    out = {}
+    with zipfile.ZipFile(path) as zf, open(path, "rb") as f:
+        for info in zf.infolist():
+            name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+            if info.compress_type != zipfile.ZIP_STORED:
+                out[name] = np.load(zf.open(info))
+                continue
+            f.seek(info.header_offset)
+            head = f.read(30)  # the local file header: its name and extra field lengths
+            f.seek(info.header_offset + 30 + int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little"))
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(f)
+            if dtype.hasobject or fortran:
+                out[name] = np.load(zf.open(info))
+            elif int(np.prod(shape)) == 0:
+                out[name] = np.zeros(shape, dtype)
+            else:
+                out[name] = np.memmap(path, dtype, "r", f.tell(), shape)
+    return out
+
+
 def load_sequences(data_dir, shard_list=None, keep=None):
-    """Per sequence: tokens, prompt_len, idx, and features (taps f16 [n-1, 3D], top_p, top_id [n-1, 32]).
-    keep(idx) -> bool: only those sequences, their features copied out of the shard so that the rest is freed
-    (--eval-only reads the held-out ones: a few hundred MB where all of SmolLM2's take about 14 GB)."""
+    """Per sequence: tokens, prompt_len, idx, and features (taps f16 [n-1, 3D], top_p, top_id [n-1, 32]),
+    views of the shards' memory maps (npz_mmap). keep(idx) -> bool: only those sequences, their features
+    copied out (--eval-only reads the held-out ones)."""
     paths = shard_list or shard_paths(data_dir)
     cut = (lambda v: v) if keep is None else np.array
     seqs = []
     for p in paths:
-        z = np.load(p)
+        z = npz_mmap(p)
         off = z["offsets"]
         taps, tp, ti = z["taps"], z["top_p"], z["top_id"]
         r = 0
