@@ -37,7 +37,7 @@
 #
 # The committed head has been trained on all committed answers (models/heads/smollm2/MANIFEST.json, its lineage);
 # the first head only on the prompts of answers-00, which is why 3a89119's continuation left that file out. Measured on the 2-core machine: gen about 190 answer tokens/s, feats about 380 tokens/s (prompt and
-# answer), training about 360 rows/s.
+# answer), training about 500 rows/s (320-370 before the loss-row tables of 2026-11-29).
 #
 # $OUT = $HS_HOME/distill/smollm2-llama. Progress: $OUT/gen.log, $OUT/feats/gen.log,
 # $HS_HOME/heads/smollm2-next/train.log. Builds heterospec (for the tokenizer), hs-oracle and the train venv
