@@ -154,11 +154,10 @@ train)
   fi
   answers="${ANSWERS:-$( (committed ""; committed -long; committed -open) | paste -sd, -)}"
   answers="$(tr , '\n' <<<"$answers" | xargs realpath | paste -sd, -)"
-  # The features of every answer by hs-oracle --refeed (one llama.cpp prefill per sequence, about 615 tokens/s
-  # on the 2-core VM against about 380 for the JAX target's `distill feats`; resumable), all jobs by index.
-  # Sequences whose features hs-oracle recorded while answering (gen --feats) or refed go to the shards first, so
-  # that only the answers left without them are refed; then the JAX target's features for any left (none once
-  # the refeed is complete).
+  # Sequences whose features hs-oracle recorded while answering (gen --feats) or refed go to the shards first;
+  # the answers left without them are refed (hs-oracle --refeed: one llama.cpp prefill per sequence, about 615
+  # tokens/s on the 2-core VM against about 380 for the JAX target's `distill feats`; resumable; all jobs by
+  # index), then the JAX target computes any still left (none once the refeed is complete).
   feats_all="$out/feats.hsf,$out/feats-long.hsf,$out/feats-open.hsf,$out/feats-refeed.hsf"
   "$PY" -m hs_train.distill pack-feats --answers "$answers" --feats "$feats_all" --out "$out/feats" \
     --missing "$out/answers-missing.txt"

@@ -78,10 +78,9 @@ def npz_mmap(path):
 
 def load_sequences(data_dir, shard_list=None, keep=None):
     """Per sequence: tokens, prompt_len, idx, and features (taps f16 [n-1, 3D], top_p, top_id [n-1, 32]),
-    views of the shards' memory maps (npz_mmap). keep(idx) -> bool: only those sequences, their features
-    copied out (--eval-only reads the held-out ones)."""
+    views of the shards' memory maps (npz_mmap). keep(idx) -> bool: only those sequences (--eval-only reads
+    the held-out ones)."""
     paths = shard_list or shard_paths(data_dir)
-    cut = (lambda v: v) if keep is None else np.array
     seqs = []
     for p in paths:
         z = npz_mmap(p)
@@ -98,9 +97,9 @@ def load_sequences(data_dir, shard_list=None, keep=None):
                         "idx": idx,
                         "tokens": toks.astype(np.int32),
                         "prompt_len": int(z["prompt_len"][i]),
-                        "taps": cut(taps[r : r + m]),
-                        "top_p": cut(tp[r : r + m]),
-                        "top_id": cut(ti[r : r + m]),
+                        "taps": taps[r : r + m],
+                        "top_p": tp[r : r + m],
+                        "top_id": ti[r : r + m],
                     }
                 )
             r += m
@@ -344,16 +343,15 @@ def loss_rows(b, quantum, ttt=1):
     g_idx = np.full((ttt - 1, P), BT, np.int32)
     g_prev = np.full((ttt - 1, P), P, np.int32)
     g_lpos = np.full((ttt - 1, L), P, np.int32)
-    where = []  # flat row -> position in step k's set (P: not in it)
+    w_prev = None
     for k, rows in enumerate(sets, 1):
         g_idx[k - 1, : len(rows)] = rows
-        w = np.full(BT + 1, P, np.int32)
+        w = np.full(BT + 1, P, np.int32)  # flat row -> position in step k's set (P: not in it)
         w[rows] = np.arange(len(rows))
-        where.append(w)
         if k >= 2:
-            prev = np.where(rows % T > 0, rows - 1, BT)
-            g_prev[k - 1, : len(rows)] = where[k - 2][prev]
+            g_prev[k - 1, : len(rows)] = w_prev[np.where(rows % T > 0, rows - 1, BT)]
         g_lpos[k - 1, : len(idx)] = w[idx]
+        w_prev = w
     b["g_idx"], b["g_prev"], b["g_lpos"] = g_idx, g_prev, g_lpos
     return b
 
@@ -456,11 +454,12 @@ def make_fns(hd, n_steps, weights):
         pad = jnp.zeros(a.shape[:1] + (s,) + a.shape[2:], a.dtype)
         return jnp.concatenate([pad, a[:, :-s]], axis=1)
 
-    def forward(p, embd, b, n_steps, t=None):
-        """Returns per step: draft logits [B, T, N]. TTT as in the module doc. With t (loss_rows' tables:
-        "lrows", and for several steps "g_idx", "g_prev", "g_lpos"), the logits [L, N] of the loss rows
-        only, and with g_idx steps >= 1 run their products only at the rows a loss can depend on
+    def forward(p, embd, b, n_steps):
+        """Returns per step: draft logits [B, T, N]. TTT as in the module doc. When b holds loss_rows'
+        tables ("lrows", and for several steps "g_idx", "g_prev", "g_lpos"), the logits [L, N] of the loss
+        rows only, and with g_idx steps >= 1 run their products only at the rows a loss can depend on
         (attention runs over every row, the rows left out as zeros): the same values at the loss rows."""
+        t = b if "lrows" in b else None
         B, T = b["tok"].shape
         BT = B * T
         pos = jnp.broadcast_to(jnp.arange(T), (B, T))
@@ -534,14 +533,13 @@ def make_fns(hd, n_steps, weights):
     def losses(p, embd, b):
         """With b["lrows"] (loss_rows), the logits and everything a loss reads are those rows only
         (b["lvalid"] false for padding): the same sums as over every row."""
-        rows = b.get("lrows")
-        logits = forward(p, embd, b, n_steps, b if rows is not None else None)
+        logits = forward(p, embd, b, n_steps)
         masks = step_masks(b, n_steps)
         tid, tgt_p, top1 = b["tgt_id"], b["tgt_p"], b["top1"]
-        if rows is not None:
-            flat = lambda a: a.reshape((-1,) + a.shape[2:])[rows]
-            masks = [flat(m) & b["lvalid"] for m in masks]
-            tid, tgt_p, top1 = flat(tid), flat(tgt_p), flat(top1)
+        if "lrows" in b:
+            at_rows = lambda a: a.reshape((-1,) + a.shape[2:])[b["lrows"]]
+            masks = [at_rows(m) & b["lvalid"] for m in masks]
+            tid, tgt_p, top1 = at_rows(tid), at_rows(tgt_p), at_rows(top1)
         tp = jnp.where(tid >= 0, tgt_p.astype(jnp.float32), 0.0)
         tp = tp / jnp.maximum(tp.sum(-1, keepdims=True), 1e-9)
         total = 0.0
