@@ -672,6 +672,11 @@ def main(argv=None):
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--warmup", type=float, default=0.05, help="fraction of steps (at most 100 steps)")
     ap.add_argument("--minutes", type=float, default=0, help="time budget: as many steps as fit (<= --epochs)")
+    ap.add_argument("--steps", type=int, default=0, help="exactly this many steps in all (overrides --epochs, "
+                    "--minutes and a resumed checkpoint's length: the cosine then ends there)")
+    ap.add_argument("--stop-at", type=int, default=0, help="stop after this step with a checkpoint, leaving "
+                    "the schedule as it is (a later run resumes; with --steps, a run that changed its length "
+                    "mid-way is reproduced)")
     ap.add_argument("--loss-rows", type=int, default=128, help="the output head only over a batch's loss rows, "
                     "and the draft steps after the first only over the rows a loss depends on, padded to a "
                     "multiple of this (0: every row everywhere; the same losses either way)")
@@ -766,7 +771,14 @@ def main(argv=None):
     embd = jnp.asarray(tparams["tok_embd"])
     if ck and "total" in ck:
         total = ck["total"]
-    fixed = bool(ck) or not a.minutes  # with --minutes, total is decided from the measured step time
+    if a.steps:
+        if ck and a.steps <= ck["step"]:
+            sys.exit(f"train: --steps {a.steps} is not past the checkpoint's step {ck['step']}")
+        if ck and ck.get("total") != a.steps:
+            log(logf, f"schedule length {ck.get('total')} -> {a.steps} steps (--steps) at step {ck['step']}")
+        total = a.steps
+    # with --minutes, total is decided from the measured step time
+    fixed = bool(ck) or not a.minutes or bool(a.steps)
 
     def sched(step):
         """Linear warmup over --warmup of the steps (at most 100), cosine to 5 % of --lr at `total`."""
@@ -816,7 +828,8 @@ def main(argv=None):
     t0 = time.time()
     acc_log = []
     n_since = 0
-    while step < total and not a.eval_only:
+    end = min(total, a.stop_at) if a.stop_at else total
+    while step < end and not a.eval_only:
         ep, i = divmod(step, steps_per_epoch)
         ids = order_for(ep)[i * a.batch : (i + 1) * a.batch]
         nb = tr.batch(ids)
@@ -853,6 +866,9 @@ def main(argv=None):
             log(logf, f"checkpoint at step {step}")
     if not a.eval_only:
         save()
+        if step < total:
+            log(logf, f"stopped at step {step} of {total} (--stop-at): checkpoint saved, no eval or export")
+            return
 
     # held-out evaluation: per-step top-1 against the target's argmax (loss rows), and
     # the accepted length of a greedy chain from every root row (token j+2 an answer token)
