@@ -827,13 +827,17 @@ static hs_status create_sync(hs_vk_ctx *ctx) {
     hs_vk_obj_unlink(ctx, &ctx->sync->obj);
     uint32_t *sync = ctx->sync->host; /* the spin's indirect counts: x per submit (vk_seq.c), y = z = 1 */
     sync[HS_VK_SYNC_GROUPS + 1] = sync[HS_VK_SYNC_GROUPS + 2] = 1;
+    /* A workgroup fills llvmpipe's vector (shaders/spin.comp); at least 8 lanes. */
+    const uint32_t lanes = ctx->caps.subgroup_size > 8 ? ctx->caps.subgroup_size : 8;
     hs_vk_pipeline_desc d = {.name = "split barrier",
                              .code = hs_spv_spin,
                              .code_size = hs_spv_spin_size,
                              .n_bindings = 1,
                              .write_mask = 1,
                              .push_size = 4,
-                             .wg_size = {8, 1, 1}};
+                             .n_spec = 1,
+                             .spec = {lanes},
+                             .wg_size = {lanes, 1, 1}};
     HS_TRY(hs_vk_pipeline_create(ctx, &d, &ctx->spin));
     hs_vk_obj_unlink(ctx, &ctx->spin->obj);
 fail:

@@ -5,10 +5,12 @@
 // number; the host zeroes the counters before each submit). Split execution
 // runs only on lavapipe, whose parts are CPU threads on one coherent memory,
 // so the atomics and buffer barriers here order the parts' writes.
-// Eight invocations, all waiting alike: with one, llvmpipe's loops also run
-// the vector's idle lanes and exit only at its loop limit. That limit (65535
-// iterations of all loops of one invocation together) bounds a workgroup's
-// wait, so the dispatch is indirect, its workgroups run one after the other
+// One invocation per lane of the driver's vector (local_size_x_id 0: the
+// subgroup size, 8 with 256-bit vectors, 16 with 512), all waiting alike: with
+// fewer, llvmpipe's loops also run the vector's idle lanes and exit only at
+// its loop limit, so every barrier would wait that long (tests/wide_vectors).
+// That limit (65535 iterations of all loops of one invocation together)
+// bounds a workgroup's wait, so the dispatch is indirect, its workgroups run one after the other
 // by the part's thread, each waiting on while the barrier is not reached
 // (one that finds it reached returns at once), and each iteration reads the
 // counter 64 times. The host asks for 4 workgroups, and for 64 on a
@@ -20,7 +22,7 @@
 // A wait that ends without every part counts in `late`, which the host turns
 // into an error rather than use what the parts computed (a part descheduled
 // that long, or a lost device).
-layout(local_size_x = 8) in;
+layout(local_size_x_id = 0) in;
 layout(std430, binding = 0) buffer Sync {
     uint count;
     uint late;
