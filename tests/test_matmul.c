@@ -862,7 +862,7 @@ static const struct {
     uint32_t rows, cols;
     bool q8; /* on 8-bit activations */
 } k_split[N_SPLIT] = {{HS_TYPE_Q4_0, 1000, 256, false},
-                      {HS_TYPE_F32, 300, 256, false},
+                      {HS_TYPE_F32, 300, 128, false}, /* 64 rows of 128 fit the range: groups of 16 lanes x 4 rows */
                       {HS_TYPE_Q6_K, 600, 512, false},
                       {HS_TYPE_Q8_0, 700, 192, false},
                       /* 5 columns of 4096 outputs (80 KiB) pass the range: the batch is split too */

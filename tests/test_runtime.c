@@ -358,16 +358,23 @@ static void test_seq_replay_and_barriers(void **state) {
     free(data);
 }
 
+/* split_run's shapes: a product of SPLIT_ROWS rows by SPLIT_K, then one of
+ * SPLIT_K rows by SPLIT_ROWS, over SPLIT_N columns. A product workgroup
+ * computes subgroup x 4 rows on lavapipe (32 at 8 lanes, 64 at 16), so both
+ * products have at least three workgroups (every part of three gets some) at
+ * up to 16 lanes, and the first divides unevenly among three parts. */
+enum { SPLIT_K = 192, SPLIT_ROWS = 160, SPLIT_N = 5 };
+
 /* Runs, on a context made with var=value (var NULL: as the run is), a q4_1
- * product of 160 rows by 96 over 5 columns, adds the product to itself in
- * place (eltwise reads gl_NumWorkGroups: it runs whole on part 0), a
- * second product of that (96 rows by 160), and doubles 65536 numbers in
- * place (checked here); returns the 96 x 5 result, the context's parts and
- * the dispatches each part recorded (parts[0..3]), or NULL with *status set
- * when the submit failed. */
+ * product of SPLIT_ROWS rows by SPLIT_K over SPLIT_N columns, adds the
+ * product to itself in place (eltwise reads gl_NumWorkGroups: it runs whole
+ * on part 0), a second product of that (SPLIT_K rows by SPLIT_ROWS), and
+ * doubles 65536 numbers in place (checked here); returns the SPLIT_K x
+ * SPLIT_N result, the context's parts and the dispatches each part recorded
+ * (parts[0..3]), or NULL with *status set when the submit failed. */
 static float *split_run(const char *var, const char *value, uint32_t *parts, uint32_t per_part[4],
                         hs_status *status) {
-    enum { K = 96, ROWS = 160, N = 5 };
+    enum { K = SPLIT_K, ROWS = SPLIT_ROWS, N = SPLIT_N };
     hs_vk_ctx *vk = ctx_with(var, value);
     *parts = hs_vk_ctx_caps(vk)->parts;
     hs_ops *ops = NULL;
@@ -500,7 +507,7 @@ static void split_stall(void) {
 
 /* Split execution (lavapipe): on with two or more CPUs unless switched off,
  * its parts named in the device line; a sequence on three parts (dividing
- * products of 160 and 96 rows unevenly, the in-place add whole on part 0,
+ * products of SPLIT_ROWS and SPLIT_K rows, the in-place add whole on part 0,
  * barriers between) gives bitwise the result of one device; a part that does
  * not reach a barrier makes the submit fail with an error, not a result, and
  * the first submit of a sequence waits longer (split_stall). */
@@ -549,10 +556,10 @@ static void test_split(void **state) {
         assert_int_equal(d3[3], 0);
     }
     assert_int_equal(d1[1], 0);
-    assert_memory_equal(one, three, 96 * 5 * 4);
+    assert_memory_equal(one, three, SPLIT_K * SPLIT_N * 4);
     /* The result is not trivially equal: it changes with the input. */
     bool nonzero = false;
-    for (int i = 0; i < 96 * 5; i++) nonzero |= one[i] != 0;
+    for (int i = 0; i < SPLIT_K * SPLIT_N; i++) nonzero |= one[i] != 0;
     assert_true(nonzero);
     free(one);
     free(three);

@@ -582,7 +582,9 @@ static void test_workgroup_sizes(void **state) {
     hs_test_env *env = *state;
     const hs_tuning saved = *hs_ops_tuning(env->ops);
     hs_tuning tuning = saved;
-    static const uint32_t wgs[] = {16, 24, 64, 128};
+    /* 2, 3, 8 and 16 subgroups (of 8 lanes where subgroup operations are off) */
+    const uint32_t unit = hs_ops_subgroup(env->ops) > 8 ? hs_ops_subgroup(env->ops) : 8;
+    const uint32_t wgs[] = {2 * unit, 3 * unit, 8 * unit, 16 * unit};
     static const uint32_t vocabs[] = {1, 33, 1001, 49152};
     hs_rng rng;
     hs_rng_seed(&rng, 28);

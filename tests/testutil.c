@@ -80,6 +80,18 @@ int hs_test_setup(void **state) {
         free(env);
         return -1;
     }
+    /* HS_TEST_SUBGROUP=N: the run is meant for a device of N-lane subgroups
+     * (tests/CMakeLists.txt's 512-bit llvmpipe runs); any other fails setup,
+     * so a setting that did not reach the driver is not a silent pass. */
+    const char *want = getenv("HS_TEST_SUBGROUP");
+    const uint32_t lanes = hs_vk_ctx_caps(env->vk)->subgroup_size;
+    if (want && *want && strtoul(want, NULL, 10) != lanes) {
+        fprintf(stderr, "hs_test_setup: HS_TEST_SUBGROUP=%s but the device runs subgroups of %u lanes\n", want,
+                lanes);
+        hs_vk_ctx_destroy(env->vk);
+        free(env);
+        return -1;
+    }
     if (hs_ops_create(env->vk, &env->ops) != HS_OK) {
         fprintf(stderr, "hs_test_setup: %s\n", hs_last_error());
         hs_vk_ctx_destroy(env->vk);
@@ -89,6 +101,20 @@ int hs_test_setup(void **state) {
     *state = env;
     g_vk = env->vk;
     return 0;
+}
+
+unsigned long hs_test_split_range(unsigned long base, unsigned long row_bytes) {
+    void *state = NULL;
+    if (hs_test_setup(&state)) return 0;
+    hs_test_env *env = state;
+    const uint32_t sg = hs_ops_caps(env->ops)->subgroup_size;
+    const unsigned long lanes = sg < 8 ? 8 : sg > 64 ? 64 : sg; /* the products' lanes (op_matmul.c) */
+    const unsigned long group = lanes * hs_ops_tuning(env->ops)->matvec_rows_per_wg * row_bytes;
+    hs_ops_destroy(env->ops);
+    hs_vk_ctx_destroy(env->vk);
+    free(env);
+    g_vk = NULL;
+    return group + 1024 <= base ? base : (group + 1024 + 4095) / 4096 * 4096;
 }
 
 int hs_test_setup_range(void **state, unsigned long bytes) {

@@ -66,6 +66,12 @@ int hs_test_setup_range(void **state, unsigned long bytes);
  * neither leaks into the next nor drops what the whole run was started with. */
 int hs_test_setup_env(void **state, unsigned long range, const char *name, const char *value);
 int hs_test_teardown(void **state);
+/* The maxStorageBufferRange a split group forces: `base` where one row group
+ * of the products (subgroup x the tuning's rows, of row_bytes each on the
+ * device) fits it, else that group plus 1 KiB rounded up to 4 KiB (a group
+ * must fit one binding). Probes the device with a context of its own; 0 when
+ * none can be made. */
+unsigned long hs_test_split_range(unsigned long base, unsigned long row_bytes);
 
 /* Fails the current test with the last error message unless st == HS_OK. */
 #define HS_CHECK(expr)                                                                             \

@@ -53,7 +53,8 @@ run_suite() { # <build-dir> <label> <ctest jobs> <ctest options, space-separated
   echo "== $label: $((SECONDS - start)) s"
 }
 
-fallback="-LE statistical"
+# The statistical test and the 512-bit runs (label wide) only in the default pass.
+fallback="-LE statistical|wide"
 # First the default kernels without split execution, two tests at a time: this pass compiles them into the
 # empty Mesa shader cache on both cores, where the split pass (one test at a time, every part of a dispatch
 # compiling the same variant at once) would use both cores for one compile. The split pass after it finds
