@@ -109,10 +109,12 @@ static uint64_t attn_shared_bytes(uint32_t lanes, uint32_t heads, uint32_t head_
 }
 
 /* Queries per workgroup of the prefix-sharing kernel (attention.comp QBLOCK) for
- * this call: the largest power of two up to the tuning's attnqb that is at
- * most n, divides the subgroup and head_dim / 4 and fits the device; 0 for one
- * query per workgroup (any choice gives the same bits). *parts: the fewest
- * merge parts (dividing head_dim / 4) whose shared memory fits. */
+ * this call: the largest power of two up to the tuning's attnqb that is below
+ * 2 n (so n = 3 takes one block of 4 with a dead slot rather than blocks of 2,
+ * which load the prefix twice for the same four query slots), divides the
+ * subgroup and head_dim / 4 and fits the device; 0 for one query per
+ * workgroup (any choice gives the same bits). *parts: the fewest merge parts
+ * (dividing head_dim / 4) whose shared memory fits. */
 static uint32_t attn_qblock(const hs_ops *ops, const attn_plan *pl, uint32_t head_dim, uint32_t n,
                             bool f32_unsplit, bool q8, uint32_t *parts) {
     const hs_vk_caps *c = hs_ops_caps(ops);
@@ -120,7 +122,7 @@ static uint32_t attn_qblock(const hs_ops *ops, const attn_plan *pl, uint32_t hea
     if (!f32_unsplit || !c->subgroup_ops || sg == 0) return 0;
     for (uint32_t qb = hs_ops_tuning(ops)->attn_qb; qb >= 2; qb /= 2) {
         const uint32_t wg = pl->lanes * qb;
-        if (qb > n || sg % qb || d4 % qb || wg % sg || wg > c->max_wg_invocations || wg > c->max_wg_size[0])
+        if (qb >= 2 * n || sg % qb || d4 % qb || wg % sg || wg > c->max_wg_invocations || wg > c->max_wg_size[0])
             continue;
         for (uint32_t mp = 1; mp <= d4; mp++) {
             if (d4 % mp) continue;

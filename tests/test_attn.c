@@ -757,6 +757,12 @@ static void test_attention_bad_args(void **state) {
 static uint8_t *qblock_run(hs_test_env *env, hs_ops *ops, attn_dev *a, const shape *s, uint32_t n,
                            uint32_t n_cols, int kind, size_t *bytes) {
     const float scale = 1.0f / sqrtf((float)s->hd);
+    *bytes = kind == 1 ? (size_t)n * s->n_head * s->hd / 32 * 80 : (size_t)n * s->n_head * s->hd * 4;
+    /* NaN bytes first: an output this call does not write cannot pass for the last call's */
+    uint8_t *o = malloc(*bytes);
+    assert_non_null(o);
+    memset(o, 0xff, *bytes);
+    HS_CHECK(hs_vk_buffer_upload(a->out, a->bout.offset, o, *bytes));
     hs_vk_seq *seq = hs_test_seq_begin(env);
     if (kind == 0)
         HS_CHECK(hs_op_attention(ops, seq, &a->bq, &a->kv, s->n_head, &a->binfo, &a->bmask, n, scale,
@@ -768,17 +774,15 @@ static uint8_t *qblock_run(hs_test_env *env, hs_ops *ops, attn_dev *a, const sha
         HS_CHECK(hs_op_attention_cols(ops, seq, &a->bq, &a->kv, s->n_head, &a->binfo, &a->bmask, n, n_cols,
                                       scale, &a->bout));
     hs_test_seq_run(seq);
-    *bytes = kind == 1 ? (size_t)n * s->n_head * s->hd / 32 * 80 : (size_t)n * s->n_head * s->hd * 4;
-    uint8_t *o = malloc(*bytes);
-    assert_non_null(o);
     HS_CHECK(hs_vk_buffer_download(a->out, a->bout.offset, o, *bytes));
     return o;
 }
 
 /* Query blocks that share the prefix rows' loads (attention.comp QBLOCK,
  * tuning attnqb) give bitwise the one-query kernel's outputs: several block
- * sizes, storage and texel cache reads, n not a multiple of the block, slots
- * past the tree and past the live queries, an empty prefix, random masks,
+ * sizes, storage and texel cache reads, n not a multiple of the block and n
+ * below it (a block of the next power of two), slots past the tree and past
+ * the live queries, an empty prefix, random masks,
  * the 8-bit and the cols forms; causal chains (whose blocks share the tree
  * rows' loads too), also over two mask words, past the live nodes and with a
  * branch after a chain (blocks of both kinds in one dispatch). The blocked
@@ -811,6 +815,9 @@ static void test_attention_qblock(void **state) {
         {{9, 3, 64, 400, HS_TYPE_F32}, 16, 40, 16, 0, 1, 1},
         {{9, 3, 64, 400, HS_TYPE_F32}, 40, 120, 37, 0, 0, 1},
         {{9, 3, 64, 400, HS_TYPE_F32}, 24, 100, 24, 0, 0, 2},
+        /* fewer queries than the block: one block of 4 (n = 3) or 8 (n = 5) with dead slots */
+        {{9, 3, 64, 400, HS_TYPE_F32}, 3, 260, 3, 0, 0, 0},
+        {{9, 3, 64, 400, HS_TYPE_F32}, 5, 90, 5, 0, 0, 1},
     };
     static const uint32_t qbs[] = {2, 4, 8};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
