@@ -73,6 +73,10 @@ static uint32_t matmul_lanes(const hs_ops *ops) {
 
 static const char *type_suffix(hs_type t) { return hs_type_name(t); }
 
+uint32_t hs_weight_group_rows(const hs_ops *ops) {
+    return matmul_lanes(ops) * clamp_u32(hs_ops_tuning(ops)->matvec_rows_per_wg, 1, HS_TUNING_MAX_ROWS);
+}
+
 /* ---- weights ---- */
 
 void hs_weight_destroy(hs_weight *w) {
@@ -124,7 +128,7 @@ hs_status hs_weight_create_stacked(hs_ops *ops, hs_type type, uint32_t cols, uin
     w->cols = cols;
     w->lanes = matmul_lanes(ops);
     w->rl = clamp_u32(hs_ops_tuning(ops)->matvec_rows_per_wg, 1, HS_TUNING_MAX_ROWS);
-    w->g = w->lanes * w->rl;
+    w->g = hs_weight_group_rows(ops);
     w->nblk = hs_quant_device_blocks(type, cols);
     const hs_quant_layout L = hs_quant_device_layout(type);
 

@@ -62,6 +62,10 @@ hs_type hs_weight_type(const hs_weight *w);
 uint64_t hs_weight_device_bytes(const hs_weight *w);
 /* Number of row chunks (buffers) the weight was split into. */
 uint32_t hs_weight_chunks(const hs_weight *w);
+/* Rows of one group of a weight's device layout on this context (the
+ * products' lanes x the tuning's rows per invocation): a chunk holds whole
+ * groups, so one group must fit maxStorageBufferRange. */
+uint32_t hs_weight_group_rows(const hs_ops *ops);
 
 typedef enum hs_matmul_prologue {
     HS_MATMUL_PLAIN = 0,   /* x' = x */

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "op_matmul.h"
+
 /* The context of the running group (one at a time), what it had said and
  * held when the current test started, and whether the group teardown failed. */
 static hs_vk_ctx *g_vk;
@@ -106,14 +108,8 @@ int hs_test_setup(void **state) {
 unsigned long hs_test_split_range(unsigned long base, unsigned long row_bytes) {
     void *state = NULL;
     if (hs_test_setup(&state)) return 0;
-    hs_test_env *env = state;
-    const uint32_t sg = hs_ops_caps(env->ops)->subgroup_size;
-    const unsigned long lanes = sg < 8 ? 8 : sg > 64 ? 64 : sg; /* the products' lanes (op_matmul.c) */
-    const unsigned long group = lanes * hs_ops_tuning(env->ops)->matvec_rows_per_wg * row_bytes;
-    hs_ops_destroy(env->ops);
-    hs_vk_ctx_destroy(env->vk);
-    free(env);
-    g_vk = NULL;
+    const unsigned long group = hs_weight_group_rows(((hs_test_env *)state)->ops) * row_bytes;
+    if (hs_test_teardown(&state)) return 0;
     return group + 1024 <= base ? base : (group + 1024 + 4095) / 4096 * 4096;
 }
 

@@ -67,7 +67,7 @@ int hs_test_setup_range(void **state, unsigned long bytes);
 int hs_test_setup_env(void **state, unsigned long range, const char *name, const char *value);
 int hs_test_teardown(void **state);
 /* The maxStorageBufferRange a split group forces: `base` where one row group
- * of the products (subgroup x the tuning's rows, of row_bytes each on the
+ * of the products (hs_weight_group_rows, of row_bytes each on the
  * device) fits it, else that group plus 1 KiB rounded up to 4 KiB (a group
  * must fit one binding). Probes the device with a context of its own; 0 when
  * none can be made. */
