@@ -45,11 +45,13 @@ static void usage(FILE *f) {
                "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
                "                     ar | chain[/dD] | static[/B1xB2x..] | eagle2[/kK][/dD][/nN]\n"
                "                     | heterospec[/lL][/f0][/h1][/s0] | eagle2-tuned\n"
-               "                     | lookup[/lL][/mM]\n"
+               "                     | lookup[/lL][/mM], each but eagle2-tuned also [/eN]\n"
                "                     (d: depth, k: draft top-k, n: tree size, l: context lookup\n"
                "                     chain length, 0 off; f0: heterospec without its acceptance\n"
                "                     feedback; h1: with the head where the calibration drops it;\n"
-               "                     s0: without the n-gram store's chains;\n"
+               "                     s0: without the n-gram store's chains; eN: lists of up to\n"
+               "                     N tokens get every output head in the pass, e0 never\n"
+               "                     (default: heterospec's calibration's, else never);\n"
                "                     lookup: prompt lookup decoding without\n"
                "                     the head, chains of L (default 3) after matches of M+ tokens\n"
                "                     (default 2); other defaults as generate;\n"
@@ -72,6 +74,7 @@ typedef struct method {
     int feedback;  /* heterospec/f0: 0 turns the acceptance feedback off; -1: the calibration's */
     int with_head; /* heterospec/h1: 1 keeps the head where the calibration says headless; -1: as it says */
     int store;     /* heterospec/s0: 0 turns the n-gram store's chains off; -1: the calibration's */
+    int eager;     /* /eN: hs_tree_policy.eager (0: off); -1: the method's (heterospec: the calibration's) */
     hs_hx_model hx; /* heterospec/h1: the calibration's model with the head (the policy points here) */
     hs_spec *spec; /* NULL for ar and plain */
     bool plain;    /* heterospec whose calibration found that no tree pays here: decodes plainly */
@@ -179,6 +182,7 @@ static hs_status parse_method(const char *text, method *m) {
     m->feedback = -1;
     m->with_head = -1;
     m->store = -1;
+    m->eager = -1;
     char buf[64];
     snprintf(buf, sizeof buf, "%s", text);
     char *save = NULL, *name = strtok_r(buf, "/", &save);
@@ -209,8 +213,9 @@ static hs_status parse_method(const char *text, method *m) {
                    : part[0] == 'f' && !strcmp(name, "heterospec")                             ? &m->feedback
                    : part[0] == 'h' && !strcmp(name, "heterospec")                             ? &m->with_head
                    : part[0] == 's' && !strcmp(name, "heterospec")                             ? &m->store
+                   : part[0] == 'e'                                                            ? &m->eager
                                     : NULL;
-        if (!strcmp(name, "static")) {
+        if (!strcmp(name, "static") && part[0] != 'e') {
             snprintf(tree, sizeof tree, "%s", part);
             for (char *c = tree; *c; c++)
                 if (*c == 'x') *c = ',';
@@ -222,6 +227,9 @@ static hs_status parse_method(const char *text, method *m) {
             if (dst == &m->lookup && *dst > (int)HS_LOOKUP_MAX_LEN)
                 return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: a lookup chain is 0..%u tokens", text,
                                HS_LOOKUP_MAX_LEN);
+            if (dst == &m->eager && *dst > (int)HS_TREE_EAGER_MAX)
+                return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: e is 0..%u (list entries)", text,
+                               HS_TREE_EAGER_MAX);
             if (dst == &m->with_head && *dst != 1)
                 return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: h1 (with the head) is the only h option",
                                text);
@@ -236,6 +244,7 @@ static hs_status parse_method(const char *text, method *m) {
     }
     s.lookup = m->lookup;
     HS_TRY(hs_cli_spec_policy(&s, &m->policy));
+    if (m->eager >= 0) m->policy.eager = (uint32_t)m->eager;
 fail:
     return st;
 }
@@ -414,6 +423,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
             }
             if (ms[i].feedback == 0) ms[i].policy.observe = NULL;
             if (ms[i].store == 0) ms[i].policy.store_len = 0;
+            if (ms[i].eager >= 0) ms[i].policy.eager = (uint32_t)ms[i].eager;
             ms[i].plain = hxs[mode].model.plain;
             if (ms[i].plain) {
                 fprintf(stderr,
@@ -430,8 +440,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
         } else if (hxs[mode].have_eagle2) {
             ms[i].policy = hxs[mode].eagle2;
             const size_t len = strlen(ms[i].label);
-            snprintf(ms[i].label + len, sizeof ms[i].label - len, " (k%u/d%u/n%u)", ms[i].policy.top_k,
-                     ms[i].policy.depth, ms[i].policy.total);
+            snprintf(ms[i].label + len, sizeof ms[i].label - len, " (k%u/d%u/n%u%s)", ms[i].policy.top_k,
+                     ms[i].policy.depth, ms[i].policy.total, ms[i].policy.eager ? "/eager" : "");
         } else {
             HS_FAIL(HS_ERR_INVALID_ARG,
                     "eagle2-tuned: the calibration (%s) chose no EAGLE-2 setting; run heterospec "

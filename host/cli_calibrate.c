@@ -200,6 +200,21 @@ fail:
     return st;
 }
 
+/* The same passes with every row's output head (hs_tree_policy.eager) for
+ * N = 1 .. HS_TREE_EAGER_MAX, into x. */
+static hs_status time_verify_all(hs_llama *m, const int32_t *toks, const int32_t *parents, int r,
+                                 double x[HS_TREE_EAGER_MAX][100]) {
+    hs_status st = HS_OK;
+    const uint32_t *amax;
+    for (uint32_t n = 1; n <= HS_TREE_EAGER_MAX; n++) {
+        const double t0 = hs_now_s();
+        HS_TRY(hs_llama_eval(m, toks, n, parents, false, false, NULL, &amax));
+        if (r >= 0) x[n - 1][r] = hs_now_s() - t0;
+    }
+fail:
+    return st;
+}
+
 static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c) {
     hs_status st = HS_OK;
     const uint32_t V = hs_llama_cfg(m)->n_vocab;
@@ -238,6 +253,7 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
      *   the same cache-only (hs_eagle3_consume_cache),
      *   a draft level of w nodes (all children of the root). */
     static double xv[NV][100], xd[ND][100], xc[100], xcc[100], xp[100], xh[100], xa[100], xhs[4][100];
+    static double xva[HS_TREE_EAGER_MAX][100];
     const uint32_t *amax;
     const hs_topk_result *topk;
     uint32_t zeros[HS_HX_MAX_WIDTH] = {0};
@@ -253,7 +269,8 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
             xp[r] = hs_now_s() - t0;
             xa[r] -= xp[r];
         }
-        HS_TRY(time_verify(m, toks, parents, r, xv));
+        HS_TRY(time_verify_all(m, toks, parents, r, xva));
+        HS_TRY(time_verify(m, toks, parents, r, xv)); /* the heads below follow its last pass */
         uint32_t a;
         t0 = hs_now_s();
         HS_TRY(hs_llama_head(m, 1, NULL, &a));
@@ -291,11 +308,16 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
                 filler[i] = (int32_t)(((k * HS_HX_MAX_N + i) * 7919u + 11) % V);
             HS_TRY(hs_llama_eval(m, filler, n, NULL, true, true, NULL, NULL));
         }
-        for (int r = -1; r < reps; r++)
+        static double xla[HS_TREE_EAGER_MAX][100];
+        for (int r = -1; r < reps; r++) {
             HS_TRY(time_verify(m, toks, parents, r, xl));
+            HS_TRY(time_verify_all(m, toks, parents, r, xla));
+        }
         c->ctx1 = hs_llama_n_past(m);
         for (uint32_t i = 0; i < NV; i++)
             fill(c->t_verify_long, i ? vsize(i - 1) : 0, vsize(i), median(xl[i], reps));
+        for (uint32_t n = 1; n <= HS_TREE_EAGER_MAX; n++)
+            c->t_verify_all_long[n] = median(xla[n - 1], reps);
     }
     c->t_plain = median(xp, reps);
     /* At least 1 us: a cost with it is told from one measured before it. */
@@ -307,6 +329,9 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
     for (uint32_t i = 0; i < NV; i++)
         fill(c->t_verify, i ? vsize(i - 1) : 0, vsize(i), median(xv[i], reps));
     c->n_verify = HS_HX_MAX_N;
+    for (uint32_t n = 1; n <= HS_TREE_EAGER_MAX; n++)
+        c->t_verify_all[n] = median(xva[n - 1], reps);
+    c->n_verify_all = HS_TREE_EAGER_MAX;
     c->t_consume = median(xc, reps);
     c->t_consume_cache = median(xcc, reps);
     for (uint32_t i = 0; i < nd; i++)
@@ -421,9 +446,11 @@ int hs_cli_calibrate(int argc, char **argv) {
 
     /* A cost without t_head timed every row's output head in each pass (before
      * the head ran on demand), one without t_after_head its plain step right
-     * after the head's work, one without t_heads no heads at once: measured again. */
+     * after the head's work, one without t_heads no heads at once, one without
+     * verify_all_s no pass with every head: measured again. */
     const bool measured_before = exists && base.model.cost.n_verify > 0 && base.model.cost.t_head > 0 &&
-                                 base.model.cost.t_after_head > 0 && base.model.cost.t_heads[2] > 0;
+                                 base.model.cost.t_after_head > 0 && base.model.cost.t_heads[2] > 0 &&
+                                 base.model.cost.n_verify_all > 0;
     if (a.device_only || !measured_before) {
         fprintf(stderr, "[calibrate] timing verification, draft and consume (-r %d)\n", a.reps);
         if (measure_cost(sm.target, sm.head, a.reps, &m.cost) != HS_OK) goto fail;
@@ -447,6 +474,13 @@ int hs_cli_calibrate(int argc, char **argv) {
             printf("\n| verify N |");
         for (uint32_t i = 0; i < NV; i++)
             printf(" %.1f |", 1e3 * hs_hx_t_verify_at(&m.cost, vsize(i), ctx));
+        if (two_ctx)
+            printf("\n| ... every node's output head, context %u |", ctx);
+        else
+            printf("\n| ... every node's output head |");
+        for (uint32_t i = 0; i < NV; i++)
+            printf(vsize(i) <= m.cost.n_verify_all ? " %.1f |" : " |",
+                   1e3 * hs_hx_t_verify_all_at(&m.cost, vsize(i), ctx));
     }
     printf("\n| draft level of w |");
     for (uint32_t i = 0; i < NV; i++) {
@@ -647,7 +681,8 @@ int hs_cli_calibrate(int argc, char **argv) {
             printf("| (without the head: no feedback) |\n");
         printf("| (heterospec rests %u rounds after a round without candidates: %.0f%% of its rounds) |\n",
                m.rest, r_tuned.rounds ? 100 * r_tuned.rest_rounds / r_tuned.rounds : 0.0);
-        snprintf(label, sizeof label, "eagle2 best: k%u/d%u/n%u", e2.top_k, e2.depth, e2.total);
+        snprintf(label, sizeof label, "eagle2 best: k%u/d%u/n%u%s", e2.top_k, e2.depth, e2.total,
+                 e2.eager ? ", every head in the pass" : "");
         print_replay(label, &e2.replay);
         print_replay("eagle2 k10/d5/n60", &r_e2d);
         snprintf(label, sizeof label, "lookup without the head, best: l%u/m%u", lk_len, lk_min);
@@ -683,6 +718,7 @@ int hs_cli_calibrate(int argc, char **argv) {
         cJSON_AddNumberToObject(e, "top_k", e2.top_k);
         cJSON_AddNumberToObject(e, "depth", e2.depth);
         cJSON_AddNumberToObject(e, "total", e2.total);
+        cJSON_AddNumberToObject(e, "eager", e2.eager);
         cJSON_AddNumberToObject(e, "replay_tokens_per_s", hs_hx_replay_tps(&e2.replay));
     }
     cJSON *cal = cJSON_AddObjectToObject(o, "calibration");

@@ -58,6 +58,10 @@ static void usage(FILE *f) {
                "  --store FILE     heterospec: the n-gram store whose chains it merges where the\n"
                "                   context has no match (default: the one in $HS_HOME/ngram built\n"
                "                   for the model's vocabulary, see ngram-build); none: off\n"
+               "  --eager N        verification lists of up to N tokens (root included) compute\n"
+               "                   every token's output head in the target's pass instead of on\n"
+               "                   demand after it; 0 off (default: heterospec's calibration's,\n"
+               "                   else off); the output does not depend on it\n"
                "  -q, --quiet      no streamed text, only the summary\n");
 }
 

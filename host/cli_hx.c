@@ -119,8 +119,12 @@ static hs_status try_load(const char *path, hs_cli_hx *out, int *found) {
             d->valueint >= (int)HS_TREE_MAX_DEPTH - 1)
             HS_TRY(HS_FAIL(HS_ERR_FORMAT, "%s: eagle2_tuned needs top_k 1..%u, depth 1..%u, total >= 1", path,
                            HS_TOPK_MAX_K, HS_TREE_MAX_DEPTH - 2));
+        const cJSON *ea = cJSON_GetObjectItemCaseSensitive(e, "eager"); /* files before it: 0 */
+        if (ea && (!cJSON_IsNumber(ea) || ea->valueint < 0 || ea->valueint > (int)HS_TREE_EAGER_MAX))
+            HS_TRY(HS_FAIL(HS_ERR_FORMAT, "%s: eagle2_tuned.eager must be 0..%u", path, HS_TREE_EAGER_MAX));
         out->have_eagle2 = true;
         out->eagle2 = hs_tree_eagle2((uint32_t)k->valueint, (uint32_t)d->valueint, (uint32_t)n->valueint);
+        out->eagle2.eager = ea ? (uint32_t)ea->valueint : 0;
     }
     const cJSON *fm =
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "model"), "fnv1a64");

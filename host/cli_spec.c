@@ -21,11 +21,13 @@ void hs_cli_spec_defaults(hs_cli_spec *s) {
     s->top_k = -1;
     s->tree_size = -1;
     s->lookup = -1;
+    s->eager = -1;
 }
 
 int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     const char *const valued[] = {"--spec",      "--head", "--depth",        "--draft-top-k", "--tree-size",
-                                  "--tree",      "--calibration", "--head-weights", "--lookup", "--store"};
+                                  "--tree",      "--calibration", "--head-weights", "--lookup", "--store",
+                                  "--eager"};
     const int which = hs_cli_option_index(o, valued, (int)(sizeof valued / sizeof valued[0]));
     if (which < 0) return 0;
     if (!v) {
@@ -43,6 +45,7 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     case 7: s->head_weights = v; break;
     case 8: return hs_cli_int(NULL, o, v, 0, HS_LOOKUP_MAX_LEN, &s->lookup) ? 2 : -1; /* 0: off */
     case 9: s->store = v; break;
+    case 10: return hs_cli_int(NULL, o, v, 0, HS_TREE_EAGER_MAX, &s->eager) ? 2 : -1;
     }
     return 2;
 }
@@ -312,6 +315,7 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
         out->policy.lookup_min = 1;
         out->policy.store_len = (uint32_t)s->lookup; /* and the n-gram store's, where one fits */
     }
+    if (s->eager >= 0) out->policy.eager = (uint32_t)s->eager;
     if (out->policy.headless) { /* the context lookup alone (--spec lookup, or HeteroSpec where the head
                                  * does not pay): no head, no taps */
         HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
@@ -397,6 +401,11 @@ void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result
                 (unsigned long long)s->head_calls, (unsigned long long)s->accepted,
                 (unsigned long long)s->head_calls_rows,
                 hs_tree_heads_max(m->policy.heads));
+    if (s->eager_rounds)
+        fprintf(f,
+                "[heterospec] every output head in the target's pass: %u of %u rounds (lists of up to %u "
+                "tokens)\n",
+                s->eager_rounds, s->rounds, m->policy.eager);
     if (m->policy.lookup)
         fprintf(f,
                 "[heterospec] context lookup: %llu candidates verified, %llu accepted (%llu that the head "
@@ -438,6 +447,8 @@ void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result
     cJSON_AddNumberToObject(o, "rest_rounds", s->rest_rounds);
     cJSON_AddNumberToObject(o, "head_calls", (double)s->head_calls);
     cJSON_AddNumberToObject(o, "head_calls_rows", (double)s->head_calls_rows);
+    cJSON_AddNumberToObject(o, "eager", m->spec ? m->policy.eager : 0);
+    cJSON_AddNumberToObject(o, "eager_rounds", s->eager_rounds);
     cJSON_AddNumberToObject(o, "lookup", m->spec ? m->policy.lookup : 0);
     cJSON_AddNumberToObject(o, "lookup_verified", (double)s->lookup_verified);
     cJSON_AddNumberToObject(o, "lookup_accepted", (double)s->lookup_accepted);

@@ -103,6 +103,16 @@ double hs_hx_t_head_round(const hs_hx_cost *c, bool resting) {
     return (resting && c->t_consume_cache > 0 ? c->t_consume_cache : c->t_consume) + c->t_after_head;
 }
 double hs_hx_t_draft(const hs_hx_cost *c, uint32_t w) { return w ? table_at(c->t_draft, c->n_draft, w) : 0; }
+bool hs_hx_eager(const hs_hx_cost *c, uint32_t eager, uint32_t n) {
+    return n >= 2 && n <= eager && n <= c->n_verify_all;
+}
+double hs_hx_t_verify_all_at(const hs_hx_cost *c, uint32_t n, uint32_t ctx) {
+    if (n == 0 || n > c->n_verify_all) return 0;
+    const double t0 = c->t_verify_all[n];
+    if (c->ctx1 <= c->ctx0 || ctx <= c->ctx0) return t0;
+    const double t = t0 + (c->t_verify_all_long[n] - t0) * ((double)ctx - c->ctx0) / (c->ctx1 - c->ctx0);
+    return t > 0.25 * t0 ? t : 0.25 * t0;
+}
 double hs_hx_t_heads(const hs_hx_cost *c, uint32_t k) {
     if (k <= 1) return k ? c->t_head : 0;
     return k <= HS_HX_MAX_HEADS && c->t_heads[k] > 0 ? c->t_heads[k] : k * c->t_head;
@@ -161,7 +171,10 @@ static double run_heads(const hs_hx_model *m, const float *V, uint32_t s, uint32
  * E[tau] / T, with the expected output heads of the accepted nodes in T: a
  * member whose parent is the node just before it extends that node's run and
  * shares its products (run_heads), any other starts a run; an expected child
- * (node -1) is priced V t_head. w's in, run_of and run_len are scratch. */
+ * (node -1) is priced V t_head. A prefix whose list m->eager covers
+ * (hs_hx_eager) pays t_verify_all instead, with no heads after the pass,
+ * where that is cheaper (hx_eager_round decides the same for the round).
+ * w's in, run_of and run_len are scratch. */
 static double best_prefix(const hs_hx_model *m, const hs_tree *t, work *w, const cand *c, uint32_t n,
                           uint32_t cap, double spent, uint32_t *taken, uint8_t *kept) {
     const hs_hx_cost *k = &m->cost;
@@ -190,7 +203,10 @@ static double best_prefix(const hs_hx_model *m, const hs_tree *t, work *w, const
         }
         n_in++;
         e += c[i].v;
-        const double r = e / (spent + hs_hx_t_verify_at(k, n_in + 1, t->ctx) + heads);
+        double pass = hs_hx_t_verify_at(k, n_in + 1, t->ctx) + heads;
+        if (hs_hx_eager(k, m->eager, n_in + 1) && hs_hx_t_verify_all_at(k, n_in + 1, t->ctx) < pass)
+            pass = hs_hx_t_verify_all_at(k, n_in + 1, t->ctx);
+        const double r = e / (spent + pass);
         if (r > best) {
             best = r;
             best_n = n_in;
@@ -251,6 +267,39 @@ static double spent_time(const hs_hx_model *m, const hs_tree *t) {
 
 static uint32_t verify_cap(const hs_hx_model *m, uint32_t cap) {
     return cap < m->max_verify ? cap : m->max_verify;
+}
+
+/* Whether the selection's list (sel[0 .. n), closed under ancestors) runs
+ * every output head in the pass: where m->eager covers it and that costs
+ * less than the pass with the root's head plus the expected heads after
+ * it, the runs priced as best_prefix prices them. */
+static bool hx_eager_round(const hs_tree_policy *p, const hs_tree *t, const uint32_t *sel, uint32_t n) {
+    const hs_hx_model *m = p->state;
+    if (!hs_hx_eager(&m->cost, m->eager, n + 1)) return false;
+    float *V = malloc(sizeof *V * t->n);
+    uint8_t *in = calloc(t->n, 1);
+    bool eager = false;
+    if (V && in) {
+        hs_hx_values(m, t, V);
+        for (uint32_t i = 0; i < n; i++)
+            in[sel[i]] = 1;
+        /* A run: a selected node whose parent is not the selected node just before it, and the nodes that
+         * each continue the one before. */
+        double heads = 0;
+        for (uint32_t v = 1; v < t->n; v++) {
+            if (!in[v] || (t->nodes[v].parent > 0 && t->nodes[v].parent == (int32_t)v - 1 && in[v - 1]))
+                continue;
+            uint32_t len = 1;
+            while (v + len < t->n && in[v + len] && t->nodes[v + len].parent == (int32_t)(v + len - 1))
+                len++;
+            heads += run_heads(m, V, v, len);
+        }
+        eager = hs_hx_t_verify_all_at(&m->cost, n + 1, t->ctx) <
+                hs_hx_t_verify_at(&m->cost, n + 1, t->ctx) + heads;
+    }
+    free(V);
+    free(in);
+    return eager;
 }
 
 static uint32_t hx_select(const hs_tree_policy *p, const hs_tree *t, uint32_t *sel, uint32_t cap) {
@@ -372,6 +421,8 @@ hs_tree_policy hs_heterospec_policy(const hs_hx_model *m) {
     p.lookup_nodraft = m->lookup.nodraft;
     p.store_len = m->lookup.store_len;
     p.heads = m->heads;
+    p.eager = m->eager;
+    p.eager_round = hx_eager_round;
     if (m->headless) {
         p.headless = true;
         p.lookup = m->headless_len;
@@ -723,6 +774,7 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
     cJSON_AddNumberToObject(o, "max_verify", m->max_verify);
     cJSON_AddNumberToObject(o, "rest", m->rest);
     cJSON_AddNumberToObject(o, "heads", m->heads);
+    cJSON_AddNumberToObject(o, "eager", m->eager);
     cJSON_AddBoolToObject(o, "plain", m->plain);
     cJSON *hl = cJSON_AddObjectToObject(o, "headless");
     cJSON_AddBoolToObject(hl, "use", m->headless);
@@ -784,6 +836,12 @@ cJSON *hs_hx_model_to_json(const hs_hx_model *m) {
         cJSON_AddItemToObject(c, "verify_long_s", pairs(m->cost.t_verify_long, m->cost.n_verify));
     }
     cJSON_AddItemToObject(c, "draft_s", pairs(m->cost.t_draft, m->cost.n_draft));
+    if (m->cost.n_verify_all) {
+        cJSON_AddItemToObject(c, "verify_all_s", pairs(m->cost.t_verify_all, m->cost.n_verify_all));
+        if (m->cost.ctx1 > m->cost.ctx0)
+            cJSON_AddItemToObject(c, "verify_all_long_s",
+                                  pairs(m->cost.t_verify_all_long, m->cost.n_verify_all));
+    }
     if (m->cost.t_heads[2] > 0) { /* [[k, seconds], ...], k = 2, 4 .. */
         cJSON *hs = cJSON_AddArrayToObject(c, "heads_s");
         for (uint32_t k = 2; k <= HS_HX_MAX_HEADS && m->cost.t_heads[k] > 0; k *= 2) {
@@ -845,6 +903,11 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
     if (cJSON_GetObjectItemCaseSensitive(o, "heads")) {
         HS_TRY(get_num(o, "heads", 0, HS_TREE_HEADS_MAX, &d));
         r.heads = (uint32_t)d;
+    }
+    r.eager = 0; /* files before it: never */
+    if (cJSON_GetObjectItemCaseSensitive(o, "eager")) {
+        HS_TRY(get_num(o, "eager", 0, HS_TREE_EAGER_MAX, &d));
+        r.eager = (uint32_t)d;
     }
     const cJSON *plain = cJSON_GetObjectItemCaseSensitive(o, "plain");
     if (plain && !cJSON_IsBool(plain))
@@ -1005,6 +1068,23 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
         }
         HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "draft_s"), "draft_s", HS_HX_MAX_WIDTH,
                          r.cost.t_draft, &r.cost.n_draft));
+        r.cost.n_verify_all = 0;
+        if (cJSON_GetObjectItemCaseSensitive(c, "verify_all_s")) {
+            HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "verify_all_s"), "verify_all_s",
+                             HS_TREE_EAGER_MAX, r.cost.t_verify_all, &r.cost.n_verify_all));
+            const cJSON *vl = cJSON_GetObjectItemCaseSensitive(c, "verify_all_long_s");
+            if (r.cost.ctx1 > r.cost.ctx0) {
+                uint32_t n_long = 0;
+                if (vl)
+                    HS_TRY(get_table(vl, "verify_all_long_s", HS_TREE_EAGER_MAX, r.cost.t_verify_all_long,
+                                     &n_long));
+                if (n_long != r.cost.n_verify_all)
+                    return HS_FAIL(HS_ERR_FORMAT,
+                                   "calibration: cost.verify_all_long_s must list as many entries as "
+                                   "verify_all_s (%u)",
+                                   r.cost.n_verify_all);
+            }
+        }
         memset(r.cost.t_heads, 0, sizeof r.cost.t_heads);
         const cJSON *hs = cJSON_GetObjectItemCaseSensitive(c, "heads_s");
         if (hs) { /* [[2, s], [4, s], ...] in order */

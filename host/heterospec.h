@@ -35,6 +35,8 @@
  * rest of the run, each costing t_heads(k) with probability V(s); an
  * expected child of expand's costs V t_head. With heads 1, T_heads = A
  * t_head with A = E[tau] - 1).
+ * Eager (a list of N + 1 <= eager entries, hs_tree_policy.eager): the pass
+ * runs every entry's output head, t_verify_all(N + 1, c), and T_heads = 0.
  * Rest: after a round that chose N = 0, the next `rest` rounds decode the
  * root alone at t_consume_cache + t_after_head + t_verify(1) each, without a
  * draft distribution (host/spec); calibration picks rest on replays, weighing the
@@ -152,6 +154,12 @@ typedef struct hs_hx_cost {
      * plain decoding: charged once to every round that runs the head
      * (0: unknown, or calibrations before it was measured). */
     double t_after_head;
+    /* The pass over N = 1 .. n_verify_all chained nodes with every row's
+     * output head (hs_tree_policy.eager), at ctx0 and (when ctx1 > ctx0) at
+     * ctx1 rows; n_verify_all 0: not measured (no eager rounds priced). */
+    uint32_t n_verify_all;
+    double t_verify_all[HS_TREE_EAGER_MAX + 1];
+    double t_verify_all_long[HS_TREE_EAGER_MAX + 1];
 } hs_hx_cost;
 
 /* The context lookup chain's nodes (host/spec, hs_tree_add_lookup): their
@@ -216,6 +224,9 @@ typedef struct hs_hx_model {
     /* Output heads computed at once along a chain (hs_tree_policy.heads; 0:
      * HS_TREE_HEADS_DEFAULT): chosen by calibration. */
     uint32_t heads;
+    /* Verification lists of up to this many entries run every entry's output
+     * head in the pass (hs_tree_policy.eager; 0: never): chosen by calibration. */
+    uint32_t eager;
 } hs_hx_model;
 #define HS_HX_MAX_REST 16
 /* The feedback's gain stays within [1 / HS_HX_FB_MAX_GAIN, HS_HX_FB_MAX_GAIN]. */
@@ -242,6 +253,12 @@ double hs_hx_t_draft(const hs_hx_cost *c, uint32_t w);
 /* The output heads of k (1, 2, 4 ..) chained nodes in one product: t_head
  * for one, t_heads[k] where measured, else k t_head. */
 double hs_hx_t_heads(const hs_hx_cost *c, uint32_t k);
+/* Whether a verification list of n entries runs every output head in its
+ * pass under eager (hs_tree_policy.eager): 2 <= n <= eager, and measured. */
+bool hs_hx_eager(const hs_hx_cost *c, uint32_t eager, uint32_t n);
+/* The pass over n entries with every row's output head after ctx rows
+ * (interpolated in ctx as hs_hx_t_verify_at); n <= c->n_verify_all. */
+double hs_hx_t_verify_all_at(const hs_hx_cost *c, uint32_t n, uint32_t ctx);
 
 /* The policy (tree.h interface; name "heterospec"). */
 hs_tree_policy hs_heterospec_policy(const hs_hx_model *m);

@@ -78,6 +78,7 @@ typedef struct hs_cli_spec {
     const char *store;        /* --store FILE | none: the n-gram store; NULL: found in $HS_HOME/ngram */
     int depth, top_k, tree_size;
     int lookup; /* --lookup N: heterospec's context lookup chain length (0: off); -1: the calibration's */
+    int eager;  /* --eager N: hs_tree_policy.eager (0: off); -1: the method's (heterospec: calibrated) */
     bool sampling;
 } hs_cli_spec;
 void hs_cli_spec_defaults(hs_cli_spec *s);

@@ -191,6 +191,8 @@ double hs_hx_chain_bound(const hs_hx_cost *c, uint32_t ctx, double a, bool head,
             e += p; /* expected accepted of d drafted */
         }
         double t = hs_hx_t_verify_at(c, d + 1, ctx) + e * c->t_head;
+        if (hs_hx_eager(c, HS_TREE_EAGER_MAX, d + 1) && hs_hx_t_verify_all_at(c, d + 1, ctx) < t)
+            t = hs_hx_t_verify_all_at(c, d + 1, ctx); /* every head in the pass */
         if (head) t += hs_hx_t_head_round(c, false) + (d > 1 ? (d - 1) * hs_hx_t_draft(c, 1) : 0);
         const double s = (1 + e) * plain_at(c, ctx) / t;
         if (s > best) {
@@ -319,7 +321,9 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
             HS_TRY(hs_tree_add_store(&t, r->store, r->store_conf,
                                      r->n_store < p->store_len ? r->n_store : p->store_len));
         const uint32_t ns = p->select(p, &t, sel, cap);
-        time += hs_hx_t_verify_at(cost, ns + 1, r->ctx);
+        /* Every head in the pass, none after (where the cost has it measured). */
+        const bool eager = hs_hx_eager(cost, p->eager, ns + 1) && hs_tree_eager(p, &t, sel, ns);
+        time += eager ? hs_hx_t_verify_all_at(cost, ns + 1, r->ctx) : hs_hx_t_verify_at(cost, ns + 1, r->ctx);
         if (ns == 0 && !p->headless) rest_left = p->rest;
         /* Walk the truth down the selected nodes. */
         uint8_t *in = calloc(t.n, 1);
@@ -350,7 +354,7 @@ hs_status hs_hx_replay(const hs_tree_policy *p, const hs_hx_cost *cost, const hs
             uint32_t len = 0;
             for (uint32_t k = 0; k <= ns; k++)
                 if (k == 0 || in[list_nodes[k]] == 2) path[len++] = k;
-            for (uint32_t k = 1, end = 0; k < len; k++)
+            for (uint32_t k = 1, end = 0; k < len && !eager; k++)
                 if (path[k] >= end) {
                     const uint32_t h = hs_tree_heads_k(list_par, ns + 1, path[k], p->heads);
                     time += hs_hx_t_heads(cost, h);
@@ -502,13 +506,20 @@ fail:
     return st;
 }
 
-/* The output heads computed at once along a chain (hs_tree_policy.heads), if a setting beats *best. */
+/* The output heads computed at once along a chain (hs_tree_policy.heads), then the largest list whose
+ * pass computes every head (hs_tree_policy.eager; where the cost has it measured), if a setting beats
+ * *best. */
 static hs_status search_heads(hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_replay_result *best) {
     hs_status st = HS_OK;
-    static const uint32_t ks[] = {1, 2, 4, 8};
+    static const uint32_t ks[] = {1, 2, 4, 8}, eagers[] = {0, 2, 3, 4, 5, 6, 8};
     for (uint32_t a = 0; a < sizeof ks / sizeof *ks; a++) {
         hs_hx_model t = *m;
         t.heads = ks[a];
+        HS_TRY(try_model(m, &t, rounds, n, best));
+    }
+    for (uint32_t a = 0; m->cost.n_verify_all && a < sizeof eagers / sizeof *eagers; a++) {
+        hs_hx_model t = *m;
+        t.eager = eagers[a];
         HS_TRY(try_model(m, &t, rounds, n, best));
     }
 fail:
@@ -581,6 +592,7 @@ void hs_hx_take_headless(hs_hx_model *m, const hs_hx_model *h, bool chosen) {
     m->fb_prior = h->fb_prior;
     m->fb_decay = h->fb_decay;
     m->heads = h->heads;
+    m->eager = h->eager;
 }
 
 bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_replay_result *headless) {
@@ -596,12 +608,17 @@ hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds,
     for (uint32_t a = 0; a < sizeof ks / sizeof *ks; a++)
         for (uint32_t b = 0; b < sizeof ds / sizeof *ds; b++)
             for (uint32_t c = 0; c < sizeof ns / sizeof *ns; c++) {
-                const hs_tree_policy p = hs_tree_eagle2(ks[a], ds[b], ns[c]);
-                hs_hx_replay_result r;
-                HS_TRY(hs_hx_replay(&p, cost, rounds, n, &r));
-                if (hs_hx_replay_tps(&r) > best) {
-                    best = hs_hx_replay_tps(&r);
-                    *out = (hs_hx_eagle2_setting){ks[a], ds[b], ns[c], r};
+                /* Each setting also with every head in the pass, where its lists are short enough. */
+                const uint32_t list = ns[c] + 1;
+                for (uint32_t e = 0; e < (hs_hx_eager(cost, HS_TREE_EAGER_MAX, list) ? 2 : 1); e++) {
+                    hs_tree_policy p = hs_tree_eagle2(ks[a], ds[b], ns[c]);
+                    p.eager = e ? list : 0;
+                    hs_hx_replay_result r;
+                    HS_TRY(hs_hx_replay(&p, cost, rounds, n, &r));
+                    if (hs_hx_replay_tps(&r) > best) {
+                        best = hs_hx_replay_tps(&r);
+                        *out = (hs_hx_eagle2_setting){ks[a], ds[b], ns[c], p.eager, r};
+                    }
                 }
             }
 fail:

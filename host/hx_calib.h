@@ -172,11 +172,13 @@ bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_rep
 
 typedef struct hs_hx_eagle2_setting {
     uint32_t top_k, depth, total;
+    uint32_t eager; /* hs_tree_policy.eager: total + 1 or 0 */
     hs_hx_replay_result replay;
 } hs_hx_eagle2_setting;
 /* The EAGLE-2 setting of the grid top_k {1,2,4,8,10} x depth {1..6} x total
- * {1,2,4,8,16,32,60} (within the recording) with the most tokens per
- * modelled second. */
+ * {1,2,4,8,16,32,60} (within the recording), each with its lists' output
+ * heads in the pass (eager) and after it where the cost has the pass
+ * measured, with the most tokens per modelled second. */
 hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
                               hs_hx_eagle2_setting *out);
 

@@ -15,6 +15,7 @@ struct hs_spec {
     bool have_root;
     uint32_t rest_left;  /* rounds still to decode plainly (policy.rest) */
     uint32_t max_verify; /* list entries, root included */
+    bool eager;          /* this round's list runs every output head in the pass (hs_tree_eager) */
     /* Scratch: selections, head inputs and the verification list. */
     uint32_t *sel, *parent_slots, *list_nodes, *path;
     int32_t *draft_tokens, *tokens, *parents, *next;
@@ -52,6 +53,11 @@ hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy
         return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_create: policy %s needs a draft head (only the context "
                                            "lookup drafts without one)",
                        policy->name ? policy->name : "?");
+    }
+    if (policy->eager > HS_TREE_EAGER_MAX) {
+        free(s);
+        return HS_FAIL(HS_ERR_INVALID_ARG, "hs_spec_create: policy %s: eager %u (at most %u list entries)",
+                       policy->name ? policy->name : "?", policy->eager, HS_TREE_EAGER_MAX);
     }
     s->target = target;
     s->head = policy->headless ? NULL : head;
@@ -118,6 +124,9 @@ void hs_spec_set_store(hs_spec *s, const hs_ngram *store) { s->store = store; }
 hs_status hs_spec_prepare(hs_spec *s) {
     hs_status st = HS_OK;
     HS_TRY(hs_llama_prepare_tree(s->target, s->max_verify));
+    if (s->policy.eager > 1)
+        HS_TRY(hs_llama_prepare_tree_all(s->target,
+                                         s->policy.eager < s->max_verify ? s->policy.eager : s->max_verify));
     /* A round's consume keeps the accepted path (at most the list); a level
      * drafts at most what the policy drafts in all. */
     if (s->head) HS_TRY(hs_eagle3_prepare(s->head, s->max_verify, hs_tree_policy_max_drafted(&s->policy)));
@@ -173,6 +182,7 @@ static hs_status draft(hs_spec *s, int32_t root, uint32_t max_new, uint32_t room
     hs_tree *t = &s->tree;
     const hs_tree_policy *p = &s->policy;
     hs_tree_reset(t, root);
+    s->eager = false;
     t->ctx = hs_llama_n_past(s->target);
     /* Deepest useful node: max_new - 1 drafts plus the bonus. */
     const uint32_t max_useful = max_new - 1, max_depth = s->have_root ? max_useful : 0;
@@ -230,6 +240,7 @@ static hs_status draft(hs_spec *s, int32_t root, uint32_t max_new, uint32_t room
         if (t->nodes[s->sel[i]].depth <= max_useful) s->sel[k++] = s->sel[i];
     HS_TRY(hs_tree_verify_list(t, s->sel, k, s->tokens, s->parents, s->list_nodes));
     *n_list = k + 1;
+    s->eager = hs_tree_eager(p, t, s->sel, k);
 fail:
     return st;
 }
@@ -294,11 +305,22 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
 
     /* The target's pass over the list computes the output head of the root
      * only; the walk asks for each further node's as it reaches it, with
-     * those of the chain after it (policy.heads). */
-    const float *logits = NULL;
+     * those of the chain after it (policy.heads). A list the policy makes
+     * eager (hs_tree_eager) gets every entry's head in the pass instead. */
+    const float *logits = NULL, *all_logits = NULL;
+    const uint32_t *all_amax = NULL;
     uint32_t amax = 0;
     const bool greedy = hs_sampler_is_greedy(smp);
-    HS_TRY(hs_llama_eval_tree(s->target, s->tokens, n_list, s->parents, greedy ? NULL : &logits, &amax));
+    const bool eager = s->eager;
+    if (eager) {
+        HS_TRY(hs_llama_eval(s->target, s->tokens, n_list, s->parents, false, false,
+                             greedy ? NULL : &all_logits, &all_amax));
+        amax = all_amax[0];
+        logits = all_logits;
+        s->stats.eager_rounds++;
+    } else {
+        HS_TRY(hs_llama_eval_tree(s->target, s->tokens, n_list, s->parents, greedy ? NULL : &logits, &amax));
+    }
     /* Walk down from the root. */
     uint32_t len = 0, cur = 0;
     s->path[len++] = 0;
@@ -306,7 +328,10 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     uint32_t have0 = 0, have_n = 0, have_amax[HS_TREE_HEADS_MAX]; /* heads computed: entries have0 .. */
     const float *have_logits = NULL;
     for (;;) {
-        if (cur > 0 && (cur < have0 || cur >= have0 + have_n)) {
+        if (cur > 0 && eager) {
+            amax = all_amax[cur];
+            if (!greedy) logits = all_logits + (size_t)cur * n_vocab;
+        } else if (cur > 0 && (cur < have0 || cur >= have0 + have_n)) {
             const uint32_t k = hs_tree_heads_k(s->parents, n_list, cur, s->policy.heads);
             HS_TRY(hs_llama_heads(s->target, cur, k, greedy ? NULL : &have_logits, have_amax));
             s->stats.head_calls++;
@@ -314,7 +339,7 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
             have0 = cur;
             have_n = k;
         }
-        if (cur > 0) {
+        if (cur > 0 && !eager) {
             amax = have_amax[cur - have0];
             if (!greedy) logits = have_logits + (size_t)(cur - have0) * n_vocab;
         }

@@ -64,6 +64,7 @@ typedef struct hs_spec_stats {
     uint64_t head_calls;  /* output head products after the pass (hs_llama_heads; one per accepted node
                            * when policy.heads is 1), and the rows they computed */
     uint64_t head_calls_rows;
+    uint32_t eager_rounds;    /* rounds whose pass ran every entry's output head (policy.eager) */
     uint64_t lookup_verified; /* candidates verified that the context lookup proposed (the head too, maybe) */
     uint64_t lookup_accepted; /* of those, accepted */
     uint64_t lookup_only_accepted; /* accepted candidates only the lookup proposed */

@@ -364,6 +364,10 @@ hs_tree_policy hs_tree_lookup(uint32_t len, uint32_t min_match) {
     return p;
 }
 
+bool hs_tree_eager(const hs_tree_policy *p, const hs_tree *t, const uint32_t *sel, uint32_t n) {
+    return n >= 1 && n + 1 <= p->eager && (!p->eager_round || p->eager_round(p, t, sel, n));
+}
+
 uint32_t hs_tree_heads_max(uint32_t heads) {
     const uint32_t h = heads ? heads : HS_TREE_HEADS_DEFAULT;
     return h < HS_TREE_HEADS_MAX ? h : HS_TREE_HEADS_MAX;

@@ -168,6 +168,17 @@ struct hs_tree_policy {
      * costs far less than one product per node. 1: one node at a time; 0:
      * HS_TREE_HEADS_DEFAULT. The outputs do not depend on it. */
     uint32_t heads;
+    /* A verification list of 2 .. eager entries (the root included) may run
+     * every entry's output head in the target's pass (hs_llama_eval with
+     * all rows) instead of the root's alone and the others on demand: a
+     * column of a product whose weights are being read anyway costs less
+     * than reading them again after the pass, where acceptance reaches most
+     * of a small tree. 0 or 1: never. At most HS_TREE_EAGER_MAX. Whether
+     * such a list does: eager_round's answer for the selection (optional;
+     * NULL: always). The outputs do not depend on it (a row's logits are
+     * bitwise the same). */
+    uint32_t eager;
+    bool (*eager_round)(const hs_tree_policy *p, const hs_tree *t, const uint32_t *sel, uint32_t n);
     /* Optional (NULL for the built-in policies): after every round's
      * acceptance, rest rounds included, the policy updates t->fb from the
      * round's verification list (tree nodes list_nodes[i], parent entries
@@ -180,6 +191,11 @@ struct hs_tree_policy {
 /* hs_tree_policy.heads of 0, and the most heads at once (hs_llama_heads' limit). */
 #define HS_TREE_HEADS_DEFAULT 4u
 #define HS_TREE_HEADS_MAX     8u
+/* The largest hs_tree_policy.eager (lists of up to this many entries: the target's exact buckets). */
+#define HS_TREE_EAGER_MAX 8u
+/* Whether the verification list of the selection sel[0 .. n) runs every
+ * output head in the pass under p (eager, eager_round). */
+bool hs_tree_eager(const hs_tree_policy *p, const hs_tree *t, const uint32_t *sel, uint32_t n);
 
 /* The most heads at once a policy's heads value means (0: HS_TREE_HEADS_DEFAULT, at most HS_TREE_HEADS_MAX). */
 uint32_t hs_tree_heads_max(uint32_t heads);

@@ -798,3 +798,14 @@ hs_status hs_llama_prepare_tree(hs_llama *m, uint32_t max_n) {
 fail:
     return st;
 }
+
+hs_status hs_llama_prepare_tree_all(hs_llama *m, uint32_t max_n) {
+    hs_status st = HS_OK;
+    llama_graph *gr;
+    if (max_n > m->max_batch) max_n = m->max_batch;
+    for (uint32_t n = 1; n <= max_n; n++)
+        HS_TRY(get_graph(m, eval_shape(m, n, OUT_ALL), &gr));
+    if (max_n > 1) HS_TRY(record_gather(m));
+fail:
+    return st;
+}

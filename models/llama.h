@@ -172,6 +172,12 @@ uint32_t hs_llama_graph_count(const hs_llama *m);
  * before it times anything. */
 hs_status hs_llama_prepare_tree(hs_llama *m, uint32_t max_n);
 
+/* Records now the graphs of tree verification with every row's output head
+ * (hs_llama_eval with last_only and commit false, which speculation runs
+ * where the heads of a small tree cost less in its pass than on demand,
+ * hs_tree_policy.eager) for each bucket of 1 .. max_n rows. */
+hs_status hs_llama_prepare_tree_all(hs_llama *m, uint32_t max_n);
+
 /* Number of dispatches of the last evaluated graph (for reports). */
 uint32_t hs_llama_last_dispatches(const hs_llama *m);
 

@@ -92,8 +92,14 @@ file(READ ${WORK}/cal.json cal)
 string(JSON kind GET "${cal}" kind)
 string(JSON n_strata LENGTH "${cal}" strata)
 string(JSON n_verify LENGTH "${cal}" cost verify_s)
-if(NOT kind STREQUAL "heterospec-calibration" OR n_strata LESS 1 OR NOT n_verify EQUAL 128)
-  message(FATAL_ERROR "calibration file: kind ${kind}, ${n_strata} strata, ${n_verify} verify costs:\n${cal}")
+# The passes with every output head (lists of up to 8, the target's exact buckets), at both contexts.
+string(JSON n_verify_all ERROR_VARIABLE no_all LENGTH "${cal}" cost verify_all_s)
+string(JSON n_verify_all_long ERROR_VARIABLE no_all_long LENGTH "${cal}" cost verify_all_long_s)
+string(JSON eager ERROR_VARIABLE no_eager GET "${cal}" eager)
+if(NOT kind STREQUAL "heterospec-calibration" OR n_strata LESS 1 OR NOT n_verify EQUAL 128
+   OR NOT n_verify_all EQUAL 8 OR NOT n_verify_all_long EQUAL 8 OR no_eager)
+  message(FATAL_ERROR "calibration file: kind ${kind}, ${n_strata} strata, ${n_verify} verify costs, "
+                      "${n_verify_all} / ${n_verify_all_long} with every head, eager ${eager}:\n${cal}")
 endif()
 execute_process(COMMAND ${HS} generate -m ${MODEL} -p "Once upon a time" -n 48 -q --calibration ${WORK}/cal.json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

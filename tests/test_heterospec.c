@@ -358,6 +358,17 @@ static void test_json(void **state) {
     m.cost.t_heads[4] = 0.005;
     m.cost.t_heads[8] = 0.009;
     m.heads = 2;
+    m.eager = 5;
+    m.cost.n_verify_all = HS_TREE_EAGER_MAX;
+    for (uint32_t n = 1; n <= HS_TREE_EAGER_MAX; n++) {
+        m.cost.t_verify_all[n] = m.cost.t_verify[n] + 0.01 * (n - 1);
+        m.cost.t_verify_long[n] = 2 * m.cost.t_verify[n];
+        m.cost.t_verify_all_long[n] = 2 * m.cost.t_verify_all[n] + 0.001;
+    }
+    for (uint32_t n = HS_TREE_EAGER_MAX + 1; n <= HS_HX_MAX_N; n++)
+        m.cost.t_verify_long[n] = 2 * m.cost.t_verify[n];
+    m.cost.ctx0 = 256;
+    m.cost.ctx1 = 1024;
     m.s[0].n_map = 3;
     m.s[0].map_q[2] = 1.0f;
     m.s[0].map_q[1] = 0.5f;
@@ -397,6 +408,34 @@ static void test_json(void **state) {
     assert_float_equal(back.cost.t_consume, m.cost.t_consume, 1e-12);
     assert_float_equal(back.cost.t_after_head, 0.004, 1e-12);
     assert_int_equal(back.heads, 2);
+    assert_int_equal(back.eager, 5);
+    assert_int_equal(back.cost.n_verify_all, HS_TREE_EAGER_MAX);
+    for (uint32_t n = 1; n <= HS_TREE_EAGER_MAX; n++)
+        for (uint32_t ctx = 100; ctx <= 2000; ctx += 300)
+            assert_float_equal(hs_hx_t_verify_all_at(&back.cost, n, ctx),
+                               hs_hx_t_verify_all_at(&m.cost, n, ctx), 1e-12);
+    /* Interpolated in the context as t_verify is: at 640 rows halfway between the two tables. */
+    assert_float_equal(hs_hx_t_verify_all_at(&back.cost, 3, 640),
+                       0.5 * (m.cost.t_verify_all[3] + m.cost.t_verify_all_long[3]), 1e-12);
+    assert_true(hs_hx_eager(&back.cost, 5, 5) && !hs_hx_eager(&back.cost, 5, 6));
+    assert_false(hs_hx_eager(&back.cost, 5, 1));
+    {
+        /* verify_all_s without its long table (where the cost has two contexts) is refused; a file without
+         * either prices no eager list; eager beyond the target's exact buckets is refused. */
+        cJSON *p2 = cJSON_Duplicate(p, 1);
+        cJSON_DeleteItemFromObject(cJSON_GetObjectItem(p2, "cost"), "verify_all_long_s");
+        assert_int_equal(hs_hx_model_from_json(p2, &back), HS_ERR_FORMAT);
+        assert_non_null(strstr(hs_last_error(), "verify_all_long_s"));
+        cJSON_DeleteItemFromObject(cJSON_GetObjectItem(p2, "cost"), "verify_all_s");
+        HS_CHECK(hs_hx_model_from_json(p2, &back));
+        assert_int_equal(back.cost.n_verify_all, 0);
+        assert_false(hs_hx_eager(&back.cost, 5, 3));
+        cJSON_SetNumberValue(cJSON_GetObjectItem(p2, "eager"), HS_TREE_EAGER_MAX + 1);
+        assert_int_equal(hs_hx_model_from_json(p2, &back), HS_ERR_FORMAT);
+        assert_non_null(strstr(hs_last_error(), "eager"));
+        cJSON_Delete(p2);
+        HS_CHECK(hs_hx_model_from_json(p, &back));
+    }
     for (uint32_t k = 1; k <= HS_HX_MAX_HEADS; k *= 2)
         assert_float_equal(hs_hx_t_heads(&back.cost, k), hs_hx_t_heads(&m.cost, k), 1e-12);
     assert_float_equal(hs_hx_t_heads(&back.cost, 4), 0.005, 1e-12);
@@ -487,6 +526,25 @@ static void test_records_and_replay(void **state) {
     c3one.heads = 1;
     HS_CHECK(hs_hx_replay(&c3one, &cost, &r, 1, &res));
     assert_float_equal(res.time_s, 0.5 + 2 + 2 + 14 + 2 * 0.25, 1e-9);
+    /* Eager lists (every head in the pass, hs_tree_policy.eager): the chain of 3's list of 4 entries pays
+     * t_verify_all(4) and no heads after it; a list longer than eager, or a cost without the pass
+     * measured, is priced as before. */
+    cost.n_verify_all = 4;
+    for (uint32_t n = 1; n <= 4; n++)
+        cost.t_verify_all[n] = 10 + 1.5 * n;
+    hs_tree_policy c3e = c3;
+    c3e.eager = 4;
+    HS_CHECK(hs_hx_replay(&c3e, &cost, &r, 1, &res));
+    assert_float_equal(res.time_s, 0.5 + 2 + 2 + 16, 1e-9);
+    assert_float_equal(res.tokens, 3, 0);
+    c3e.eager = 3;
+    HS_CHECK(hs_hx_replay(&c3e, &cost, &r, 1, &res));
+    assert_float_equal(res.time_s, 0.5 + 2 + 2 + 14 + 0.3, 1e-9);
+    c3e.eager = 4;
+    cost.n_verify_all = 3;
+    HS_CHECK(hs_hx_replay(&c3e, &cost, &r, 1, &res));
+    assert_float_equal(res.time_s, 0.5 + 2 + 2 + 14 + 0.3, 1e-9);
+    cost.n_verify_all = 0;
     cost.t_heads[2] = 0;
     cost.t_head = 0;
     /* The target's pass after the head's work costs t_after_head more, once a round with the head. */
@@ -844,6 +902,79 @@ static void test_select_prices_heads(void **state) {
      * would start a new product can cost more than it adds. */
     assert_true(longer >= 3);
     assert_true(shorter >= 1);
+    hs_tree_free(&t);
+}
+
+/* select with eager (every head of a list of up to m.eager entries in the
+ * pass): a prefix whose list eager covers costs the lesser of t_verify_all
+ * and t_verify plus its expected heads after the pass, a longer one the
+ * latter; the choice is the best prefix under that (brute force here), and
+ * the round runs eager where that prices lower for the chosen chain. */
+static void test_select_prices_eager(void **state) {
+    (void)state;
+    const float fs[] = {0.5f, 0.7f, 0.85f};
+    const double col[] = {0.05, 0.15, 0.4}; /* a head column in the pass */
+    const uint32_t eagers[] = {0, 3, 5, 8};
+    hs_tree t;
+    HS_CHECK(hs_tree_init(&t, 64));
+    uint32_t changed = 0, eager_rounds = 0, lazy_rounds = 0;
+    for (size_t a = 0; a < sizeof fs / sizeof fs[0]; a++)
+        for (size_t b = 0; b < sizeof col / sizeof col[0]; b++) {
+            uint32_t got[4];
+            for (size_t c = 0; c < sizeof eagers / sizeof eagers[0]; c++) {
+                hs_hx_model m = two_strata(0.8f, 0.2f);
+                set_cost(&m, 0.1);
+                set_lookup(&m, 0.1f, fs[a], 0.95f);
+                m.cost.t_head = 0.3;
+                m.heads = 1;
+                m.cost.n_verify_all = HS_TREE_EAGER_MAX;
+                for (uint32_t n = 1; n <= HS_TREE_EAGER_MAX; n++)
+                    m.cost.t_verify_all[n] = m.cost.t_verify[n] + col[b] * (n - 1);
+                m.eager = eagers[c];
+                const hs_tree_policy p = hs_heterospec_policy(&m);
+                assert_int_equal(p.eager, eagers[c]);
+                hs_tree_reset(&t, 7);
+                const int32_t chain[] = {501, 502, 503, 504, 505, 506, 507, 508};
+                HS_CHECK(hs_tree_add_lookup(&t, chain, 8, 6));
+                float V[16];
+                hs_hx_values(&m, &t, V);
+                const double spent = m.cost.t_consume + m.cost.t_after_head;
+                double best = 1 / (spent + m.cost.t_verify[1]), e = 1, heads = 0;
+                uint32_t best_n = 0;
+                for (uint32_t L = 1; L <= 8; L++) {
+                    e += V[L];
+                    heads += V[L] * m.cost.t_head;
+                    double pass = m.cost.t_verify[L + 1] + heads;
+                    if (L + 1 <= eagers[c] && L < HS_TREE_EAGER_MAX && m.cost.t_verify_all[L + 1] < pass)
+                        pass = m.cost.t_verify_all[L + 1];
+                    const double r = e / (spent + pass);
+                    if (r > best) {
+                        best = r;
+                        best_n = L;
+                    }
+                }
+                uint32_t sel[64];
+                got[c] = p.select(&p, &t, sel, 64);
+                /* The round runs eager exactly where that prices lower for the chosen chain. */
+                double heads_n = 0;
+                for (uint32_t i = 1; i <= got[c]; i++)
+                    heads_n += V[i] * m.cost.t_head;
+                const bool want_eager =
+                    got[c] && got[c] + 1 <= eagers[c] &&
+                    m.cost.t_verify_all[got[c] + 1] < m.cost.t_verify[got[c] + 1] + heads_n;
+                const bool eager = hs_tree_eager(&p, &t, sel, got[c]);
+                fprintf(stderr, "f %.2f column %.2f eager %u: %u nodes%s\n", fs[a], col[b], eagers[c], got[c],
+                        eager ? ", every head in the pass" : "");
+                assert_int_equal(got[c], best_n);
+                assert_int_equal(eager, want_eager);
+                eager_rounds += eager;
+                lazy_rounds += got[c] && !eager;
+            }
+            changed += got[3] != got[0] || got[1] != got[0];
+        }
+    /* The cheaper pass moves the best prefix (a shorter chain can now beat a longer one, or the reverse). */
+    assert_true(changed >= 2);
+    assert_true(eager_rounds >= 4 && lazy_rounds >= 2);
     hs_tree_free(&t);
 }
 
@@ -1459,6 +1590,7 @@ int main(void) {
         cmocka_unit_test(test_longer_context_smaller_tree),
         cmocka_unit_test(test_select_is_best_prefix),
         cmocka_unit_test(test_select_prices_heads),
+        cmocka_unit_test(test_select_prices_eager),
         cmocka_unit_test(test_fit_recovers_strata),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_records_and_replay),

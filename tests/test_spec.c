@@ -473,11 +473,14 @@ static void test_prepare_covers_rounds(void **state) {
     hs_eagle3 *head;
     HS_CHECK(load_pair(e, 512, &m, &head));
     const int32_t bos = 1;
-    for (size_t k = 0; k < N_METHODS + N_HX; k++) {
+    for (size_t k = 0; k < N_METHODS + N_HX + 1; k++) {
         hs_tree_policy pol;
         hs_hx_model hm;
         if (k < N_METHODS) {
             pol = policy_of(k);
+        } else if (k == N_METHODS + N_HX) { /* lists of up to 4: every head in the pass; longer: not */
+            pol = hs_tree_eagle2(2, 2, 5);
+            pol.eager = 4;
         } else {
             hx_model((int)(k - N_METHODS), &hm);
             pol = hs_heterospec_policy(&hm);
@@ -601,6 +604,70 @@ static void test_store_equals_plain(void **state) {
     hs_ngram_free(stores[1]);
     stbds_arrfree(own);
     stbds_arrfree(noise);
+}
+
+/* hs_tree_policy.eager (every output head of a short list in the target's
+ * pass) changes no token: greedy generations equal plain decoding, and
+ * sampled ones (t = 1, the same seeds) equal those that compute the heads
+ * on demand, token for token, since a row's logits are bitwise the same.
+ * Lists within eager run no head product after the pass; a policy whose
+ * lists are sometimes longer runs both kinds of rounds in one generation. */
+static void test_eager_same_tokens(void **state) {
+    spec_env *e = *state;
+    const int32_t prompts[][4] = {{1}, {1, 68, 401, 259}};
+    const size_t lens[] = {1, 4};
+    uint64_t eager_rounds = 0, mixed_heads = 0, mixed_eager = 0;
+    for (int pc = 0; pc < 3; pc++) {
+        /* A chain, a lookup chain of 1 .. 4 tokens (lists of 2 .. 3 eager, longer ones not), a tree. */
+        hs_tree_policy pol = pc == 0   ? hs_tree_chain(3)
+                             : pc == 1 ? hs_tree_lookup(4, 1)
+                                       : hs_tree_eagle2(2, 2, 3);
+        const uint32_t eager = pc == 0 ? 4 : pc == 1 ? 3 : 4;
+        for (size_t pi = 0; pi < sizeof lens / sizeof lens[0]; pi++)
+            for (uint32_t seed = 0; seed < 4; seed++) {
+                hs_sampler_params sp = hs_sampler_default_params();
+                sp.temperature = seed ? 1.0f : 0.0f;
+                sp.seed = seed;
+                hs_gen_result r[2], ref;
+                for (int ea = 0; ea < 2; ea++) {
+                    pol.eager = ea ? eager : 0;
+                    hs_spec *spec;
+                    HS_CHECK(hs_spec_create(e->m, pol.headless ? NULL : e->head, &pol, &spec));
+                    gen(e->m, e->tok, spec, prompts[pi], lens[pi], 96, &sp, &r[ea]);
+                    hs_spec_destroy(spec);
+                }
+                char what[96];
+                snprintf(what, sizeof what, "%s, prompt %zu, seed %u, eager %u", pol.name, pi, seed, eager);
+                assert_same(&r[0], &r[1], what);
+                if (!seed) {
+                    gen(e->m, e->tok, NULL, prompts[pi], lens[pi], 96, NULL, &ref);
+                    assert_same(&ref, &r[1], what);
+                    hs_gen_result_free(&ref);
+                }
+                if (r[0].spec.eager_rounds) fail_msg("%s: eager rounds with eager 0", what);
+                if (pc != 1 && r[1].spec.head_calls)
+                    fail_msg("%s: %llu head products after the pass although every list is eager", what,
+                             (unsigned long long)r[1].spec.head_calls);
+                eager_rounds += r[1].spec.eager_rounds;
+                if (pc == 1) {
+                    mixed_heads += r[1].spec.head_calls;
+                    mixed_eager += r[1].spec.eager_rounds;
+                }
+                hs_gen_result_free(&r[0]);
+                hs_gen_result_free(&r[1]);
+            }
+    }
+    if (eager_rounds < 100 || !mixed_heads || !mixed_eager)
+        fail_msg("%llu eager rounds; the mixed policy: %llu head products, %llu eager rounds",
+                 (unsigned long long)eager_rounds, (unsigned long long)mixed_heads,
+                 (unsigned long long)mixed_eager);
+    /* Beyond the target's exact buckets: refused. */
+    hs_tree_policy big = hs_tree_chain(3);
+    big.eager = HS_TREE_EAGER_MAX + 1;
+    hs_spec *none = NULL;
+    assert_int_equal(hs_spec_create(e->m, e->head, &big, &none), HS_ERR_INVALID_ARG);
+    assert_null(none);
+    assert_non_null(strstr(hs_last_error(), "eager"));
 }
 
 static void test_sampling_distribution(void **state) {
@@ -850,7 +917,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_greedy_equals_plain),  cmocka_unit_test(test_store_equals_plain),
         cmocka_unit_test(test_context_fills_in_a_round), cmocka_unit_test(test_limits_and_end),
         cmocka_unit_test(test_prepare_covers_rounds), cmocka_unit_test(test_record_replays_generation),
-        cmocka_unit_test(test_draft_time_is_the_rounds),
+        cmocka_unit_test(test_draft_time_is_the_rounds), cmocka_unit_test(test_eager_same_tokens),
     };
     const struct CMUnitTest sampling[] = {
         cmocka_unit_test(test_sampling_distribution),
