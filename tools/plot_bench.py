@@ -7,7 +7,8 @@ Each input is a JSON file; its kind is told from its content:
   bench-spec   `heterospec bench-spec -o json` ("sets" and "all"): speedup.png, tau_vs_verified.png, devices.md
   calibration  `heterospec calibrate` ("kind": "heterospec-calibration"): strata.png from "strata" (when they
                were fitted: some stratum has records; a device-only calibration may carry the defaults),
-               cost_curve.png from "cost.verify_s" (and "cost.verify_long_s", measured after a long context)
+               cost_curve.png from "cost.verify_s" (and "cost.verify_long_s", measured after a long context;
+               "verify_all_s" / "verify_all_long_s": the passes with every output head, eager lists)
   bench        `heterospec bench -o json` ("tests"): cost_curve.png from the vN tests, T(N) = n_verify / avg_ts
 
 Written into --out (default plots/), each path printed on stdout:
@@ -117,6 +118,9 @@ class Calibration:
     ctx: int = 0  # context rows of verify_s (0: not recorded)
     ctx_long: int = 0  # context rows of verify_long_s (0: none)
     verify_long_s: list = dataclasses.field(default_factory=list)  # [(N, seconds)] after ctx_long rows
+    # the same passes with every row's output head (eager lists), where measured
+    verify_all_s: list = dataclasses.field(default_factory=list)
+    verify_all_long_s: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -185,7 +189,9 @@ def parse_calibration(path, d):
     return Calibration(path=path, device=device_name(d.get("device"), path), mode=str(d.get("mode", "")),
                        feature=str(d.get("feature", "entropy")), strata=strata,
                        verify_s=pairs(cost.get("verify_s") or []), ctx=int(cost.get("ctx", 0)),
-                       ctx_long=int(cost.get("ctx_long", 0)), verify_long_s=pairs(cost.get("verify_long_s") or []))
+                       ctx_long=int(cost.get("ctx_long", 0)), verify_long_s=pairs(cost.get("verify_long_s") or []),
+                       verify_all_s=pairs(cost.get("verify_all_s") or []),
+                       verify_all_long_s=pairs(cost.get("verify_all_long_s") or []))
 
 
 def parse_bench(path, d):
@@ -337,6 +343,12 @@ def plot_cost_curve(cals, benches, path):
             series.append((c.device, f"calibration, context {c.ctx}" if c.ctx else "calibration", c.verify_s, c.path))
         if c.verify_long_s:
             series.append((c.device, f"calibration, context {c.ctx_long}", c.verify_long_s, c.path))
+        if c.verify_all_s:
+            series.append((c.device, f"calibration, every output head, context {c.ctx}" if c.ctx
+                           else "calibration, every output head", c.verify_all_s, c.path))
+        if c.verify_all_long_s:
+            series.append((c.device, f"calibration, every output head, context {c.ctx_long}", c.verify_all_long_s,
+                           c.path))
     series += [(b.device, "bench", b.verify_s, b.path) for b in benches if b.verify_s]
     if not series:
         raise Skip("no calibration cost.verify_s and no bench vN test")

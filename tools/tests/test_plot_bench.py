@@ -71,6 +71,8 @@ CALIBRATION = {
     ],
     "cost": {"t_consume_s": 0.0004, "verify_s": [[n, 0.01 + 0.0005 * n] for n in range(1, 17)],
              "ctx": 258, "ctx_long": 1024, "verify_long_s": [[n, 0.012 + 0.0009 * n] for n in range(1, 17)],
+             "verify_all_s": [[n, 0.01 + 0.0008 * n] for n in range(1, 9)],
+             "verify_all_long_s": [[n, 0.012 + 0.0012 * n] for n in range(1, 9)],
              "draft_s": [[w, 0.002 + 0.0001 * w] for w in range(1, 9)]},
 }
 DEVICE_ONLY_CALIBRATION = {"kind": "heterospec-calibration", "version": 1,
@@ -218,6 +220,8 @@ class TestPlotBench(unittest.TestCase):
         self.assertEqual(cal.verify_s, [tuple(p) for p in CALIBRATION["cost"]["verify_s"]])
         self.assertEqual((cal.ctx, cal.ctx_long), (258, 1024))
         self.assertEqual(cal.verify_long_s, [tuple(p) for p in CALIBRATION["cost"]["verify_long_s"]])
+        self.assertEqual(cal.verify_all_s, [tuple(p) for p in CALIBRATION["cost"]["verify_all_s"]])
+        self.assertEqual(cal.verify_all_long_s, [tuple(p) for p in CALIBRATION["cost"]["verify_all_long_s"]])
 
 
 if __name__ == "__main__":
