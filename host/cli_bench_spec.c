@@ -84,7 +84,7 @@ typedef struct method {
 
 typedef struct acc {
     double tokens, gen_s, draft_s, verify_s;
-    uint64_t rounds, accepted, verified, rest_rounds;
+    uint64_t rounds, accepted, verified, rest_rounds, eager_rounds;
     uint32_t questions, equal, compared;
 } acc;
 
@@ -262,6 +262,7 @@ static void add(acc *a, const hs_gen_result *r, bool ar, bool compared, bool equ
         a->accepted += r->spec.accepted;
         a->verified += r->spec.verified;
         a->rest_rounds += r->spec.rest_rounds;
+        a->eager_rounds += r->spec.eager_rounds;
         a->draft_s += r->spec.draft_s;
         a->verify_s += r->spec.verify_s;
     }
@@ -307,6 +308,7 @@ static cJSON *acc_json(const method *m, const acc *a, double base) {
     cJSON_AddNumberToObject(o, "verified_per_round", vpr(a, m->ar));
     cJSON_AddNumberToObject(o, "draft_share", dshare(a));
     cJSON_AddNumberToObject(o, "rest_share", a->rounds ? (double)a->rest_rounds / a->rounds : 0);
+    cJSON_AddNumberToObject(o, "eager_share", a->rounds ? (double)a->eager_rounds / a->rounds : 0);
     cJSON_AddNumberToObject(o, "equal_to_ar", a->equal);
     cJSON_AddNumberToObject(o, "compared_to_ar", a->compared);
     return o;

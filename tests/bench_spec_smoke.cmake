@@ -8,7 +8,9 @@
 file(MAKE_DIRECTORY ${WORK})
 # Only the EAGLE-2 choice: heterospec keeps its built-in strata and costs.
 file(WRITE ${WORK}/cal.json "{\"kind\": \"heterospec-calibration\", \"eagle2_tuned\": {\"top_k\": 2, \"depth\": 3, \"total\": 6}}")
+# The last two: every output head in the target's pass (eager lists; a static tree takes /eN too).
 set(methods "chain/d3,ar,eagle2/k4/d3/n8,static/2x2,heterospec,eagle2-tuned,heterospec/l0,lookup/l6/m1")
+set(methods "${methods},chain/d3/e4,static/2x2/e7")
 execute_process(COMMAND ${HS} bench-spec -m ${MODEL} --no-chat --data ${DATA} --sets gsm8k,alpaca --questions 1-2
                         -n 12 --methods ${methods}
                         --calibration ${WORK}/cal.json -o json
@@ -20,8 +22,8 @@ if(NOT err MATCHES "\\[bench-spec\\] alpaca 2/2  question 2/2")
   message(FATAL_ERROR "bench-spec printed no progress line:\n${err}")
 endif()
 string(JSON n LENGTH "${out}" all)
-if(NOT n EQUAL 8)
-  message(FATAL_ERROR "expected 8 methods in \"all\", got ${n}:\n${out}")
+if(NOT n EQUAL 10)
+  message(FATAL_ERROR "expected 10 methods in \"all\", got ${n}:\n${out}")
 endif()
 string(JSON tuned GET "${out}" all 5 method)
 if(NOT tuned STREQUAL "eagle2-tuned (k2/d3/n6)")
@@ -38,6 +40,14 @@ foreach(i RANGE ${last})
     message(FATAL_ERROR "${method}: ${q} questions, ${eq} of ${cmp} equal to ar, tau ${tau}")
   endif()
   message("${method}: 4 questions equal to ar, tau ${tau}")
+endforeach()
+# The eager methods ran rounds with every head in the pass, the others none.
+foreach(i RANGE ${last})
+  string(JSON method GET "${out}" all ${i} method)
+  string(JSON share GET "${out}" all ${i} eager_share)
+  if((method MATCHES "/e[0-9]$" AND NOT share GREATER 0) OR (NOT method MATCHES "/e[0-9]$" AND share GREATER 0))
+    message(FATAL_ERROR "${method}: eager_share ${share}")
+  endif()
 endforeach()
 
 # Greedy and temperature 1 in one run: labels @tT, each temperature its own ar.
@@ -108,7 +118,7 @@ if(NOT rc EQUAL 0 OR NOT spec STREQUAL "heterospec" OR NOT no_head OR NOT err MA
 endif()
 message("a headless calibration: heterospec without the head (and /h1 with it), equal to ar")
 # A method that does not exist is refused by its name, before anything runs.
-foreach(bad foo none chain/x2)
+foreach(bad foo none chain/x2 chain/d3/e9)
   execute_process(COMMAND ${HS} bench-spec -m ${MODEL} --no-chat --data ${DATA} --sets gsm8k --questions 1-1
                           -n 4 --methods ar,${bad}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

@@ -55,7 +55,8 @@ endif()
 foreach(bad "-n;12x;-n 12x: expected an integer" "--temp;abc;--temp abc: expected a number"
             "--seed;-3;--seed -3: expected an unsigned integer"
             "--depth;5x;--depth 5x: expected an integer 1\\.\\."
-            "--tree-size;100000;--tree-size 100000: the target verifies at most [0-9]+ tokens per pass")
+            "--tree-size;100000;--tree-size 100000: the target verifies at most [0-9]+ tokens per pass"
+            "--eager;9;--eager 9: expected an integer 0\\.\\.8")
   list(GET bad 0 opt)
   list(GET bad 1 val)
   list(GET bad 2 re)
