@@ -617,6 +617,23 @@ static void test_chain_bound(void **state) {
     assert_true(hs_hx_chain_bound(&m.cost, 0, a, false, 4, NULL) >= 1.5);
     assert_true(hs_hx_chain_bound(&m.cost, 0, a - 2e-4, false, 4, NULL) < 1.5);
     assert_true(hs_hx_chain_needs(&m.cost, 0, 1.5, true, 4) > a);
+    /* Every head in the pass where measured and cheaper: T_all(n) = T(n) + 0.05 (n - 1), so at d = 4
+     * with all accepted 1 + 1.2 + 0.2 instead of 1 + 1.2 + 0.4; where it is dearer (0.2 a column), the
+     * bound stays; with lists of up to 4 measured, d = 4 is priced as before and d = 3 with every head
+     * in the pass wins: 4 / (1 + 0.9 + 0.15). */
+    m.cost.n_verify_all = HS_TREE_EAGER_MAX;
+    for (uint32_t n = 1; n <= HS_TREE_EAGER_MAX; n++)
+        m.cost.t_verify_all[n] = m.cost.t_verify[n] + 0.05 * (n - 1);
+    assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 1.0, false, 4, &d), 5 / 2.4, 1e-9);
+    assert_int_equal(d, 4);
+    for (uint32_t n = 1; n <= HS_TREE_EAGER_MAX; n++)
+        m.cost.t_verify_all[n] = m.cost.t_verify[n] + 0.2 * (n - 1);
+    assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 1.0, false, 4, &d), 5 / 2.6, 1e-9);
+    for (uint32_t n = 1; n <= HS_TREE_EAGER_MAX; n++)
+        m.cost.t_verify_all[n] = m.cost.t_verify[n] + 0.05 * (n - 1);
+    m.cost.n_verify_all = 4;
+    assert_float_equal(hs_hx_chain_bound(&m.cost, 0, 1.0, false, 4, &d), 4 / 2.05, 1e-9);
+    assert_int_equal(d, 3);
 }
 
 /* A recorded chain of 4 levels, every node with Top-K topk(3, top, ent);
