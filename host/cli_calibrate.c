@@ -180,36 +180,27 @@ static void fill(double *t, uint32_t lo, uint32_t hi, double v) {
  * every N up to HS_MODEL_EXACT_BUCKETS, then powers of two up to 128; a size
  * between two costs what its bucket does. Draft levels at w = 1, 2, 4 .. 64. */
 enum { NV = HS_MODEL_EXACT_BUCKETS + 4, ND = 7 };
+_Static_assert(HS_TREE_EAGER_MAX <= HS_MODEL_EXACT_BUCKETS, "eager passes: vsize(0 .. HS_TREE_EAGER_MAX - 1)");
 static uint32_t vsize(uint32_t i) {
     return i < HS_MODEL_EXACT_BUCKETS ? i + 1 : HS_MODEL_EXACT_BUCKETS << (i - HS_MODEL_EXACT_BUCKETS + 1);
 }
 
-/* Round r (r < 0: warm-up, untimed) of the verification passes of
- * N = 1, 2, 4 .. 128 chained nodes as speculation runs them (the root's
- * output head, nothing committed) into x. */
-static hs_status time_verify(hs_llama *m, const int32_t *toks, const int32_t *parents, int r,
-                             double x[NV][100]) {
+/* Round r (r < 0: warm-up, untimed) of the verification passes of the
+ * first `sizes` of N = 1, 2, 4 .. 128 chained nodes as speculation runs them
+ * (nothing committed; the root's output head, or with all every row's,
+ * hs_tree_policy.eager) into x. */
+static hs_status time_verify(hs_llama *m, const int32_t *toks, const int32_t *parents, int r, uint32_t sizes,
+                             bool all, double (*x)[100]) {
     hs_status st = HS_OK;
     uint32_t amax;
-    for (uint32_t i = 0; i < NV; i++) {
+    const uint32_t *amax_all;
+    for (uint32_t i = 0; i < sizes; i++) {
         const double t0 = hs_now_s();
-        HS_TRY(hs_llama_eval_tree(m, toks, vsize(i), parents, NULL, &amax));
+        if (all)
+            HS_TRY(hs_llama_eval(m, toks, vsize(i), parents, false, false, NULL, &amax_all));
+        else
+            HS_TRY(hs_llama_eval_tree(m, toks, vsize(i), parents, NULL, &amax));
         if (r >= 0) x[i][r] = hs_now_s() - t0;
-    }
-fail:
-    return st;
-}
-
-/* The same passes with every row's output head (hs_tree_policy.eager) for
- * N = 1 .. HS_TREE_EAGER_MAX, into x. */
-static hs_status time_verify_all(hs_llama *m, const int32_t *toks, const int32_t *parents, int r,
-                                 double x[HS_TREE_EAGER_MAX][100]) {
-    hs_status st = HS_OK;
-    const uint32_t *amax;
-    for (uint32_t n = 1; n <= HS_TREE_EAGER_MAX; n++) {
-        const double t0 = hs_now_s();
-        HS_TRY(hs_llama_eval(m, toks, n, parents, false, false, NULL, &amax));
-        if (r >= 0) x[n - 1][r] = hs_now_s() - t0;
     }
 fail:
     return st;
@@ -269,8 +260,8 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
             xp[r] = hs_now_s() - t0;
             xa[r] -= xp[r];
         }
-        HS_TRY(time_verify_all(m, toks, parents, r, xva));
-        HS_TRY(time_verify(m, toks, parents, r, xv)); /* the heads below follow its last pass */
+        HS_TRY(time_verify(m, toks, parents, r, HS_TREE_EAGER_MAX, true, xva));
+        HS_TRY(time_verify(m, toks, parents, r, NV, false, xv)); /* the heads below follow its last pass */
         uint32_t a;
         t0 = hs_now_s();
         HS_TRY(hs_llama_head(m, 1, NULL, &a));
@@ -310,8 +301,8 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
         }
         static double xla[HS_TREE_EAGER_MAX][100];
         for (int r = -1; r < reps; r++) {
-            HS_TRY(time_verify(m, toks, parents, r, xl));
-            HS_TRY(time_verify_all(m, toks, parents, r, xla));
+            HS_TRY(time_verify(m, toks, parents, r, NV, false, xl));
+            HS_TRY(time_verify(m, toks, parents, r, HS_TREE_EAGER_MAX, true, xla));
         }
         c->ctx1 = hs_llama_n_past(m);
         for (uint32_t i = 0; i < NV; i++)

@@ -92,12 +92,15 @@ static double table_at(const double *table, uint32_t n, uint32_t i) {
 }
 
 double hs_hx_t_verify(const hs_hx_cost *c, uint32_t n) { return table_at(c->t_verify, c->n_verify, n); }
-double hs_hx_t_verify_at(const hs_hx_cost *c, uint32_t n, uint32_t ctx) {
-    const double t0 = hs_hx_t_verify(c, n);
-    if (c->ctx1 <= c->ctx0 || ctx <= c->ctx0) return t0; /* never extrapolated below the short context */
-    const double t1 = table_at(c->t_verify_long, c->n_verify, n);
+/* A pass timed t0 at ctx0 rows and t1 at ctx1, after ctx rows: linear in ctx
+ * (extrapolated beyond ctx1, never below ctx0), at least a quarter of t0. */
+static double at_ctx(const hs_hx_cost *c, double t0, double t1, uint32_t ctx) {
+    if (c->ctx1 <= c->ctx0 || ctx <= c->ctx0) return t0;
     const double t = t0 + (t1 - t0) * ((double)ctx - c->ctx0) / (c->ctx1 - c->ctx0);
     return t > 0.25 * t0 ? t : 0.25 * t0;
+}
+double hs_hx_t_verify_at(const hs_hx_cost *c, uint32_t n, uint32_t ctx) {
+    return at_ctx(c, hs_hx_t_verify(c, n), table_at(c->t_verify_long, c->n_verify, n), ctx);
 }
 double hs_hx_t_head_round(const hs_hx_cost *c, bool resting) {
     return (resting && c->t_consume_cache > 0 ? c->t_consume_cache : c->t_consume) + c->t_after_head;
@@ -107,11 +110,7 @@ bool hs_hx_eager(const hs_hx_cost *c, uint32_t eager, uint32_t n) {
     return n >= 2 && n <= eager && n <= c->n_verify_all;
 }
 double hs_hx_t_verify_all_at(const hs_hx_cost *c, uint32_t n, uint32_t ctx) {
-    if (n == 0 || n > c->n_verify_all) return 0;
-    const double t0 = c->t_verify_all[n];
-    if (c->ctx1 <= c->ctx0 || ctx <= c->ctx0) return t0;
-    const double t = t0 + (c->t_verify_all_long[n] - t0) * ((double)ctx - c->ctx0) / (c->ctx1 - c->ctx0);
-    return t > 0.25 * t0 ? t : 0.25 * t0;
+    return n && n <= c->n_verify_all ? at_ctx(c, c->t_verify_all[n], c->t_verify_all_long[n], ctx) : 0;
 }
 double hs_hx_t_heads(const hs_hx_cost *c, uint32_t k) {
     if (k <= 1) return k ? c->t_head : 0;

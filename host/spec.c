@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hs_bench_ops.h"
+#include "model_util.h"
 
 struct hs_spec {
     hs_llama *target;
@@ -36,6 +37,7 @@ struct hs_spec {
 };
 
 _Static_assert(HS_TREE_HEADS_MAX <= HS_LLAMA_MAX_HEADS, "a walk's heads fit one hs_llama_heads");
+_Static_assert(HS_TREE_EAGER_MAX <= HS_MODEL_EXACT_BUCKETS, "an eager list's graph has its own size");
 
 /* Candidates per tree: every expanded node adds the head's K children. */
 static uint32_t tree_cap(const hs_spec *s) {
@@ -306,43 +308,37 @@ hs_status hs_spec_round(hs_spec *s, hs_sampler *smp, int32_t root, uint32_t max_
     /* The target's pass over the list computes the output head of the root
      * only; the walk asks for each further node's as it reaches it, with
      * those of the chain after it (policy.heads). A list the policy makes
-     * eager (hs_tree_eager) gets every entry's head in the pass instead. */
-    const float *logits = NULL, *all_logits = NULL;
-    const uint32_t *all_amax = NULL;
-    uint32_t amax = 0;
+     * eager (hs_tree_eager) gets every entry's head in the pass instead.
+     * have_*: the heads computed so far, of entries have0 .. have0 + have_n - 1. */
     const bool greedy = hs_sampler_is_greedy(smp);
-    const bool eager = s->eager;
-    if (eager) {
+    uint32_t have0 = 0, have_n = 1, root_amax, heads_amax[HS_TREE_HEADS_MAX];
+    const uint32_t *have_amax = &root_amax;
+    const float *have_logits = NULL;
+    if (s->eager) {
         HS_TRY(hs_llama_eval(s->target, s->tokens, n_list, s->parents, false, false,
-                             greedy ? NULL : &all_logits, &all_amax));
-        amax = all_amax[0];
-        logits = all_logits;
+                             greedy ? NULL : &have_logits, &have_amax));
+        have_n = n_list;
         s->stats.eager_rounds++;
     } else {
-        HS_TRY(hs_llama_eval_tree(s->target, s->tokens, n_list, s->parents, greedy ? NULL : &logits, &amax));
+        HS_TRY(hs_llama_eval_tree(s->target, s->tokens, n_list, s->parents, greedy ? NULL : &have_logits,
+                                  &root_amax));
     }
     /* Walk down from the root. */
     uint32_t len = 0, cur = 0;
     s->path[len++] = 0;
     int32_t bonus;
-    uint32_t have0 = 0, have_n = 0, have_amax[HS_TREE_HEADS_MAX]; /* heads computed: entries have0 .. */
-    const float *have_logits = NULL;
     for (;;) {
-        if (cur > 0 && eager) {
-            amax = all_amax[cur];
-            if (!greedy) logits = all_logits + (size_t)cur * n_vocab;
-        } else if (cur > 0 && (cur < have0 || cur >= have0 + have_n)) {
+        if (cur < have0 || cur >= have0 + have_n) {
             const uint32_t k = hs_tree_heads_k(s->parents, n_list, cur, s->policy.heads);
-            HS_TRY(hs_llama_heads(s->target, cur, k, greedy ? NULL : &have_logits, have_amax));
+            HS_TRY(hs_llama_heads(s->target, cur, k, greedy ? NULL : &have_logits, heads_amax));
             s->stats.head_calls++;
             s->stats.head_calls_rows += k;
+            have_amax = heads_amax;
             have0 = cur;
             have_n = k;
         }
-        if (cur > 0 && !eager) {
-            amax = have_amax[cur - have0];
-            if (!greedy) logits = have_logits + (size_t)(cur - have0) * n_vocab;
-        }
+        const uint32_t amax = have_amax[cur - have0];
+        const float *logits = greedy ? NULL : have_logits + (size_t)(cur - have0) * n_vocab;
         int32_t child = -1;
         if (greedy) {
             bonus = (int32_t)amax;

@@ -785,27 +785,31 @@ hs_status hs_llama_head(hs_llama *m, uint32_t row, const float **logits, uint32_
     return hs_llama_heads(m, row, 1, logits, argmax);
 }
 
+/* The tree evals of 1 .. max_n rows (clamped to the batch; a bucket's later
+ * sizes find its graph) with the output head of `out` rows, and the KV
+ * compaction (a path other than the first nodes moves cache rows). */
+static hs_status prepare_evals(hs_llama *m, uint32_t max_n, out_rows out) {
+    hs_status st = HS_OK;
+    llama_graph *gr;
+    for (uint32_t n = 1; n <= max_n; n++)
+        HS_TRY(get_graph(m, eval_shape(m, n, out), &gr));
+    if (max_n > 1) HS_TRY(record_gather(m));
+fail:
+    return st;
+}
+
 hs_status hs_llama_prepare_tree(hs_llama *m, uint32_t max_n) {
     hs_status st = HS_OK;
     llama_graph *gr;
     if (max_n > m->max_batch) max_n = m->max_batch;
-    for (uint32_t n = 1; n <= max_n; n++) /* a bucket's later sizes find its graph */
-        HS_TRY(get_graph(m, eval_shape(m, n, OUT_FIRST), &gr));
+    HS_TRY(prepare_evals(m, max_n, OUT_FIRST));
     for (uint32_t row = 1; row < max_n; row++)
         for (uint32_t k = 1; k <= HS_LLAMA_MAX_HEADS && k <= max_n - row; k *= 2)
             HS_TRY(get_graph(m, head_shape(row, k), &gr));
-    if (max_n > 1) HS_TRY(record_gather(m)); /* a path other than the first nodes moves cache rows */
 fail:
     return st;
 }
 
 hs_status hs_llama_prepare_tree_all(hs_llama *m, uint32_t max_n) {
-    hs_status st = HS_OK;
-    llama_graph *gr;
-    if (max_n > m->max_batch) max_n = m->max_batch;
-    for (uint32_t n = 1; n <= max_n; n++)
-        HS_TRY(get_graph(m, eval_shape(m, n, OUT_ALL), &gr));
-    if (max_n > 1) HS_TRY(record_gather(m));
-fail:
-    return st;
+    return prepare_evals(m, max_n < m->max_batch ? max_n : m->max_batch, OUT_ALL);
 }
