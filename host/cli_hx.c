@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hs_cli.h"
 #include "hs_vk.h"
@@ -28,6 +29,36 @@ static hs_status file_hash(const char *path, uint64_t *out) {
     return HS_OK;
 }
 
+/* The host CPU a CPU device (lavapipe) runs on: /proc/cpuinfo's first "model name" and the CPUs online,
+ * e.g. "Intel(R) Xeon(R) Processor x2" (HS_HOST_CPU, when set, instead); "" where neither is known. A CPU device's UUID and driver say
+ * which Mesa it is, not which processor, and its costs are the processor's. */
+static void host_cpu(char *buf, size_t n) {
+    buf[0] = 0;
+    const char *env = getenv("HS_HOST_CPU"); /* for tests: as if the processor were this one */
+    if (env && env[0]) {
+        snprintf(buf, n, "%s", env);
+        return;
+    }
+    char line[512], model[256] = "";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "model name", 10) == 0) {
+                const char *v = strchr(line, ':');
+                if (v) {
+                    v++;
+                    while (*v == ' ' || *v == '\t') v++;
+                    snprintf(model, sizeof model, "%s", v);
+                    model[strcspn(model, "\n")] = 0;
+                }
+                break;
+            }
+        fclose(f);
+    }
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (model[0] || cpus > 0) snprintf(buf, n, "%s x%ld", model[0] ? model : "cpu", cpus > 0 ? cpus : 1L);
+}
+
 static uint64_t device_hash(const hs_vk_caps *c) {
     uint64_t h = 14695981039346656037ull;
     const unsigned char *parts[] = {c->device_uuid, (const unsigned char *)&c->driver_version,
@@ -38,6 +69,15 @@ static uint64_t device_hash(const hs_vk_caps *c) {
             h ^= parts[p][i];
             h *= 1099511628211ull;
         }
+    /* A CPU device: the same lavapipe on two processors is two devices for the cost model. */
+    if (c->type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+        char cpu[300];
+        host_cpu(cpu, sizeof cpu);
+        for (const char *q = cpu; *q; q++) {
+            h ^= (unsigned char)*q;
+            h *= 1099511628211ull;
+        }
+    }
     /* Split execution changes every cost (lavapipe: one device per core), so it has calibrations of its own. */
     if (c->parts > 1) {
         h ^= c->parts;
@@ -81,6 +121,11 @@ cJSON *hs_cli_hx_identity_json(const hs_vk_caps *caps, const hs_cli_hx_id *id, c
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)id->device);
     cJSON_AddStringToObject(d, "key", hex);
     cJSON_AddNumberToObject(d, "parts", caps->parts); /* split execution: logical devices (1: off) */
+    if (caps->type == VK_PHYSICAL_DEVICE_TYPE_CPU) { /* part of the key (device_hash) */
+        char cpu[300];
+        host_cpu(cpu, sizeof cpu);
+        cJSON_AddStringToObject(d, "host_cpu", cpu);
+    }
     const char *names[] = {"model", "head"};
     const char *paths[] = {model_path, head_path};
     const uint64_t hashes[] = {id->model, id->head};
@@ -129,10 +174,13 @@ static hs_status try_load(const char *path, hs_cli_hx *out, int *found) {
     const cJSON *fm =
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "model"), "fnv1a64");
     snprintf(out->for_model, sizeof out->for_model, "%s", cJSON_IsString(fm) ? fm->valuestring : "");
-    const cJSON *dev =
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "device"), "name");
-    snprintf(out->source, sizeof out->source, "%s (measured on %s)", path,
-             cJSON_IsString(dev) ? dev->valuestring : "an unnamed device");
+    const cJSON *dj = cJSON_GetObjectItemCaseSensitive(o, "device");
+    const cJSON *dev = cJSON_GetObjectItemCaseSensitive(dj, "name"),
+                *cpu = cJSON_GetObjectItemCaseSensitive(dj, "host_cpu");
+    snprintf(out->source, sizeof out->source, "%s (measured on %s%s%s)", path,
+             cJSON_IsString(dev) ? dev->valuestring : "an unnamed device",
+             cJSON_IsString(cpu) && cpu->valuestring[0] ? " on " : "",
+             cJSON_IsString(cpu) && cpu->valuestring[0] ? cpu->valuestring : "");
     *found = 1;
 fail:
     cJSON_Delete(o);

@@ -1,0 +1,44 @@
+# A CPU device's calibration is keyed by the host processor too (host/cli_hx.c):
+# lavapipe reports the same UUID and driver on every processor, whose costs
+# differ. calibrate --device on stories260K as if on two processors
+# (HS_HOST_CPU) writes two cache files, each naming its processor, and generate
+# loads the one of the processor it runs on and says so. Without split execution
+# throughout: the number of parts, which a busy CPU changes, is in the key too.
+#   cmake -DHS=<heterospec> -DMODEL=<gguf> -DHEAD=<head gguf> -DWORK=<dir> -P calib_key.cmake
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+foreach(cpu cpuA cpuB)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env HS_HOME=${WORK} HS_VK_DISABLE_SPLIT=1 HS_HOST_CPU=${cpu}
+                          ${HS} calibrate --device -m ${MODEL} --head ${HEAD} -r 1
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "calibrate --device (HS_HOST_CPU=${cpu}) exited ${rc}:\n${out}\n${err}")
+  endif()
+endforeach()
+file(GLOB files ${WORK}/calib/*-greedy.json)
+list(LENGTH files n)
+if(NOT n EQUAL 2)
+  message(FATAL_ERROR "two processors gave ${n} calibration files, not 2: ${files}")
+endif()
+set(seen "")
+foreach(f ${files})
+  file(READ ${f} text)
+  string(JSON cpu ERROR_VARIABLE jerr GET "${text}" device host_cpu)
+  if(jerr)
+    message(FATAL_ERROR "${f}: no device.host_cpu (${jerr})")
+  endif()
+  list(APPEND seen ${cpu})
+endforeach()
+list(SORT seen)
+if(NOT seen STREQUAL "cpuA;cpuB")
+  message(FATAL_ERROR "the files name the processors '${seen}', not cpuA and cpuB")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env HS_HOME=${WORK} HS_VK_DISABLE_SPLIT=1 HS_HOST_CPU=cpuB
+                        ${HS} generate -m ${MODEL} --head ${HEAD} --spec heterospec -p "Once upon a time" -n 4 -q
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "generate exited ${rc}:\n${out}\n${err}")
+endif()
+if(NOT err MATCHES "calibration: ${WORK}/calib/[0-9a-f-]+-greedy.json \\(measured on [^\n]* on cpuB\\)")
+  message(FATAL_ERROR "generate did not load the cpuB calibration:\n${err}")
+endif()
