@@ -30,8 +30,8 @@ static hs_status file_hash(const char *path, uint64_t *out) {
 }
 
 /* The host CPU a CPU device (lavapipe) runs on: /proc/cpuinfo's first "model name" and the CPUs online,
- * e.g. "Intel(R) Xeon(R) Processor x2" (HS_HOST_CPU, when set, instead); "" where neither is known. A CPU device's UUID and driver say
- * which Mesa it is, not which processor, and its costs are the processor's. */
+ * e.g. "Intel(R) Xeon(R) Processor x2" (HS_HOST_CPU, when set, instead); "" where neither is known. A CPU
+ * device's UUID and driver say which Mesa it is, not which processor, and its costs are the processor's. */
 static void host_cpu(char *buf, size_t n) {
     buf[0] = 0;
     const char *env = getenv("HS_HOST_CPU"); /* for tests: as if the processor were this one */
