@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "hs_cli.h"
 #include "hs_vk.h"
@@ -29,36 +28,6 @@ static hs_status file_hash(const char *path, uint64_t *out) {
     return HS_OK;
 }
 
-/* The host CPU a CPU device (lavapipe) runs on: /proc/cpuinfo's first "model name" and the CPUs online,
- * e.g. "Intel(R) Xeon(R) Processor x2" (HS_HOST_CPU, when set, instead); "" where neither is known. A CPU
- * device's UUID and driver say which Mesa it is, not which processor, and its costs are the processor's. */
-static void host_cpu(char *buf, size_t n) {
-    buf[0] = 0;
-    const char *env = getenv("HS_HOST_CPU"); /* for tests: as if the processor were this one */
-    if (env && env[0]) {
-        snprintf(buf, n, "%s", env);
-        return;
-    }
-    char line[512], model[256] = "";
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        while (fgets(line, sizeof line, f))
-            if (strncmp(line, "model name", 10) == 0) {
-                const char *v = strchr(line, ':');
-                if (v) {
-                    v++;
-                    while (*v == ' ' || *v == '\t') v++;
-                    snprintf(model, sizeof model, "%s", v);
-                    model[strcspn(model, "\n")] = 0;
-                }
-                break;
-            }
-        fclose(f);
-    }
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (model[0] || cpus > 0) snprintf(buf, n, "%s x%ld", model[0] ? model : "cpu", cpus > 0 ? cpus : 1L);
-}
-
 static uint64_t device_hash(const hs_vk_caps *c) {
     uint64_t h = 14695981039346656037ull;
     const unsigned char *parts[] = {c->device_uuid, (const unsigned char *)&c->driver_version,
@@ -70,13 +39,9 @@ static uint64_t device_hash(const hs_vk_caps *c) {
             h *= 1099511628211ull;
         }
     /* A CPU device: the same lavapipe on two processors is two devices for the cost model. */
-    if (c->type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
-        char cpu[300];
-        host_cpu(cpu, sizeof cpu);
-        for (const char *q = cpu; *q; q++) {
-            h ^= (unsigned char)*q;
-            h *= 1099511628211ull;
-        }
+    for (const char *q = c->host_cpu; *q; q++) {
+        h ^= (unsigned char)*q;
+        h *= 1099511628211ull;
     }
     /* Split execution changes every cost (lavapipe: one device per core), so it has calibrations of its own. */
     if (c->parts > 1) {
@@ -121,11 +86,7 @@ cJSON *hs_cli_hx_identity_json(const hs_vk_caps *caps, const hs_cli_hx_id *id, c
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)id->device);
     cJSON_AddStringToObject(d, "key", hex);
     cJSON_AddNumberToObject(d, "parts", caps->parts); /* split execution: logical devices (1: off) */
-    if (caps->type == VK_PHYSICAL_DEVICE_TYPE_CPU) { /* part of the key (device_hash) */
-        char cpu[300];
-        host_cpu(cpu, sizeof cpu);
-        cJSON_AddStringToObject(d, "host_cpu", cpu);
-    }
+    if (caps->host_cpu[0]) cJSON_AddStringToObject(d, "host_cpu", caps->host_cpu); /* part of the key */
     const char *names[] = {"model", "head"};
     const char *paths[] = {model_path, head_path};
     const uint64_t hashes[] = {id->model, id->head};

@@ -64,6 +64,10 @@ typedef struct hs_vk_caps {
     char device_name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
     char driver_name[VK_MAX_DRIVER_NAME_SIZE];
     char driver_info[VK_MAX_DRIVER_INFO_SIZE];
+    /* A CPU device: the processor it runs on (/proc/cpuinfo's model name and the CPUs online, e.g.
+     * "Intel(R) Xeon(R) Processor x2"; HS_HOST_CPU instead when set); "" for other devices. lavapipe's
+     * UUID and driver say which Mesa it is, not which processor, and its costs are the processor's. */
+    char host_cpu[300];
     uint32_t vendor_id, device_id, driver_version, api_version;
     VkPhysicalDeviceType type;
     uint8_t device_uuid[VK_UUID_SIZE];

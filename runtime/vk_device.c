@@ -127,6 +127,35 @@ static void chain_features(feature_chain *fc, uint32_t api, const VkExtensionPro
 #undef LINK
 }
 
+/* hs_vk_caps.host_cpu of a CPU device (lavapipe): /proc/cpuinfo's first "model name" and the CPUs online,
+ * e.g. "Intel(R) Xeon(R) Processor x2" (HS_HOST_CPU, when set, instead); "" where neither is known. */
+static void host_cpu(char *buf, size_t n) {
+    buf[0] = 0;
+    const char *env = getenv("HS_HOST_CPU"); /* for tests: as if the processor were this one */
+    if (env && env[0]) {
+        snprintf(buf, n, "%s", env);
+        return;
+    }
+    char line[512], model[256] = "";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "model name", 10) == 0) {
+                const char *v = strchr(line, ':');
+                if (v) {
+                    v++;
+                    while (*v == ' ' || *v == '\t') v++;
+                    snprintf(model, sizeof model, "%s", v);
+                    model[strcspn(model, "\n")] = 0;
+                }
+                break;
+            }
+        fclose(f);
+    }
+    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (model[0] || cpus > 0) snprintf(buf, n, "%s x%ld", model[0] ? model : "cpu", cpus > 0 ? cpus : 1L);
+}
+
 /* Fills caps for one physical device; applies HS_VK_DISABLE_* and HS_VK_MAX_BUFFER_RANGE. */
 static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_api, hs_vk_caps *c,
                        feature_chain *fc, uint32_t *queue_family) {
@@ -181,6 +210,7 @@ static void probe_caps(VkPhysicalDevice pd, uint32_t index, uint32_t instance_ap
     c->driver_version = p->driverVersion;
     c->api_version = api;
     c->type = p->deviceType;
+    if (c->type == VK_PHYSICAL_DEVICE_TYPE_CPU) host_cpu(c->host_cpu, sizeof c->host_cpu);
     memcpy(c->device_uuid, idp.deviceUUID, VK_UUID_SIZE);
     memcpy(c->pipeline_cache_uuid, p->pipelineCacheUUID, VK_UUID_SIZE);
 
