@@ -269,6 +269,12 @@ uint32_t hs_vk_seq_dispatch_count(const hs_vk_seq *seq);
  * a divided dispatch counts on each part with workgroups, one that runs whole
  * on part 0 only; the barriers' own dispatches are not counted). */
 uint32_t hs_vk_seq_part_dispatches(const hs_vk_seq *s, uint32_t part);
+/* Split execution: the dimension (0 .. 2) of a grid of g[0] x g[1] x g[2] workgroups that
+ * hs_vk_seq_dispatch divides among `parts` parts, or 3 when it runs whole on part 0 (every
+ * dimension a single workgroup, or parts < 2): the first of more than one workgroup, unless
+ * the busiest part's share of it is more than 1/8 above the even share and a later dimension
+ * divides more evenly. */
+uint32_t hs_vk_split_dim(const uint32_t g[3], uint32_t parts);
 uint32_t hs_vk_seq_barrier_count(const hs_vk_seq *seq);
 /* Pipeline of the i-th recorded dispatch (NULL past the end): which kernel
  * variant an op chose, for reports and tests. */

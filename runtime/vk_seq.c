@@ -4,7 +4,8 @@
  * Split execution (ctx->n_parts > 1, lavapipe): a sequence is recorded once
  * per part, each part's command buffer on its own logical device. A
  * dispatch's workgroups are divided among the parts along its first
- * dimension of more than one workgroup (vkCmdDispatchBase; a shader that
+ * dimension of more than one workgroup, or a later one where that divides
+ * unevenly (hs_vk_split_dim; vkCmdDispatchBase; a shader that
  * reads gl_NumWorkGroups runs whole on part 0); copies and fills run on part
  * 0. Every barrier is, on every part, the barrier plus one spin dispatch
  * (shaders/spin.comp) that waits until all parts have reached it, so what
@@ -293,6 +294,24 @@ fail:
     return st;
 }
 
+/* An attention grid of 3 head blocks by 16 query blocks is cut along the queries, not 2 : 1 along
+ * the heads, while a product's grid stays cut along its rows even where they divide a little
+ * unevenly (along its columns every part would read every weight). */
+uint32_t hs_vk_split_dim(const uint32_t g[3], uint32_t parts) {
+    if (parts < 2) return 3;
+    const uint64_t P = parts;
+    uint32_t dim = 0;
+    while (dim < 3 && g[dim] < 2) dim++;
+    if (dim == 3) return 3;
+    /* ceil(g / P) P: the busiest part's share of g workgroups, times P (g when even) */
+#define HS_SPLIT_OVER(d) (((g[d] + P - 1) / P) * P)
+    if (8 * HS_SPLIT_OVER(dim) > 9 * (uint64_t)g[dim])
+        for (uint32_t d = dim + 1; d < 3; d++)
+            if (g[d] >= 2 && HS_SPLIT_OVER(d) * g[dim] < HS_SPLIT_OVER(dim) * (uint64_t)g[d]) dim = d;
+#undef HS_SPLIT_OVER
+    return dim;
+}
+
 hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_binding *binds,
                              uint32_t n_binds, const void *push, uint32_t gx, uint32_t gy, uint32_t gz) {
     hs_status st = HS_OK;
@@ -358,11 +377,9 @@ hs_status hs_vk_seq_dispatch(hs_vk_seq *s, const hs_vk_pipeline *p, const hs_vk_
     }
     track(s, rd, nr, wr, nw);
     if (s->ctx->profiling && s->n_queries == 0) HS_TRY(timestamp(s));
-    /* Split: part k's share of the first dimension of more than one workgroup. */
+    /* Split: part k's share of one dimension (hs_vk_split_dim). */
     const uint32_t g[3] = {gx, gy, gz};
-    uint32_t dim = 3; /* 3: whole on part 0 */
-    if (s->n_parts > 1 && p->splittable)
-        for (dim = 0; dim < 3 && g[dim] < 2;) dim++;
+    const uint32_t dim = p->splittable ? hs_vk_split_dim(g, s->n_parts) : 3; /* 3: whole on part 0 */
     for (uint32_t k = 0; k < s->n_parts; k++) {
         uint32_t base[3] = {0, 0, 0}, cnt[3] = {gx, gy, gz};
         if (dim < 3) {

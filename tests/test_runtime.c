@@ -505,6 +505,34 @@ static void split_stall(void) {
     hs_vk_ctx_destroy(vk);
 }
 
+/* Which grid dimension split execution divides (hs_vk_split_dim; device-free): the first of
+ * more than one workgroup, a later one only where the first gives the busiest part more than
+ * 1/8 above an even share and the later one divides better. */
+static void test_split_dim(void **state) {
+    (void)state;
+    static const struct {
+        uint32_t g[3], parts, want;
+    } cases[] = {
+        {{3, 16, 1}, 2, 1},   /* attention: 3 head blocks 2 : 1, 16 query blocks 8 : 8 */
+        {{3, 1, 1}, 2, 0},    /* decode's attention: nothing better */
+        {{144, 16, 1}, 2, 0}, /* a product: its rows */
+        {{9, 2, 1}, 2, 0},    /* rows 5 : 4 (1/9 above even) stay */
+        {{5, 4, 1}, 2, 1},    /* rows 3 : 2 (1/5 above) give way to 2 : 2 */
+        {{3, 3, 1}, 2, 0},    /* as uneven: the first */
+        {{4, 16, 1}, 3, 1},   /* three parts: 2 : 1 : 1 against 5 : 5 : 6 */
+        {{1, 3, 16}, 2, 2},   /* from the first dimension of more than one workgroup on */
+        {{1, 7, 1}, 2, 1},
+        {{1, 1, 1}, 2, 3},    /* one workgroup: whole on part 0 */
+        {{3, 16, 1}, 1, 3},   /* no split */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const uint32_t got = hs_vk_split_dim(cases[i].g, cases[i].parts);
+        if (got != cases[i].want)
+            fail_msg("grid %u x %u x %u on %u parts: dimension %u, expected %u", cases[i].g[0], cases[i].g[1],
+                     cases[i].g[2], cases[i].parts, got, cases[i].want);
+    }
+}
+
 /* Split execution (lavapipe): on with two or more CPUs unless switched off,
  * its parts named in the device line; a sequence on three parts (dividing
  * products of SPLIT_ROWS and SPLIT_K rows, the in-place add whole on part 0,
@@ -1079,6 +1107,7 @@ int main(void) {
         cmocka_unit_test(test_huge_alloc_fails_cleanly),
         cmocka_unit_test(test_seq_replay_and_barriers),
         cmocka_unit_test(test_dispatch_errors),
+        cmocka_unit_test(test_split_dim),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_skips_busy_cpus),
         cmocka_unit_test(test_copy_fill_in_seq),
