@@ -271,6 +271,10 @@ static hs_status bench_small(hs_ops *ops, hs_bench *b, int reps, const char *onl
         {"rope_kv", "9+3+3 heads x 64", rec_rope_kv, TREE},
         {"tree_mask", "chain", rec_tree_mask, TREE},
         {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 1},
+        /* the small trees HeteroSpec verifies */
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 2},
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 4},
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 8},
         {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, TREE},
         {"argmax", "vocab 49152", rec_argmax, 1},
         {"softmax", "vocab 49152", rec_softmax, 1},

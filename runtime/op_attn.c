@@ -113,16 +113,24 @@ static uint64_t attn_shared_bytes(uint32_t lanes, uint32_t heads, uint32_t head_
  * 2 n (so n = 3 takes one block of 4 with a dead slot rather than blocks of 2,
  * which load the prefix twice for the same four query slots), divides the
  * subgroup and head_dim / 4 and fits the device; 0 for one query per
- * workgroup (any choice gives the same bits). *parts: the fewest merge parts
+ * workgroup (any choice gives the same bits). Under split execution
+ * (vk_seq.c), when the gx head blocks do not divide evenly among the parts
+ * (SmolLM2's 3 among 2), also small enough to leave a query block for each
+ * part, along which the dispatch is then divided instead (hs_vk_split_dim):
+ * n = 4 on two cores takes blocks of 2 (each core 3 blocks of 2 queries,
+ * instead of one core 2 blocks of 4 and the other 1; bench-ops attention
+ * N = 4 at ctx 1024 about 10 % less). *parts: the fewest merge parts
  * (dividing head_dim / 4) whose shared memory fits. */
-static uint32_t attn_qblock(const hs_ops *ops, const attn_plan *pl, uint32_t head_dim, uint32_t n,
+static uint32_t attn_qblock(const hs_ops *ops, const attn_plan *pl, uint32_t head_dim, uint32_t n, uint32_t gx,
                             bool f32_unsplit, bool q8, uint32_t *parts) {
     const hs_vk_caps *c = hs_ops_caps(ops);
     const uint32_t sg = c->subgroup_size, d4 = head_dim / 4;
     if (!f32_unsplit || !c->subgroup_ops || sg == 0) return 0;
+    const uint32_t split = c->parts > 1 && gx % c->parts ? c->parts : 1; /* query blocks wanted */
     for (uint32_t qb = hs_ops_tuning(ops)->attn_qb; qb >= 2; qb /= 2) {
         const uint32_t wg = pl->lanes * qb;
-        if (qb >= 2 * n || sg % qb || d4 % qb || wg % sg || wg > c->max_wg_invocations || wg > c->max_wg_size[0])
+        if (qb >= 2 * n || (n + qb - 1) / qb < split || sg % qb || d4 % qb || wg % sg ||
+            wg > c->max_wg_invocations || wg > c->max_wg_size[0])
             continue;
         for (uint32_t mp = 1; mp <= d4; mp++) {
             if (d4 % mp) continue;
@@ -267,7 +275,7 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
         {{hs_spv_attention_f32_tx_qb, &hs_spv_attention_f32_tx_qb_size, "attention_f32_tx_qb", 16},
          {hs_spv_attention_f32_tx_qb_q8, &hs_spv_attention_f32_tx_qb_q8_size, "attention_f32_tx_qb_q8", 16}}};
     uint32_t parts = 1;
-    const uint32_t qb = attn_qblock(ops, &pl, hd, n, sp.chunks == 1 && type_index == 0, q8, &parts);
+    const uint32_t qb = attn_qblock(ops, &pl, hd, n, gx, sp.chunks == 1 && type_index == 0, q8, &parts);
     if (qb) variant = &qb_variants[kv_tx][q8];
     if (kv_tx) {
         const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;

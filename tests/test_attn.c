@@ -875,8 +875,10 @@ static void test_attention_qblock(void **state) {
                              cases[ci].kind, s->n_head, s->n_kv, s->hd, n, cases[ci].n_prefix, qbs[qi], tx);
                 free(got);
             }
-        /* Which kernels ran: the blocked one wherever a block of 2 fits the subgroup and head_dim. */
-        const bool can = c->subgroup_ops && c->subgroup_size % 2 == 0 && (s->hd / 4) % 2 == 0 && n >= 2;
+        /* Which kernels ran: the blocked one wherever a block of 2 fits the subgroup and head_dim, and
+         * (split execution) leaves a block of queries for each part. */
+        const bool can = c->subgroup_ops && c->subgroup_size % 2 == 0 && (s->hd / 4) % 2 == 0 && n >= 2 &&
+                         (n + 1) / 2 >= c->parts;
         if (can && !hs_ops_made_pipeline(ops, "attention_f32_qb") &&
             !hs_ops_made_pipeline(ops, "attention_f32_tx_qb"))
             fail_msg("attention n %u hd %u: attnqb made no query-block pipeline", n, s->hd);
