@@ -44,6 +44,8 @@ static void usage(FILE *f) {
             "                     activations), file (as stored) or q4_1\n"
             "  --device           only the device cost model (keeps the strata of an existing\n"
             "                     calibration file, else built-in ones)\n"
+            "  --if-missing       do nothing when the output file exists already (tools/demo.sh\n"
+            "                     calibrates a device on its first run)\n"
             "  --data DIR         folder of <set>/question.jsonl (default: " HS_SHARED_DATA ")\n"
             "  --sets A,B,..      sets (default mt_bench,humaneval,gsm8k,alpaca,sum)\n"
             "  --questions F-T    calibration split: questions F..T of each set (default 1-10)\n"
@@ -66,7 +68,7 @@ typedef struct cal_args {
     hs_cli_qset q;
     int n_predict, strata, reps, max_verify;
     unsigned rec_k, rec_d, rec_n;
-    bool device_only;
+    bool device_only, if_missing;
     hs_sampler_params sp;
 } cal_args;
 
@@ -90,6 +92,10 @@ static int parse(int argc, char **argv, cal_args *a) {
         }
         if (!strcmp(o, "--device")) {
             a->device_only = true;
+            continue;
+        }
+        if (!strcmp(o, "--if-missing")) {
+            a->if_missing = true;
             continue;
         }
         const int used = hs_cli_qset_option(&a->q, "calibrate", o, v);
@@ -426,6 +432,11 @@ int hs_cli_calibrate(int argc, char **argv) {
     /* What exists already (this file, else the usual lookup) is the base. */
     FILE *exists = fopen(out_path, "rb");
     if (exists) fclose(exists);
+    if (exists && a.if_missing) {
+        printf("calibrate: %s exists, kept (--if-missing)\n", out_path);
+        rc = 0;
+        goto fail;
+    }
     if (hs_cli_hx_load(caps, model_path, sm.head_path, exists ? out_path : NULL, sampling, &base) != HS_OK)
         goto fail;
     hs_hx_model m = base.model;

@@ -2,7 +2,8 @@
 # lavapipe reports the same UUID and driver on every processor, whose costs
 # differ. calibrate --device on stories260K as if on two processors
 # (HS_HOST_CPU) writes two cache files, each naming its processor, and generate
-# loads the one of the processor it runs on and says so. Without split execution
+# loads the one of the processor it runs on and says so; --if-missing keeps an
+# existing file and makes a missing one. Without split execution
 # throughout: the number of parts, which a busy CPU changes, is in the key too.
 #   cmake -DHS=<heterospec> -DMODEL=<gguf> -DHEAD=<head gguf> -DWORK=<dir> -P calib_key.cmake
 file(REMOVE_RECURSE ${WORK})
@@ -41,4 +42,35 @@ if(NOT rc EQUAL 0)
 endif()
 if(NOT err MATCHES "calibration: ${WORK}/calib/[0-9a-f-]+-greedy.json \\(measured on [^\n]* on cpuB\\)")
   message(FATAL_ERROR "generate did not load the cpuB calibration:\n${err}")
+endif()
+# calibrate --if-missing (tools/demo.sh's first-run calibration) keeps this
+# processor's file as it is and says so; for a processor without one it
+# calibrates.
+file(GLOB files ${WORK}/calib/*-greedy.json)
+set(sums "")
+foreach(f ${files})
+  file(SHA256 ${f} sum)
+  list(APPEND sums ${sum})
+endforeach()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env HS_HOME=${WORK} HS_VK_DISABLE_SPLIT=1 HS_HOST_CPU=cpuB
+                        ${HS} calibrate --device --if-missing -m ${MODEL} --head ${HEAD} -r 1
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "exists, kept \\(--if-missing\\)" OR out MATCHES "device cost")
+  message(FATAL_ERROR "calibrate --if-missing on cpuB (exit ${rc}) did not keep its file:\n${out}\n${err}")
+endif()
+set(now_sums "")
+foreach(f ${files})
+  file(SHA256 ${f} sum)
+  list(APPEND now_sums ${sum})
+endforeach()
+if(NOT now_sums STREQUAL sums)
+  message(FATAL_ERROR "calibrate --if-missing changed a file of ${files}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env HS_HOME=${WORK} HS_VK_DISABLE_SPLIT=1 HS_HOST_CPU=cpuC
+                        ${HS} calibrate --device --if-missing -m ${MODEL} --head ${HEAD} -r 1
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+file(GLOB files ${WORK}/calib/*-greedy.json)
+list(LENGTH files n)
+if(NOT rc EQUAL 0 OR NOT n EQUAL 3)
+  message(FATAL_ERROR "calibrate --if-missing on cpuC (exit ${rc}) left ${n} files, not 3:\n${out}\n${err}")
 endif()
