@@ -5,10 +5,10 @@
 # the model: here the committed models/heads/smollm2), printing its draft
 # statistics and which calibration it used (this device's from `heterospec
 # calibrate`, made here on the first run, else the defaults committed beside the
-# head; where that calibration
-# found the head does not pay, as on lavapipe, HeteroSpec drafts from the context
-# lookup and the n-gram store alone and says so; tools/build_store.sh builds the
-# store from the committed answers first). Extra arguments go to `generate`.
+# head; where that calibration found the head does not pay, as on lavapipe,
+# HeteroSpec drafts from the context lookup and the n-gram store alone and says
+# so; tools/build_store.sh builds the store from the committed answers first).
+# Extra arguments go to `generate`.
 # Idempotent.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
