@@ -30,19 +30,17 @@ static hs_status file_hash(const char *path, uint64_t *out) {
 
 static uint64_t device_hash(const hs_vk_caps *c) {
     uint64_t h = 14695981039346656037ull;
+    /* host_cpu: on a CPU device the same lavapipe on two processors is two devices for the cost model
+     * ("" elsewhere). */
     const unsigned char *parts[] = {c->device_uuid, (const unsigned char *)&c->driver_version,
-                                    (const unsigned char *)c->driver_info};
-    const size_t lens[] = {sizeof c->device_uuid, sizeof c->driver_version, strlen(c->driver_info)};
-    for (int p = 0; p < 3; p++)
+                                    (const unsigned char *)c->driver_info, (const unsigned char *)c->host_cpu};
+    const size_t lens[] = {sizeof c->device_uuid, sizeof c->driver_version, strlen(c->driver_info),
+                           strlen(c->host_cpu)};
+    for (int p = 0; p < 4; p++)
         for (size_t i = 0; i < lens[p]; i++) {
             h ^= parts[p][i];
             h *= 1099511628211ull;
         }
-    /* A CPU device: the same lavapipe on two processors is two devices for the cost model. */
-    for (const char *q = c->host_cpu; *q; q++) {
-        h ^= (unsigned char)*q;
-        h *= 1099511628211ull;
-    }
     /* Split execution changes every cost (lavapipe: one device per core), so it has calibrations of its own. */
     if (c->parts > 1) {
         h ^= c->parts;
@@ -138,10 +136,9 @@ static hs_status try_load(const char *path, hs_cli_hx *out, int *found) {
     const cJSON *dj = cJSON_GetObjectItemCaseSensitive(o, "device");
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(dj, "name"),
                 *cpu = cJSON_GetObjectItemCaseSensitive(dj, "host_cpu");
+    const char *on = cJSON_IsString(cpu) ? cpu->valuestring : "";
     snprintf(out->source, sizeof out->source, "%s (measured on %s%s%s)", path,
-             cJSON_IsString(dev) ? dev->valuestring : "an unnamed device",
-             cJSON_IsString(cpu) && cpu->valuestring[0] ? " on " : "",
-             cJSON_IsString(cpu) && cpu->valuestring[0] ? cpu->valuestring : "");
+             cJSON_IsString(dev) ? dev->valuestring : "an unnamed device", on[0] ? " on " : "", on);
     *found = 1;
 fail:
     cJSON_Delete(o);

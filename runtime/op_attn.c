@@ -114,9 +114,10 @@ static uint64_t attn_shared_bytes(uint32_t lanes, uint32_t heads, uint32_t head_
  * which load the prefix twice for the same four query slots), divides the
  * subgroup and head_dim / 4 and fits the device; 0 for one query per
  * workgroup (any choice gives the same bits). Under split execution
- * (vk_seq.c), when the gx head blocks do not divide evenly among the parts
- * (SmolLM2's 3 among 2), also small enough to leave a query block for each
- * part, along which the dispatch is then divided instead (hs_vk_split_dim):
+ * (vk_seq.c), where the gx head blocks divide too unevenly among the parts
+ * for hs_vk_split_dim to keep them (SmolLM2's 3 among 2), also small enough
+ * to leave a query block for each part, along which the dispatch is then
+ * divided instead:
  * n = 4 on two cores takes blocks of 2 (each core 3 blocks of 2 queries,
  * instead of one core 2 blocks of 4 and the other 1; bench-ops attention
  * N = 4 at ctx 1024 about 10 % less). *parts: the fewest merge parts
@@ -126,7 +127,10 @@ static uint32_t attn_qblock(const hs_ops *ops, const attn_plan *pl, uint32_t hea
     const hs_vk_caps *c = hs_ops_caps(ops);
     const uint32_t sg = c->subgroup_size, d4 = head_dim / 4;
     if (!f32_unsplit || !c->subgroup_ops || sg == 0) return 0;
-    const uint32_t split = c->parts > 1 && gx % c->parts ? c->parts : 1; /* query blocks wanted */
+    /* query blocks wanted: one per part where the split would leave the head blocks for an even
+     * count of query blocks */
+    const uint32_t even_q[3] = {gx, c->parts, 1};
+    const uint32_t split = c->parts > 1 && hs_vk_split_dim(even_q, c->parts) != 0 ? c->parts : 1;
     for (uint32_t qb = hs_ops_tuning(ops)->attn_qb; qb >= 2; qb /= 2) {
         const uint32_t wg = pl->lanes * qb;
         if (qb >= 2 * n || (n + qb - 1) / qb < split || sg % qb || d4 % qb || wg % sg ||

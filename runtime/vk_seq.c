@@ -294,21 +294,20 @@ fail:
     return st;
 }
 
+/* ceil(g / parts) parts: the busiest part's share of g workgroups, times parts (g when even). */
+static uint64_t split_over(uint32_t g, uint64_t parts) { return (g + parts - 1) / parts * parts; }
+
 /* An attention grid of 3 head blocks by 16 query blocks is cut along the queries, not 2 : 1 along
  * the heads, while a product's grid stays cut along its rows even where they divide a little
  * unevenly (along its columns every part would read every weight). */
 uint32_t hs_vk_split_dim(const uint32_t g[3], uint32_t parts) {
     if (parts < 2) return 3;
-    const uint64_t P = parts;
     uint32_t dim = 0;
     while (dim < 3 && g[dim] < 2) dim++;
-    if (dim == 3) return 3;
-    /* ceil(g / P) P: the busiest part's share of g workgroups, times P (g when even) */
-#define HS_SPLIT_OVER(d) (((g[d] + P - 1) / P) * P)
-    if (8 * HS_SPLIT_OVER(dim) > 9 * (uint64_t)g[dim])
-        for (uint32_t d = dim + 1; d < 3; d++)
-            if (g[d] >= 2 && HS_SPLIT_OVER(d) * g[dim] < HS_SPLIT_OVER(dim) * (uint64_t)g[d]) dim = d;
-#undef HS_SPLIT_OVER
+    if (dim == 3 || 8 * split_over(g[dim], parts) <= 9 * (uint64_t)g[dim]) return dim;
+    /* a later dimension whose busiest share, split_over(g[d]) / g[d], is below dim's */
+    for (uint32_t d = dim + 1; d < 3; d++)
+        if (g[d] >= 2 && split_over(g[d], parts) * g[dim] < split_over(g[dim], parts) * (uint64_t)g[d]) dim = d;
     return dim;
 }
 

@@ -8,10 +8,28 @@
 #   cmake -DHS=<heterospec> -DMODEL=<gguf> -DHEAD=<head gguf> -DWORK=<dir> -P calib_key.cmake
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
-foreach(cpu cpuA cpuB)
+# hs(CPU ARGS...): heterospec ARGS on the stories260K model and head as if on processor CPU; rc, out and err in
+# the caller's scope.
+function(hs cpu)
   execute_process(COMMAND ${CMAKE_COMMAND} -E env HS_HOME=${WORK} HS_VK_DISABLE_SPLIT=1 HS_HOST_CPU=${cpu}
-                          ${HS} calibrate --device -m ${MODEL} --head ${HEAD} -r 1
+                          ${HS} ${ARGN} -m ${MODEL} --head ${HEAD}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(rc "${rc}" PARENT_SCOPE)
+  set(out "${out}" PARENT_SCOPE)
+  set(err "${err}" PARENT_SCOPE)
+endfunction()
+# calib_sums(VAR): the sha256 of every calibration file, in file name order.
+function(calib_sums var)
+  file(GLOB files ${WORK}/calib/*-greedy.json)
+  set(sums "")
+  foreach(f ${files})
+    file(SHA256 ${f} sum)
+    list(APPEND sums ${sum})
+  endforeach()
+  set(${var} "${sums}" PARENT_SCOPE)
+endfunction()
+foreach(cpu cpuA cpuB)
+  hs(${cpu} calibrate --device -r 1)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "calibrate --device (HS_HOST_CPU=${cpu}) exited ${rc}:\n${out}\n${err}")
   endif()
@@ -34,9 +52,7 @@ list(SORT seen)
 if(NOT seen STREQUAL "cpuA;cpuB")
   message(FATAL_ERROR "the files name the processors '${seen}', not cpuA and cpuB")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -E env HS_HOME=${WORK} HS_VK_DISABLE_SPLIT=1 HS_HOST_CPU=cpuB
-                        ${HS} generate -m ${MODEL} --head ${HEAD} --spec heterospec -p "Once upon a time" -n 4 -q
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+hs(cpuB generate --spec heterospec -p "Once upon a time" -n 4 -q)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "generate exited ${rc}:\n${out}\n${err}")
 endif()
@@ -46,29 +62,16 @@ endif()
 # calibrate --if-missing (tools/demo.sh's first-run calibration) keeps this
 # processor's file as it is and says so; for a processor without one it
 # calibrates.
-file(GLOB files ${WORK}/calib/*-greedy.json)
-set(sums "")
-foreach(f ${files})
-  file(SHA256 ${f} sum)
-  list(APPEND sums ${sum})
-endforeach()
-execute_process(COMMAND ${CMAKE_COMMAND} -E env HS_HOME=${WORK} HS_VK_DISABLE_SPLIT=1 HS_HOST_CPU=cpuB
-                        ${HS} calibrate --device --if-missing -m ${MODEL} --head ${HEAD} -r 1
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+calib_sums(before)
+hs(cpuB calibrate --device --if-missing -r 1)
 if(NOT rc EQUAL 0 OR NOT out MATCHES "exists, kept \\(--if-missing\\)" OR out MATCHES "device cost")
   message(FATAL_ERROR "calibrate --if-missing on cpuB (exit ${rc}) did not keep its file:\n${out}\n${err}")
 endif()
-set(now_sums "")
-foreach(f ${files})
-  file(SHA256 ${f} sum)
-  list(APPEND now_sums ${sum})
-endforeach()
-if(NOT now_sums STREQUAL sums)
-  message(FATAL_ERROR "calibrate --if-missing changed a file of ${files}")
+calib_sums(after)
+if(NOT after STREQUAL before)
+  message(FATAL_ERROR "calibrate --if-missing changed a calibration file")
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -E env HS_HOME=${WORK} HS_VK_DISABLE_SPLIT=1 HS_HOST_CPU=cpuC
-                        ${HS} calibrate --device --if-missing -m ${MODEL} --head ${HEAD} -r 1
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+hs(cpuC calibrate --device --if-missing -r 1)
 file(GLOB files ${WORK}/calib/*-greedy.json)
 list(LENGTH files n)
 if(NOT rc EQUAL 0 OR NOT n EQUAL 3)
