@@ -318,6 +318,7 @@ int hs_cli_bench(int argc, char **argv) {
         cJSON_AddBoolToObject(tj, "q8_act", tu->q8_act);
         cJSON_AddBoolToObject(tj, "rope_pass", tu->rope_pass);
         cJSON_AddNumberToObject(tj, "attn_qb", tu->attn_qb);
+        cJSON_AddNumberToObject(tj, "x8_cols", tu->x8_cols);
         cJSON *arr = cJSON_AddArrayToObject(o, "tests");
         for (int i = 0; i < nt; i++) {
             cJSON *t = cJSON_CreateObject();

@@ -43,9 +43,9 @@ int hs_cli_devices(int argc, char **argv) {
         printf("heterospec: %s\n", line);
         const hs_tuning t = hs_tuning_for(&caps[i]);
         printf("heterospec:     tuning: %s (rows %u, cols %u, reduce %u, texel %u, split %u, ubo %u, q8 %u, "
-               "ropepass %u, attnqb %u)%s\n",
+               "ropepass %u, attnqb %u, x8cols %u)%s\n",
                t.name, t.matvec_rows_per_wg, t.matmul_cols_per_wg, t.reduce_wg_size, t.texel_weights,
-               t.split_n, t.uniform_x, t.q8_act, t.rope_pass, t.attn_qb,
+               t.split_n, t.uniform_x, t.q8_act, t.rope_pass, t.attn_qb, t.x8_cols,
                getenv("HS_TUNING") ? ", overridden by HS_TUNING" : "");
         hs_feature_use f[HS_FEATURE_COUNT];
         hs_feature_uses(&caps[i], f);

@@ -107,8 +107,15 @@ static const struct {
      * load is a gather here, a subgroup shuffle is cheap (measured: bench-ops
      * attention, 64 queries over 1024 rows, 0.66-0.73x the one-query kernel's
      * time; 4 queries 0.77-0.80x). GPUs serve the repeated rows from cache, so
-     * they keep one query per workgroup (attnqb 0). */
-    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0, 8}},
+     * they keep one query per workgroup (attnqb 0). Products on 8-bit
+     * activations take up to 16 columns per workgroup (x8cols 16): their loops
+     * over a tile's rows and columns are [[unroll]]ed, so a wide tile's
+     * activations and sums stay in registers rather than in arrays indexed at
+     * run time (measured: `bench -p`, SmolLM2, 4 columns without unrolling
+     * against 16 with: N = 5 31.6 against 24.2 ms, N = 8 36.6 against 32.7,
+     * N = 64 257 against 219; pp512 234 against 268 t/s; 8 columns: pp512 254;
+     * rows 8 with 8 columns: pp512 277, but N = 4 32 against 21 ms). */
+    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0, 8, 16}},
     /* GPUs (none measured here; each line says why): storage-buffer loads are
      * as wide as texel fetches and skip the texture path, so weights stay in
      * storage buffers everywhere below. A fused prologue rereads x from cache,
@@ -120,18 +127,18 @@ static const struct {
      * activations would cost precision and a pass for nothing at decode. */
     /* NVIDIA: 32-lane warps, many registers: 8 columns share each dequantized
      * weight; 128-lane reductions fill an SM's schedulers. */
-    {0x10DE, NULL, {"nvidia", 2, 8, 128, 0, 16, 0, 0, 0, 0}},
+    {0x10DE, NULL, {"nvidia", 2, 8, 128, 0, 16, 0, 0, 0, 0, 0}},
     /* AMD: 64-lane waves on GCN (32 on RDNA), large register files: as NVIDIA. */
-    {0x1002, NULL, {"amd", 2, 8, 128, 0, 16, 0, 0, 0, 0}},
+    {0x1002, NULL, {"amd", 2, 8, 128, 0, 16, 0, 0, 0, 0, 0}},
     /* Intel: SIMD8-32 EUs with smaller register budgets per lane: 64-lane
      * reductions, 8 columns. */
-    {0x8086, NULL, {"intel", 2, 8, 64, 0, 16, 0, 0, 0, 0}},
+    {0x8086, NULL, {"intel", 2, 8, 64, 0, 16, 0, 0, 0, 0, 0}},
     /* Adreno: 64/128-wide waves but register pressure spills early: 4 columns. */
-    {0x5143, NULL, {"qualcomm", 2, 4, 64, 0, 16, 0, 0, 0, 0}},
+    {0x5143, NULL, {"qualcomm", 2, 4, 64, 0, 16, 0, 0, 0, 0, 0}},
     /* Mali: 16-lane warps (Valhall), few registers per thread: 4 columns. */
-    {0x13B5, NULL, {"arm", 2, 4, 64, 0, 16, 0, 0, 0, 0}},
+    {0x13B5, NULL, {"arm", 2, 4, 64, 0, 16, 0, 0, 0, 0, 0}},
     /* Anything else: the conservative middle. */
-    {0, NULL, {"generic", 2, 4, 64, 0, 16, 0, 0, 0, 0}},
+    {0, NULL, {"generic", 2, 4, 64, 0, 16, 0, 0, 0, 0, 0}},
 };
 
 hs_tuning hs_tuning_for(const hs_vk_caps *c) {
@@ -189,20 +196,25 @@ static bool tuning_invalid(const hs_ops *ops, const hs_tuning *t, char *why, siz
         snprintf(why, size, "ropepass %u is not 0 or 1", t->rope_pass);
     else if (t->attn_qb && (t->attn_qb & (t->attn_qb - 1)))
         snprintf(why, size, "attnqb %u is not 0 or a power of two", t->attn_qb);
+    else if (t->x8_cols > HS_TUNING_MAX_X8_COLS)
+        snprintf(why, size, "x8cols %u out of [0, %u]", t->x8_cols, HS_TUNING_MAX_X8_COLS);
+    else if (t->matvec_rows_per_wg * t->x8_cols > HS_TUNING_MAX_X8_ACC)
+        snprintf(why, size, "rows x x8cols = %u exceeds %u accumulators per invocation",
+                 t->matvec_rows_per_wg * t->x8_cols, HS_TUNING_MAX_X8_ACC);
     else
         return false;
     return true;
 }
 
-/* Applies HS_TUNING ("rows=8,cols=4,reduce=64,texel=0,split=2,ubo=0,q8=0,ropepass=1,attnqb=0", any
+/* Applies HS_TUNING ("rows=8,cols=4,reduce=64,texel=0,split=2,ubo=0,q8=0,ropepass=1,attnqb=0,x8cols=8", any
  * subset) to t. */
 static hs_status apply_env_tuning(hs_tuning *t, char *name, size_t name_size) {
     const char *env = getenv("HS_TUNING");
     if (!env || !*env) return HS_OK;
     const char *p = env;
     while (*p) {
-        static const char *keys[] = {"rows", "cols", "reduce", "texel", "split",
-                                     "ubo",  "q8",   "ropepass", "attnqb"};
+        static const char *keys[] = {"rows", "cols", "reduce",   "texel",  "split",
+                                     "ubo",  "q8",   "ropepass", "attnqb", "x8cols"};
         uint32_t *fields[] = {&t->matvec_rows_per_wg,
                               &t->matmul_cols_per_wg,
                               &t->reduce_wg_size,
@@ -211,16 +223,18 @@ static hs_status apply_env_tuning(hs_tuning *t, char *name, size_t name_size) {
                               &t->uniform_x,
                               &t->q8_act,
                               &t->rope_pass,
-                              &t->attn_qb};
+                              &t->attn_qb,
+                              &t->x8_cols};
+        const size_t n_keys = sizeof keys / sizeof keys[0];
         size_t k = 0, len = 0;
-        for (; k < 9; k++) {
+        for (; k < n_keys; k++) {
             len = strlen(keys[k]);
             if (!strncmp(p, keys[k], len) && p[len] == '=') break;
         }
-        if (k == 9)
+        if (k == n_keys)
             return HS_FAIL(HS_ERR_INVALID_ARG,
                            "HS_TUNING='%s': expected rows=N, cols=N, reduce=N, texel=0|1, split=N, ubo=0|1, "
-                           "q8=0|1, ropepass=0|1 or attnqb=N at '%s'",
+                           "q8=0|1, ropepass=0|1, attnqb=N or x8cols=N at '%s'",
                            env, p);
         char *end = NULL;
         errno = 0;

@@ -40,7 +40,7 @@ uint64_t hs_type_row_bytes(hs_type t, uint64_t n);
 /* Per-vendor tuning: one table (runtime/hs_ops.c), chosen from caps, which
  * the environment can override for experiments on a new device:
  *   HS_TUNING="rows=8,cols=4,reduce=64"   (any subset of the keys: rows, cols, reduce,
- *                                          texel, split, ubo, q8, ropepass, attnqb)
+ *                                          texel, split, ubo, q8, ropepass, attnqb, x8cols)
  * sets matvec_rows_per_wg, matmul_cols_per_wg, reduce_wg_size and the rest in order. None of the
  * values but q8_act changes results: kernels are bitwise the same for every shape. */
 typedef struct hs_tuning {
@@ -69,12 +69,19 @@ typedef struct hs_tuning {
                                   * queries: that many queries per workgroup share the prefix rows'
                                   * loads through subgroup shuffles (a power of two dividing the
                                   * subgroup; the same bits); 0: one query per workgroup */
+    uint32_t x8_cols;            /* activation columns per workgroup of the products on 8-bit
+                                  * activations (q8_act; 1 .. HS_TUNING_MAX_X8_COLS), whose loops
+                                  * are [[unroll]]ed for wide tiles; 0: matmul_cols_per_wg */
 } hs_tuning;
 #define HS_TUNING_MAX_ROWS 8u
 #define HS_TUNING_MAX_COLS 8u
 /* rows x cols: the accumulators of one product invocation. Larger tiles took
  * lavapipe over 8 minutes to compile (rows 8, cols 8), so they are refused. */
 #define HS_TUNING_MAX_ACC 32u
+/* The same limits for the products on 8-bit activations, whose unrolled loops
+ * compile a tile of rows 4 with 16 columns in seconds. */
+#define HS_TUNING_MAX_X8_COLS 16u
+#define HS_TUNING_MAX_X8_ACC 64u
 
 /* The table's entry for a device, before any override. */
 hs_tuning hs_tuning_for(const hs_vk_caps *caps);

@@ -4,7 +4,8 @@
  * Shapes on the device (shaders/matmul.comp): a workgroup is LANES
  * invocations (the subgroup size, clamped to 8..64); each invocation owns RW
  * rows of one row group of G = LANES * RL rows (RL = the tuning table's
- * matvec_rows_per_wg) and C columns (1 for n = 1, else matmul_cols_per_wg).
+ * matvec_rows_per_wg) and C columns (n spread over the fewest tiles of at
+ * most matmul_cols_per_wg, or x8_cols on 8-bit activations).
  * Rows are padded to whole groups in the layout; padded rows are never
  * written. */
 #include "op_matmul.h"
@@ -17,6 +18,9 @@
 #include "op_common.h"
 
 #define HS_GET_ROWS_WG 64u
+/* The widest tile a batch gets at its own width (see the tile choice in
+ * product()); wider spreads take the tuning's full width. */
+#define HS_MM_EXACT_COLS 8u
 
 /* Push constants, mirrored field by field in the shaders. */
 typedef struct hs_matmul_push {
@@ -643,10 +647,17 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
     const bool sg = hs_ops_subgroup(ops) > 1;
     /* Columns per workgroup: at most the tuning's, spread evenly over the
      * fewest tiles (n = 5 with 4: two tiles of 3, the surplus column redoing
-     * column n-1), so a batch of a few columns computes few surplus ones. */
-    const uint32_t cmax = clamp_u32(hs_ops_tuning(ops)->matmul_cols_per_wg, 1, HS_TUNING_MAX_COLS);
+     * column n-1), so a batch of a few columns computes few surplus ones.
+     * Spreads wider than HS_MM_EXACT_COLS take the tuning's full width, so a
+     * wide tuning compiles tiles of 1 .. 8 columns and its own, not one per
+     * batch size (a prompt of 37 tokens with 16: three tiles of 16). Products
+     * on 8-bit activations take the tuning's x8_cols where it has one. */
+    const hs_tuning *tn = hs_ops_tuning(ops);
+    const uint32_t cmax = x8 && tn->x8_cols ? clamp_u32(tn->x8_cols, 1, HS_TUNING_MAX_X8_COLS)
+                                            : clamp_u32(tn->matmul_cols_per_wg, 1, HS_TUNING_MAX_COLS);
     const uint32_t n_tiles = (n + cmax - 1) / cmax;
-    const uint32_t cw = n_tiles ? (n + n_tiles - 1) / n_tiles : 1;
+    uint32_t cw = n_tiles ? (n + n_tiles - 1) / n_tiles : 1;
+    if (cw > HS_MM_EXACT_COLS) cw = cmax;
     const uint32_t rw = w->rl;
     const uint32_t tiles = (n + cw - 1) / cw, max_gy = c->max_wg_count[1] ? c->max_wg_count[1] : 65535;
 

@@ -37,6 +37,7 @@
  */
 #version 450
 #extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
 #if USE_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
@@ -134,17 +135,17 @@ const uint G = LANES * RL;
     const uint nblk = p.nblk;                                                                      \
     HS_TILE_SG                                                                                     \
     precise float acc[NH * RW * C];                                                                \
-    for (uint i = 0; i < NH * RW * C; i++) acc[i] = 0.0;                                           \
+    [[unroll]] for (uint i = 0; i < NH * RW * C; i++) acc[i] = 0.0;                                \
     /* Row in group of (invocation, r): lanes are adjacent for each r. */                          \
     uint ring[RW];                                                                                 \
-    for (uint r = 0; r < RW; r++) ring[r] = (rsub * RW + r) * LANES + lane;
+    [[unroll]] for (uint r = 0; r < RW; r++) ring[r] = (rsub * RW + r) * LANES + lane;
 /* HS_COL_SCALE(v, c) and HS_KEEP(r, c, v) are each main's: the deferred
  * RMSNorm factor of an x8n input, and the output kept for the x8n epilogue. */
 #define HS_TILE_STORE                                                                              \
-    for (uint r = 0; r < RW; r++) {                                                                \
+    [[unroll]] for (uint r = 0; r < RW; r++) {                                                     \
         const uint row = (p.group0 + gl) * G + ring[r];                                            \
         if (row >= p.rows) continue;                                                               \
-        for (uint c = 0; c < C; c++) {                                                             \
+        [[unroll]] for (uint c = 0; c < C; c++) {                                                  \
             const uint j = colb + c;                                                               \
             if (j >= p.n) continue;                                                                \
             precise float v = acc[r * C + c];                                                      \
@@ -225,16 +226,17 @@ const uint NH = (EPILOGUE & 4u) != 0u ? 2u : 1u; /* row sets per invocation: gat
 
 /* One block b of the rows ring[] of row group GQ into acc[A0 + r C + c]. */
 #define HS_X8_ROWS(GQ, A0)                                                                         \
-    for (uint r = 0; r < RW; r++) {                                                                \
+    [[unroll]] for (uint r = 0; r < RW; r++) {                                                     \
         const uint gq = (GQ);                                                                      \
         const uvec4 qd = QV((gq * nblk + b) * QP * G + ring[r]);                                   \
         const vec2 dm = unpackHalf2x16(SV((gq * nblk + b) * G + ring[r]));                         \
         uint pw[16];                                                                               \
-        for (uint m = 0; m < 4u; m++)                                                              \
-            for (uint t = 0; t < 4u; t++) pw[4u * m + t] = (qd[m] >> (4u * t)) & 0x000F000Fu;      \
-        for (uint c = 0; c < C; c++) {                                                             \
+        [[unroll]] for (uint m = 0; m < 4u; m++)                                                   \
+            [[unroll]] for (uint t = 0; t < 4u; t++)                                               \
+                pw[4u * m + t] = (qd[m] >> (4u * t)) & 0x000F000Fu;                                \
+        [[unroll]] for (uint c = 0; c < C; c++) {                                                  \
             uint t0 = 0u, t1 = 0u;                                                                 \
-            for (uint i = 0; i < 4u; i++) {                                                        \
+            [[unroll]] for (uint i = 0; i < 4u; i++) {                                             \
                 t0 += pw[i] * xv[4u * c][i];                                                       \
                 t0 += pw[4u + i] * xv[4u * c + 1u][i];                                             \
                 t1 += pw[8u + i] * xv[4u * c + 2u][i];                                             \
@@ -252,14 +254,15 @@ const uint NH = (EPILOGUE & 4u) != 0u ? 2u : 1u; /* row sets per invocation: gat
 void main() {
     HS_TILE_BEGIN
     precise float ssq[C]; /* PROLOGUE 1: the columns' sums of squares, in block order */
-    for (uint c = 0; c < C; c++) ssq[c] = 0.0;
+    [[unroll]] for (uint c = 0; c < C; c++) ssq[c] = 0.0;
     uint cb[C]; /* uvec4 index of each column's block 0 (surplus columns redo n-1) */
-    for (uint c = 0; c < C; c++) cb[c] = (p.x_off + (min(colb + c, p.n - 1u) - p.xcol0) * p.x_stride) >> 2;
+    [[unroll]] for (uint c = 0; c < C; c++)
+        cb[c] = (p.x_off + (min(colb + c, p.n - 1u) - p.xcol0) * p.x_stride) >> 2;
 
     for (uint b = 0; b < nblk; b++) {
         uvec4 xv[C * 4];
         vec4 xs[C]; /* d, d sum(xq), sum of squares (x8n), 0 */
-        for (uint c = 0; c < C; c++) {
+        [[unroll]] for (uint c = 0; c < C; c++) {
             const uint o = cb[c] + 5u * b;
 #if USE_SUBGROUP
             if (sg) { /* lane v < 5 loads uvec4 v of the block, the others get it by shuffles */
@@ -279,16 +282,16 @@ void main() {
             xs[c] = uintBitsToFloat(xq4[o + 4u]);
         }
         if (PROLOGUE == 1u)
-            for (uint c = 0; c < C; c++) ssq[c] = ssq[c] + xs[c].z;
+            [[unroll]] for (uint c = 0; c < C; c++) ssq[c] = ssq[c] + xs[c].z;
         HS_X8_ROWS(gl, 0u)
         if (NH == 2u) HS_X8_ROWS(gl + p.pair, RW * C) /* the up group (EPILOGUE bit 2) */
     }
 
     float cscale[C];
-    for (uint c = 0; c < C; c++) cscale[c] = PROLOGUE == 1u ? norm_scale(ssq[c]) : 1.0;
+    [[unroll]] for (uint c = 0; c < C; c++) cscale[c] = PROLOGUE == 1u ? norm_scale(ssq[c]) : 1.0;
     if ((EPILOGUE & 4u) != 0u) {
-        for (uint r = 0; r < RW; r++)
-            for (uint c = 0; c < C; c++) {
+        [[unroll]] for (uint r = 0; r < RW; r++)
+            [[unroll]] for (uint c = 0; c < C; c++) {
                 precise float gv = acc[r * C + c], uv = acc[(RW + r) * C + c];
                 HS_COL_SCALE(gv, c)
                 HS_COL_SCALE(uv, c)
@@ -302,21 +305,21 @@ void main() {
             const uint j = colb + c, row0 = (p.group0 + gl) * G + 32u * bb;
             if (j >= p.n || row0 >= p.rows) continue;
             vec4 v[8];
-            for (uint e = 0; e < 8u; e++) {
+            [[unroll]] for (uint e = 0; e < 8u; e++) {
                 const uint k = c * G + 32u * bb + 4u * e;
                 v[e] = vec4(s_y[k], s_y[k + 1u], s_y[k + 2u], s_y[k + 3u]);
             }
             uvec4 w[5];
             hs_q8_block(v, w);
             const uint o = p.q_off + j * (p.rows / 32u * 5u) + 5u * (row0 / 32u);
-            for (uint e = 0; e < 5u; e++) q8o[o + e] = w[e];
+            [[unroll]] for (uint e = 0; e < 5u; e++) q8o[o + e] = w[e];
         }
         return;
     }
 #if XQ8_ROPE
     if ((EPILOGUE & 8u) != 0u) {
-        for (uint r = 0; r < RW; r++)
-            for (uint c = 0; c < C; c++) {
+        [[unroll]] for (uint r = 0; r < RW; r++)
+            [[unroll]] for (uint c = 0; c < C; c++) {
                 precise float v = acc[r * C + c];
                 HS_COL_SCALE(v, c)
                 s_y[c * G + ring[r]] = v;
@@ -364,7 +367,7 @@ void main() {
             const uint j = colb + c, row0 = (p.group0 + gl) * G + 32u * bb;
             if (j >= p.n || row0 >= p.rows) continue;
             vec4 hv[8], gv[8];
-            for (uint e = 0; e < 8u; e++) {
+            [[unroll]] for (uint e = 0; e < 8u; e++) {
                 const uint k = c * G + 32u * bb + 4u * e;
                 hv[e] = vec4(s_y[k], s_y[k + 1u], s_y[k + 2u], s_y[k + 3u]);
                 gv[e] = g4[(p.g_off + row0) / 4u + e];
@@ -372,7 +375,7 @@ void main() {
             uvec4 w[5];
             hs_q8n_block(hv, gv, w);
             const uint o = p.q_off + j * (p.rows / 32u * 5u) + 5u * (row0 / 32u);
-            for (uint e = 0; e < 5u; e++) q8o[o + e] = w[e];
+            [[unroll]] for (uint e = 0; e < 5u; e++) q8o[o + e] = w[e];
         }
     }
 }

@@ -848,15 +848,17 @@ static void test_tuning_env(void **state) {
     hs_test_env *env = *state;
     hs_ops *ops = NULL;
     const hs_tuning base = *hs_ops_tuning(env->ops);
-    setenv("HS_TUNING", "cols=2,rows=3", 1);
+    setenv("HS_TUNING", "cols=2,rows=3,x8cols=11", 1);
     HS_CHECK(hs_ops_create(env->vk, &ops));
     assert_int_equal(hs_ops_tuning(ops)->matvec_rows_per_wg, 3);
     assert_int_equal(hs_ops_tuning(ops)->matmul_cols_per_wg, 2);
+    assert_int_equal(hs_ops_tuning(ops)->x8_cols, 11);
     assert_int_equal(hs_ops_tuning(ops)->reduce_wg_size, base.reduce_wg_size);
     assert_non_null(strstr(hs_ops_tuning(ops)->name, "+env"));
     hs_ops_destroy(ops);
     static const char *bad[] = {"rows=0",   "rows=9",  "cols=",         "speed=3", "rows=2;cols=2",
-                                "reduce=0", "rows=2,", "rows=8,cols=8", "texel=2"};
+                                "reduce=0", "rows=2,", "rows=8,cols=8", "texel=2",
+                                "x8cols=17", "rows=8,x8cols=16"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         setenv("HS_TUNING", bad[i], 1);
         ops = NULL;
