@@ -651,10 +651,18 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
      * Spreads wider than HS_MM_EXACT_COLS take the tuning's full width, so a
      * wide tuning compiles tiles of 1 .. 8 columns and its own, not one per
      * batch size (a prompt of 37 tokens with 16: three tiles of 16). Products
-     * on 8-bit activations take the tuning's x8_cols where it has one. */
+     * on 8-bit activations take the tuning's x8_cols where it has one, but no
+     * more columns than one uniform window holds (a model's wide rows would
+     * otherwise send its activations through storage buffers), and never
+     * fewer than matmul_cols_per_wg. */
     const hs_tuning *tn = hs_ops_tuning(ops);
-    const uint32_t cmax = x8 && tn->x8_cols ? clamp_u32(tn->x8_cols, 1, HS_TUNING_MAX_X8_COLS)
-                                            : clamp_u32(tn->matmul_cols_per_wg, 1, HS_TUNING_MAX_COLS);
+    const uint32_t cols = clamp_u32(tn->matmul_cols_per_wg, 1, HS_TUNING_MAX_COLS);
+    uint32_t cmax = cols;
+    if (x8 && tn->x8_cols) {
+        const uint32_t fit = ux_window_cols(ops, &wx, xvec4, x_stride, 1);
+        cmax = clamp_u32(tn->x8_cols, 1, HS_TUNING_MAX_X8_COLS);
+        if (fit && fit < cmax) cmax = fit > cols ? fit : cols;
+    }
     const uint32_t n_tiles = (n + cmax - 1) / cmax;
     uint32_t cw = n_tiles ? (n + n_tiles - 1) / n_tiles : 1;
     if (cw > HS_MM_EXACT_COLS) cw = cmax;

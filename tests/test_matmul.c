@@ -494,6 +494,14 @@ static void test_batch_invariance(void **state) {
         }
         tw_free(&w);
     }
+    /* 8-bit activations of rows so long that fewer columns than the tuning's x8cols fit one uniform window
+     * (4096: 10 KiB per column; 8192: 20 KiB, fewer than cols): the tiles narrow to what fits, or to cols. */
+    const uint32_t wide[] = {4096, 8192};
+    for (int i = 0; i < 2; i++) {
+        tw w = tw_make(env, &r, HS_TYPE_Q4_1, 37, wide[i]);
+        check_invariance(env, &r, &w, HS_MATMUL_PLAIN, false, true);
+        tw_free(&w);
+    }
 }
 
 /* ---- argument checks ---- */
