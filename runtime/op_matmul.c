@@ -18,8 +18,8 @@
 #include "op_common.h"
 
 #define HS_GET_ROWS_WG 64u
-/* The widest tile a batch gets at its own width (see the tile choice in
- * product()); wider spreads take the tuning's full width. */
+/* The widest tile a batch gets at its own width (hs_matmul_tile_cols);
+ * wider spreads take the tuning's full width. */
 #define HS_MM_EXACT_COLS 8u
 
 /* Push constants, mirrored field by field in the shaders. */
@@ -595,6 +595,17 @@ hs_status hs_op_matmul(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_bi
     return product(ops, seq, w, x, n, y, opt, false);
 }
 
+/* n spread evenly over the fewest tiles of at most cmax (n = 5 with 4: two
+ * tiles of 3, the surplus column redoing column n-1), so a batch of a few
+ * columns computes few surplus ones; spreads wider than HS_MM_EXACT_COLS take
+ * cmax (a prompt of 37 tokens with 16: three tiles of 16). */
+uint32_t hs_matmul_tile_cols(uint32_t n, uint32_t cmax) {
+    if (cmax == 0) cmax = 1;
+    const uint32_t n_tiles = (n + cmax - 1) / cmax;
+    const uint32_t cw = n_tiles ? (n + n_tiles - 1) / n_tiles : 1;
+    return cw > HS_MM_EXACT_COLS ? cmax : cw;
+}
+
 /* The product itself, on x (x8: the 8-bit form of split_prologue, or x8n
  * with the RMSNorm prologue; with q8_out, x8 products also write x8n of y). */
 static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_binding x, uint32_t n,
@@ -645,16 +656,11 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
     }
 
     const bool sg = hs_ops_subgroup(ops) > 1;
-    /* Columns per workgroup: at most the tuning's, spread evenly over the
-     * fewest tiles (n = 5 with 4: two tiles of 3, the surplus column redoing
-     * column n-1), so a batch of a few columns computes few surplus ones.
-     * Spreads wider than HS_MM_EXACT_COLS take the tuning's full width, so a
-     * wide tuning compiles tiles of 1 .. 8 columns and its own, not one per
-     * batch size (a prompt of 37 tokens with 16: three tiles of 16). Products
-     * on 8-bit activations take the tuning's x8_cols where it has one, but no
-     * more columns than one uniform window holds (a model's wide rows would
-     * otherwise send its activations through storage buffers), and never
-     * fewer than matmul_cols_per_wg. */
+    /* Columns per workgroup (hs_matmul_tile_cols): at most the tuning's.
+     * Products on 8-bit activations take the tuning's x8_cols where it has
+     * one, but no more columns than one uniform window holds (a model's wide
+     * rows would otherwise send its activations through storage buffers), and
+     * never fewer than matmul_cols_per_wg. */
     const hs_tuning *tn = hs_ops_tuning(ops);
     const uint32_t cols = clamp_u32(tn->matmul_cols_per_wg, 1, HS_TUNING_MAX_COLS);
     uint32_t cmax = cols;
@@ -663,9 +669,7 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
         cmax = clamp_u32(tn->x8_cols, 1, HS_TUNING_MAX_X8_COLS);
         if (fit && fit < cmax) cmax = fit > cols ? fit : cols;
     }
-    const uint32_t n_tiles = (n + cmax - 1) / cmax;
-    uint32_t cw = n_tiles ? (n + n_tiles - 1) / n_tiles : 1;
-    if (cw > HS_MM_EXACT_COLS) cw = cmax;
+    const uint32_t cw = hs_matmul_tile_cols(n, cmax);
     const uint32_t rw = w->rl;
     const uint32_t tiles = (n + cw - 1) / cw, max_gy = c->max_wg_count[1] ? c->max_wg_count[1] : 65535;
 

@@ -152,6 +152,12 @@ bool hs_matmul_splits(const hs_ops *ops, const hs_weight *w, uint32_t n, const h
  * q4_1 weight). */
 bool hs_matmul_act_q8(const hs_weight *w, const hs_matmul_opts *opt);
 
+/* The columns per workgroup of a product of n columns whose tiles may be up
+ * to cmax wide: n spread evenly over the fewest tiles, except that a spread
+ * wider than 8 takes cmax itself (so a wide tuning compiles tiles of 1..8
+ * columns and of cmax, not one per batch size). */
+uint32_t hs_matmul_tile_cols(uint32_t n, uint32_t cmax);
+
 /* out = x8n of x with gain norm (see hs_matmul_opts.x_q8): x f32 [n][cols],
  * norm f32 [cols], both 16-byte aligned; out [n][cols / 32] blocks of 80
  * bytes, 16-byte aligned, not overlapping x; cols a multiple of 32. */

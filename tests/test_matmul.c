@@ -504,6 +504,20 @@ static void test_batch_invariance(void **state) {
     }
 }
 
+/* The tile width of a batch: n spread evenly over the fewest tiles of at most
+ * cmax, and cmax itself for spreads wider than 8 (worked out by hand). */
+static void test_tile_cols(void **state) {
+    (void)state;
+    static const uint32_t c4[][2] = {{0, 1}, {1, 1}, {3, 3}, {4, 4}, {5, 3}, {7, 4}, {8, 4}, {9, 3}, {17, 4}};
+    for (size_t i = 0; i < sizeof c4 / sizeof c4[0]; i++) assert_int_equal(hs_matmul_tile_cols(c4[i][0], 4), c4[i][1]);
+    static const uint32_t c16[][2] = {{1, 1}, {5, 5}, {8, 8}, {9, 16}, {16, 16}, {17, 16}, {37, 16}, {512, 16}};
+    for (size_t i = 0; i < sizeof c16 / sizeof c16[0]; i++)
+        assert_int_equal(hs_matmul_tile_cols(c16[i][0], 16), c16[i][1]);
+    static const uint32_t c9[][2] = {{7, 7}, {9, 9}, {10, 5}, {13, 7}, {19, 7}, {26, 9}};
+    for (size_t i = 0; i < sizeof c9 / sizeof c9[0]; i++) assert_int_equal(hs_matmul_tile_cols(c9[i][0], 9), c9[i][1]);
+    assert_int_equal(hs_matmul_tile_cols(3, 0), 1);
+}
+
 /* ---- argument checks ---- */
 
 static void test_matmul_args(void **state) {
@@ -1398,6 +1412,7 @@ int main(void) {
         cmocka_unit_test(test_f16),          cmocka_unit_test(test_dequant_f32_f16), cmocka_unit_test(test_dequant_q4_0),
         cmocka_unit_test(test_dequant_q4_1), cmocka_unit_test(test_dequant_q8_0),    cmocka_unit_test(test_dequant_q4_K),
         cmocka_unit_test(test_dequant_q6_K), cmocka_unit_test(test_dequant_args),    cmocka_unit_test(test_quantize),
+        cmocka_unit_test(test_tile_cols),
     };
     const struct CMUnitTest device[] = {
         cmocka_unit_test(test_matmul_args),      cmocka_unit_test(test_matmul_shapes),
