@@ -246,21 +246,20 @@ static hs_vk_binding chunk_scales(const hs_weight_chunk *ch) {
 
 /* Activations through uniform buffers (the tuning's choice; vec4 loads from a
  * 16-byte aligned x only): each dispatch binds a window of x, at most 64 KiB
- * and maxUniformBufferRange, holding whole groups of `unit` columns after the
- * offset's alignment. Returns the columns per window, 0 when x cannot go
- * through uniform buffers. */
+ * and maxUniformBufferRange, holding whole columns after the offset's
+ * alignment. Returns the columns per window, 0 when x cannot go through
+ * uniform buffers. */
 static uint64_t ux_bytes(const hs_vk_caps *c) {
     return c->max_uniform_range < 65536 ? c->max_uniform_range & ~(uint64_t)15 : 65536;
 }
 
-static uint32_t ux_window_cols(const hs_ops *ops, const hs_window *wx, bool xvec4, uint32_t x_stride,
-                               uint32_t unit) {
+static uint32_t ux_window_cols(const hs_ops *ops, const hs_window *wx, bool xvec4, uint32_t x_stride) {
     const hs_vk_caps *c = hs_ops_caps(ops);
     const uint64_t align = c->min_uniform_offset_align ? c->min_uniform_offset_align : 1;
     const uint64_t win = ux_bytes(c);
     if (!hs_ops_tuning(ops)->uniform_x || !xvec4 || wx->bind.offset % 16 || win <= align) return 0;
-    const uint64_t groups = (win - (align - 1)) / ((uint64_t)unit * x_stride * 4);
-    return groups * unit > 65536 ? 65536 : (uint32_t)(groups * unit);
+    const uint64_t cols = (win - (align - 1)) / ((uint64_t)x_stride * 4);
+    return cols > 65536 ? 65536 : (uint32_t)cols;
 }
 
 /* The uniform window of columns j0 .. j1-1 of x (ux_window_cols), with the
@@ -360,7 +359,7 @@ static hs_status pro_pass(hs_ops *ops, hs_vk_seq *seq, const char *op, uint32_t 
     xvec4 = xvec4 && wo.elem % 4 == 0;
     const bool sg = hs_ops_subgroup(ops) > 1;
     /* activations through uniform buffers: windows of whole columns */
-    const uint32_t ux_cols = ux_window_cols(ops, &wx, xvec4, x_stride, 1);
+    const uint32_t ux_cols = ux_window_cols(ops, &wx, xvec4, x_stride);
     const bool ux = ux_cols > 0;
     /* the SPIR-V of each variant, indexed by sg | ux << 1 | x8 << 2 */
 #define HS_PRO(V)                                                                                            \
@@ -662,10 +661,10 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
      * rows would otherwise send its activations through storage buffers), and
      * never fewer than matmul_cols_per_wg. */
     const hs_tuning *tn = hs_ops_tuning(ops);
+    const uint32_t fit = ux_window_cols(ops, &wx, xvec4, x_stride); /* columns per uniform window */
     const uint32_t cols = clamp_u32(tn->matmul_cols_per_wg, 1, HS_TUNING_MAX_COLS);
     uint32_t cmax = cols;
     if (x8 && tn->x8_cols) {
-        const uint32_t fit = ux_window_cols(ops, &wx, xvec4, x_stride, 1);
         cmax = clamp_u32(tn->x8_cols, 1, HS_TUNING_MAX_X8_COLS);
         if (fit && fit < cmax) cmax = fit > cols ? fit : cols;
     }
@@ -674,7 +673,7 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
     const uint32_t tiles = (n + cw - 1) / cw, max_gy = c->max_wg_count[1] ? c->max_wg_count[1] : 65535;
 
     /* activations through uniform buffers: windows of whole tiles */
-    const uint32_t ux_tiles = ux_window_cols(ops, &wx, xvec4, x_stride, cw) / cw;
+    const uint32_t ux_tiles = fit / cw;
     const bool ux = ux_tiles > 0;
     const uint32_t step = ux && ux_tiles < max_gy ? ux_tiles : max_gy;
 
