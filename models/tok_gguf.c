@@ -24,8 +24,15 @@ static hs_status find_array(const hs_gguf *g, const char *key, bool required, co
     *out = hs_gguf_find_key(g, key);
     if (!*out) {
         if (!required) return HS_OK;
-        if (!strcmp(key, KEY_PREFIX "tokens"))
+        if (!strcmp(key, KEY_PREFIX "tokens")) {
+            const char *arch = NULL;
+            if (hs_gguf_architecture(g, &arch) == HS_OK && !strcmp(arch, "eagle3"))
+                return HS_FAIL(HS_ERR_FORMAT,
+                               "%s: this is an EAGLE-3 draft head (architecture 'eagle3'), not a model: give it "
+                               "with --head and its target with -m",
+                               hs_gguf_name(g));
             return HS_FAIL(HS_ERR_FORMAT, "%s: %s missing: this GGUF has no tokenizer", hs_gguf_name(g), key);
+        }
         return HS_FAIL(HS_ERR_FORMAT, "%s: %s missing: a BPE (gpt2) tokenizer needs its merges",
                        hs_gguf_name(g), key);
     }

@@ -73,6 +73,12 @@ if(rc EQUAL 0 OR NOT err MATCHES "head does not fit the target; hidden size")
   message(FATAL_ERROR "generate --head ${MISFIT_HEAD} (SmolLM2's head, stories260K) gave rc ${rc}:\n${err}")
 endif()
 
+# A head given as the model is refused as a head, not as a GGUF without a tokenizer.
+execute_process(COMMAND ${HS} generate -m ${MISFIT_HEAD} -p "Once" -n 2 RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "this is an EAGLE-3 draft head \\(architecture 'eagle3'\\), not a model")
+  message(FATAL_ERROR "generate -m ${MISFIT_HEAD} (a head) gave rc ${rc}:\n${err}")
+endif()
+
 # A calibration made on another model file (SmolLM2's, committed beside its head) still loads, with a
 # warning naming both files' hashes.
 get_filename_component(misfit_dir ${MISFIT_HEAD} DIRECTORY)
