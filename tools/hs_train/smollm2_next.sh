@@ -17,10 +17,17 @@
 #                                                  ($OPEN_SOURCES: role-play, assistant, QA and self-instruct
 #                                                  prompts, on which the head accepts least) not answered yet,
 #                                                  in $OUT/answers-open.txt
+#   tools/hs_train/smollm2_next.sh gen-t1 MINUTES
+#                                                  sampled answers (temperature 1 with generate's top-k 40,
+#                                                  top-p 0.95, min-p 0.05; hs-oracle --distill-temp 1
+#                                                  --distill-seed 1, each job's draw fixed by its IDX) to the
+#                                                  short prompts, every one of which already has a greedy
+#                                                  answer: new paths through the target's distribution, in
+#                                                  $OUT/answers-t1.txt, without features (train refeeds them)
 #   tools/hs_train/smollm2_next.sh pack            the answers not committed yet -> models/heads/smollm2/distill/
-#                                                  answers-NN.txt.xz, answers-long-NN.txt.xz and
-#                                                  answers-open-NN.txt.xz (then commit them, with their lines in
-#                                                  the README)
+#                                                  answers-NN.txt.xz, answers-long-NN.txt.xz,
+#                                                  answers-open-NN.txt.xz and answers-t1-NN.txt.xz (then
+#                                                  commit them, with their lines in the README)
 #   tools/hs_train/smollm2_next.sh train [--minutes M] [train.py options]
 #                                                  features of the committed answers (all, or the files named
 #                                                  in $ANSWERS, comma-separated: hs-oracle's, recorded by gen or
@@ -50,7 +57,7 @@ dist="$repo/models/heads/smollm2/distill"
 out="$home/distill/smollm2-llama"
 model="$home/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 shared="${HS_SHARED:-$repo/../shared}"
-step="${1:?usage: smollm2_next.sh gen MINUTES | gen-long MINUTES | gen-open MINUTES | pack | train [--minutes M] [train.py options] | eval [ckpt|base]}"
+step="${1:?usage: smollm2_next.sh gen MINUTES | gen-long MINUTES | gen-open MINUTES | gen-t1 MINUTES | pack | train [--minutes M] [train.py options] | eval [ckpt|base]}"
 shift
 
 [ -f "$model" ] || bash "$repo/tools/fetch_model.sh" >&2
@@ -89,15 +96,17 @@ seeds() {
   esac
 }
 
-# gen_answers KIND MINUTES [hs-oracle options]: answers to the jobs of KIND not in $out/answers KIND.txt.
+# gen_answers KIND MINUTES [hs-oracle options]: answers to the jobs of KIND not in $out/answers KIND.txt,
+# with their features ($out/feats KIND.hsf) unless $NO_FEATS is set.
 gen_answers() {
-  local kind="$1" minutes="$2" oracle="$home/peer/bin/hs-oracle"
+  local kind="$1" minutes="$2" oracle="$home/peer/bin/hs-oracle" fopt=()
   shift 2
+  [ -n "${NO_FEATS:-}" ] || fopt=(--feats "$out/feats$kind.hsf")
   [ -x "$oracle" ] || bash "$repo/tools/oracle/build.sh" >&2
   if [ ! -s "$out/answers$kind.txt" ]; then
     for f in $(seeds "$kind"); do xz -dc "$f"; done >"$out/answers$kind.txt"
   fi
-  "$oracle" --distill "$out/jobs$kind.txt" --answers "$out/answers$kind.txt" --feats "$out/feats$kind.hsf" \
+  "$oracle" --distill "$out/jobs$kind.txt" --answers "$out/answers$kind.txt" "${fopt[@]}" \
     --parallel 128 -t 2 --minutes "$minutes" "$@" "$model" 2>&1 | tee -a "$out/gen$kind.log"
 }
 
@@ -141,10 +150,21 @@ gen-open)
   fi
   gen_answers -open "${1:?smollm2_next.sh gen-open MINUTES}"
   ;;
+gen-t1)
+  # The short prompts' jobs again; hs-oracle's sampler draws each answer from (seed 1, IDX). Features come
+  # from train's refeed (a prefill at about 1,000 tokens/s) instead of gen (--feats: about 190 answer tokens/s
+  # against about 450 without).
+  if [ ! -f "$out/jobs-t1.txt" ]; then
+    cp "$out/jobs.txt" "$out/jobs-t1.txt"
+    cp "$out/jobs.txt.prompt_ids.txt" "$out/jobs-t1.txt.prompt_ids.txt"
+  fi
+  NO_FEATS=1 gen_answers -t1 "${1:?smollm2_next.sh gen-t1 MINUTES}" --distill-temp 1 --distill-seed 1
+  ;;
 pack)
   pack_answers ""
   pack_answers -long
   pack_answers -open
+  pack_answers -t1
   ;;
 train)
   minutes=0
@@ -171,7 +191,24 @@ train)
   fi
   "$PY" -m hs_train.distill feats --model "$model" --answers "$answers" --prompt-ids "$out/jobs.txt.prompt_ids.txt" \
     --out "$out/feats"
-  "$PY" -m hs_train.train --model "$model" --data "$out/feats" --out "$home/heads/smollm2-next" \
+  data="$out/feats"
+  # The sampled answers (gen-t1) share their prompts' IDX with the greedy ones, so their features have a file
+  # and shards of their own ($out/feats-t1.hsf, $out/feats-t1), refed the same way.
+  t1="$(committed -t1 | paste -sd, -)"
+  if [ -n "$t1" ] && [ -z "${ANSWERS:-}" ]; then
+    "$PY" -m hs_train.distill pack-feats --answers "$t1" --feats "$out/feats-t1.hsf" --out "$out/feats-t1" \
+      --missing "$out/answers-t1-missing.txt"
+    if [ -s "$out/answers-t1-missing.txt" ]; then
+      oracle="$home/peer/bin/hs-oracle"
+      [ -x "$oracle" ] || bash "$repo/tools/oracle/build.sh" >&2
+      [ -f "$out/jobs-all.txt" ] || awk '{ print NR - 1 "\t" $0 }' "$out/jobs.txt.prompt_ids.txt" >"$out/jobs-all.txt"
+      "$oracle" --distill "$out/jobs-all.txt" --answers "$out/answers-t1-missing.txt" --feats "$out/feats-t1.hsf" \
+        --refeed --ctx 1024 -t 2 "$model" 2>&1 | tee -a "$out/refeed-t1.log"
+      "$PY" -m hs_train.distill pack-feats --answers "$t1" --feats "$out/feats-t1.hsf" --out "$out/feats-t1"
+    fi
+    data="$data,$out/feats-t1"
+  fi
+  "$PY" -m hs_train.train --model "$model" --data "$data" --out "$home/heads/smollm2-next" \
     --init "$head0" "${shape[@]}" --epochs 1 --lr 2e-4 \
     --ckpt-min 5 --minutes "$minutes" "$@"
   ;;
@@ -202,7 +239,7 @@ eval)
   echo "eval: $dir/eval.json"
   ;;
 *)
-  echo "smollm2_next.sh: unknown step '$step' (gen, gen-long, gen-open, pack, train or eval)" >&2
+  echo "smollm2_next.sh: unknown step '$step' (gen, gen-long, gen-open, gen-t1, pack, train or eval)" >&2
   exit 2
   ;;
 esac

@@ -62,7 +62,7 @@ static const char *USAGE =
     "  -r, --reps N          repetitions (default 5)\n"
     "      --batch N         logical batch (default 2048)  --bench-ubatch N  physical (512)\n"
     "      --json            JSON with the raw samples instead of the markdown table\n"
-    "self-distillation data (greedy answers, many sequences per decode; see oracle_distill.c):\n"
+    "self-distillation data (greedy or sampled answers, many sequences per decode; see oracle_distill.c):\n"
     "      --distill JOBS    prompts as lines IDX<TAB>id,id,... (token ids as fed)\n"
     "      --answers FILE    appends IDX<TAB>STOP<TAB>N_PROMPT<TAB>id,... per answer; jobs already\n"
     "                        in it are skipped (resume)\n"
@@ -72,7 +72,11 @@ static const char *USAGE =
     "      --feats FILE      also appends each answer's features (EAGLE-3 taps, top-32 probabilities;\n"
     "                        the HSF1 records of oracle.h) for the trainer\n"
     "      --refeed          with --feats: instead of answering, append the records of the answers\n"
-    "                        already in --answers (one prefill each; records already in FILE skipped)\n";
+    "                        already in --answers (one prefill each; records already in FILE skipped)\n"
+    "      --distill-temp T  sampled answers at temperature T (heterospec's sampler with generate's\n"
+    "                        defaults: top-k 40, top-p 0.95, min-p 0.05); 0 (default): greedy\n"
+    "      --distill-seed S  with --distill-temp: the answer to job IDX is drawn from seed (S, IDX), the\n"
+    "                        same whatever the batch (default 0)\n";
 
 /* Parses a non-negative int in [lo, hi]; "name" is for the message. */
 static hs_status parse_int(const char *name, const char *text, long lo, long hi, int *out) {
@@ -160,6 +164,19 @@ static hs_status parse_valued(hs_oracle_opts *o, const char *a, const char *v, b
         if (!v || end == v || *end || o->distill_minutes < 0)
             return HS_FAIL(HS_ERR_INVALID_ARG, "--minutes expects a non-negative number, got '%s'",
                            v ? v : "(nothing)");
+    } else if (!strcmp(a, "--distill-temp")) {
+        char *end = NULL;
+        o->distill_temp = v ? strtod(v, &end) : 0;
+        if (!v || end == v || *end || !(o->distill_temp >= 0 && o->distill_temp <= 100))
+            return HS_FAIL(HS_ERR_INVALID_ARG, "--distill-temp expects a number in [0, 100], got '%s'",
+                           v ? v : "(nothing)");
+    } else if (!strcmp(a, "--distill-seed")) {
+        char *end = NULL;
+        errno = 0;
+        o->distill_seed = v ? strtoull(v, &end, 10) : 0;
+        if (!v || end == v || *end || errno || *v == '-')
+            return HS_FAIL(HS_ERR_INVALID_ARG, "--distill-seed expects an unsigned integer, got '%s'",
+                           v ? v : "(nothing)");
     } else if (!strcmp(a, "--lib-dir"))
         o->lib_dir = v;
     else if (!strcmp(a, "-n") || !strcmp(a, "--generate"))
@@ -241,6 +258,8 @@ static hs_status parse_args(int argc, char **argv, hs_oracle_opts *o, bool *help
         return HS_FAIL(HS_ERR_INVALID_ARG, "--distill needs --answers FILE");
     if (o->distill_refeed && (o->mode != HS_ORACLE_DISTILL || !o->distill_feats))
         return HS_FAIL(HS_ERR_INVALID_ARG, "--refeed goes with --distill JOBS --answers FILE --feats FILE");
+    if (o->distill_temp > 0 && (o->mode != HS_ORACLE_DISTILL || o->distill_refeed))
+        return HS_FAIL(HS_ERR_INVALID_ARG, "--distill-temp goes with --distill (answering, not --refeed)");
     if (!o->distill_refeed && o->distill_max_new >= o->distill_ctx)
         return HS_FAIL(HS_ERR_INVALID_ARG, "--max-new %d leaves no room for a prompt in --ctx %d",
                        o->distill_max_new, o->distill_ctx);

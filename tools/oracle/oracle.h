@@ -76,6 +76,8 @@ typedef struct hs_oracle_opts {
     int distill_ctx;             /* KV rows per sequence (default 512) */
     int distill_batch;           /* most tokens per llama_decode (default 2048) */
     double distill_minutes;      /* start no new job after this long (0: no limit) */
+    double distill_temp;         /* > 0: sampled answers (heterospec's sampler, its defaults otherwise) */
+    uint64_t distill_seed;       /* with distill_temp: job IDX's answer is drawn from seed (this, IDX) */
     const char *distill_feats;   /* appended feature records (HSF1 below) per answered job; NULL: none */
     bool distill_refeed;         /* records of the answers already in distill_answers instead of answering */
 } hs_oracle_opts;

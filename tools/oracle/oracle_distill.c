@@ -11,7 +11,10 @@
  * --minutes M: no new job starts after M minutes; the running ones finish.
  *
  * The answers are llama.cpp's greedy choice (lowest id on a tie), so nothing here needs to match
- * heterospec bit for bit. The trainer's features (the EAGLE-3 taps of every position, the top 32
+ * heterospec bit for bit; with --distill-temp T they are drawn instead, by heterospec's own sampler
+ * (host/sampler.c: generate's defaults top-k 40, top-p 0.95, min-p 0.05, at temperature T), one per slot,
+ * seeded afresh for each job from (--distill-seed, IDX): a job's answer depends on its logits and that seed
+ * only, not on which jobs share its batches (a resumed run draws the same answers). The trainer's features (the EAGLE-3 taps of every position, the top 32
  * probabilities of every answer position) come either from a second pass over the token ids
  * (tools/hs_train/distill.py feats) or, with --feats FILE, from this pass: llama.cpp's eval callback
  * copies the tap layers' outputs of every row, and each finished job's record (oracle.h, HSF1) is appended
@@ -22,6 +25,7 @@
  * delivered exactly the batch's rows. */
 #define _GNU_SOURCE /* getline */
 #include "oracle.h"
+#include "sampler.h"
 
 #include <errno.h>
 #include <math.h>
@@ -42,6 +46,7 @@ typedef struct slot {
     llama_token *ans;  /* answer so far */
     int n_ans;
     int batch_row;     /* row of this step's batch whose logits are ours; -1: none */
+    hs_sampler *smp;   /* --distill-temp: this job's sampler (NULL: greedy) */
     /* --feats: per fed position (distill_ctx rows) */
     ggml_fp16_t *taps; /* [pos][d3] */
     int32_t *top_id;   /* [pos][HS_ORACLE_TOP_K] */
@@ -330,7 +335,15 @@ static hs_status decode_step(struct llama_context *ctx, struct llama_batch *b, h
             top_probs(row, s->n_vocab, sl->top_id + at, sl->top_p + at);
         }
         sl->batch_row = -1;
-        llama_token t = hs_oracle_argmax(row, s->n_vocab);
+        llama_token t;
+        if (sl->smp) {
+            int32_t drawn;
+            HS_TRY(hs_sampler_sample(sl->smp, row, s->n_vocab, &drawn));
+            HS_TRY(hs_sampler_accept(sl->smp, drawn));
+            t = drawn;
+        } else {
+            t = hs_oracle_argmax(row, s->n_vocab);
+        }
         sl->ans[sl->n_ans++] = t;
         (*n_tokens)++;
         bool stopped = llama_vocab_is_eog(s->vocab, t);
@@ -345,8 +358,27 @@ fail:
     return st;
 }
 
-/* Appends job j's prompt to b for slot i (a fresh KV stream). */
-static void start_job(struct llama_batch *b, llama_memory_t mem, slot *sl, int i, const job *j, int j_index) {
+/* The seed of job idx's sampler: splitmix64's finaliser of (seed, idx), so neighbouring jobs and seeds
+ * draw unrelated streams. */
+static uint64_t job_seed(uint64_t seed, long idx) {
+    uint64_t z = seed * 0x9E3779B97F4A7C15ull + (uint64_t)idx + 0x632BE59BD9B4E019ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+/* Appends job j's prompt to b for slot i (a fresh KV stream); with --distill-temp, a sampler of its own. */
+static hs_status start_job(const hs_oracle_opts *o, int32_t n_vocab, struct llama_batch *b, llama_memory_t mem,
+                           slot *sl, int i, const job *j, int j_index) {
+    hs_status st = HS_OK;
+    hs_sampler_destroy(sl->smp);
+    sl->smp = NULL;
+    if (o->distill_temp > 0) {
+        hs_sampler_params sp = hs_sampler_default_params();
+        sp.temperature = (float)o->distill_temp;
+        sp.seed = job_seed(o->distill_seed, j->idx);
+        HS_TRY(hs_sampler_create(&sp, n_vocab, &sl->smp));
+    }
     sl->job = j_index;
     sl->n_fed = 0;
     sl->n_ans = 0;
@@ -360,6 +392,8 @@ static void start_job(struct llama_batch *b, llama_memory_t mem, slot *sl, int i
         b->logits[r] = k == j->n - 1;
     }
     sl->batch_row = b->n_tokens - 1;
+fail:
+    return st;
 }
 
 hs_status hs_oracle_distill(const hs_oracle_opts *o, hs_oracle_session *s) {
@@ -459,7 +493,7 @@ hs_status hs_oracle_distill(const hs_oracle_opts *o, hs_oracle_session *s) {
             if (cap) b.n_tokens = 0;
             if (sl->job >= 0 || !accept_new || next >= n_jobs || b.n_tokens + jobs[next].n > n_batch)
                 continue;
-            start_job(&b, mem, sl, i, &jobs[next], next);
+            HS_TRY(start_job(o, s->n_vocab, &b, mem, sl, i, &jobs[next], next));
             next++;
             active++;
             if (cap)
@@ -492,6 +526,7 @@ fail:
     if (feats && fclose(feats) != 0 && st == HS_OK)
         st = HS_FAIL(HS_ERR_IO, "closing features: %s", strerror(errno));
     for (int i = 0; slots && i < P; i++) {
+        hs_sampler_destroy(slots[i].smp);
         free(slots[i].ans);
         free(slots[i].taps);
         free(slots[i].top_id);

@@ -13,7 +13,9 @@
 #      top-1 = the next token, probabilities in decreasing order;
 #   6. --refeed writes the records of answers already given (one prefill each) equal to those --feats wrote
 #      while answering (taps within the same tolerance, top-1 = the next token, probabilities within 1e-2),
-#      and a rerun after a torn record completes the file without repeating a record.
+#      and a rerun after a torn record completes the file without repeating a record;
+#   7. --distill-temp 1 draws each job's answer from (--distill-seed, IDX) alone: the same answers with the
+#      two prompts decoded together as each alone, other answers under another seed.
 #
 #   tools/oracle/verify.sh [--vulkan] [TOL]
 #
@@ -62,6 +64,11 @@ open(sys.argv[1], "wb").write(data[: first + 40])
 EOF2
 "$oracle" --distill "$work/jobs.txt" --answers "$work/answers1.txt" --feats "$work/refeed.hsf" --refeed \
   --ctx 128 -t 1 "$model" 2>/dev/null
+for run in "s5p2 5 2" "s5p1 5 1" "s6p2 6 2"; do
+  set -- $run
+  "$oracle" --distill "$work/jobs.txt" --answers "$work/sampled-$1.txt" --distill-temp 1 --distill-seed "$2" \
+    --parallel "$3" --max-new 100 --ctx 128 -t 1 "$model" 2>/dev/null
+done
 
 python3 - "$ref" "$work" "$tol" <<'EOF'
 import ast, re, struct, sys
@@ -109,6 +116,13 @@ for line in open(f"{work}/answers.txt"):
     want = g[: g.index(2) + 1] if 2 in g[:100] else g[:100]
     check(f"distill {prompt!r}", ids == want and int(stop) == (ids[-1] == 2) and int(n_prompt) == len(golden[prompt]["prompt"]),
           f"{len(ids)} ids (stop {stop}), golden prefix {len(want)}")
+
+# --distill-temp: per job, the same draw whatever shares its batch; another seed, other draws
+def answer_map(path):
+    return {l.split("\t")[0]: l.rstrip("\n").split("\t")[3] for l in open(path)}
+s52, s51, s62 = (answer_map(f"{work}/sampled-{r}.txt") for r in ("s5p2", "s5p1", "s6p2"))
+check("sampled answers, batch-independent", len(s52) == 2 and s52 == s51, f"{len(s52)} answers, seed 5 with --parallel 2 and 1")
+check("sampled answers, seeded", s62.keys() == s52.keys() and s62 != s52, "seed 6 against seed 5")
 
 # --feats: HSF1 records (oracle.h)
 TAPS_TOL = 1e-2
