@@ -373,6 +373,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
     cJSON *records = cJSON_CreateArray();
     rc = 1;
     if (!accs || hs_cli_model_path(a.model, model_path, sizeof model_path) != HS_OK) goto fail;
+    if (hs_cli_qset_check(&a.q) != HS_OK) goto fail;
     if (hs_gguf_open(model_path, &g) != HS_OK || hs_tok_from_gguf(g, &tok) != HS_OK) goto fail;
     for (int ti = 0; ti < a.n_temps; ti++) {
         hs_sampler_params sp = a.sp;

@@ -165,6 +165,24 @@ void hs_cli_questions_free(hs_cli_question *qs, int n) {
     free(qs);
 }
 
+hs_status hs_cli_qset_check(const hs_cli_qset *q) {
+    hs_status st = HS_OK;
+    const char *p = q->sets;
+    while (*p) {
+        const size_t len = strcspn(p, ",");
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%.*s/question.jsonl", q->data, (int)len, p);
+        hs_cli_question *qs = NULL;
+        int nq = 0;
+        HS_TRY(hs_cli_questions_read(path, q->q_from, q->q_to, &qs, &nq));
+        hs_cli_questions_free(qs, nq);
+        p += len;
+        if (*p == ',') p++;
+    }
+fail:
+    return st;
+}
+
 #ifndef HS_SHARED_DATA
 #define HS_SHARED_DATA "../shared/data/bench"
 #endif

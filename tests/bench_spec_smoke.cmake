@@ -127,3 +127,14 @@ foreach(bad foo none chain/x2 chain/d3/e9)
   endif()
 endforeach()
 message("unknown methods refused by name")
+# A question set that cannot be read is refused before the model loads (bench-spec) or the device is timed
+# (calibrate).
+foreach(cmd bench-spec calibrate)
+  execute_process(COMMAND ${HS} ${cmd} -m ${MODEL} --no-chat --data ${DATA} --sets gsm8k,no_such_set --questions 1-1
+                          -n 4 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "cannot open [^\n]*/no_such_set/question.jsonl" OR err MATCHES "\\[${cmd}\\]"
+     OR out MATCHES "${cmd}: ")
+    message(FATAL_ERROR "${cmd} --sets gsm8k,no_such_set: exit ${rc}, not refused before loading:\n${out}\n${err}")
+  endif()
+endforeach()
+message("an unreadable question set refused before anything loads")
