@@ -396,7 +396,6 @@ int hs_cli_calibrate(int argc, char **argv) {
     char *text = NULL;
     rc = 1;
     if (hs_cli_model_path(a.model, model_path, sizeof model_path) != HS_OK) goto fail;
-    if (!a.device_only && hs_cli_qset_check(&a.q) != HS_OK) goto fail;
     if (hs_gguf_open(model_path, &g) != HS_OK || hs_tok_from_gguf(g, &tok) != HS_OK) goto fail;
     if (hs_sampler_params_validate(&a.sp) != HS_OK) goto fail;
     hs_vk_ctx_options vo = {.device_index = -1, .validation = -1};
@@ -438,6 +437,8 @@ int hs_cli_calibrate(int argc, char **argv) {
         rc = 0;
         goto fail;
     }
+    /* The question sets, before the device is timed (a wrong --data would fail only after that). */
+    if (!a.device_only && hs_cli_qset_check(&a.q) != HS_OK) goto fail;
     if (hs_cli_hx_load(caps, model_path, sm.head_path, exists ? out_path : NULL, sampling, &base) != HS_OK)
         goto fail;
     hs_hx_model m = base.model;
