@@ -14,11 +14,11 @@
  * heterospec bit for bit; with --distill-temp T they are drawn instead, by heterospec's own sampler
  * (host/sampler.c: generate's defaults top-k 40, top-p 0.95, min-p 0.05, at temperature T), one per slot,
  * seeded afresh for each job from (--distill-seed, IDX): a job's answer depends on its logits and that seed
- * only, not on which jobs share its batches (a resumed run draws the same answers). The trainer's features (the EAGLE-3 taps of every position, the top 32
- * probabilities of every answer position) come either from a second pass over the token ids
- * (tools/hs_train/distill.py feats) or, with --feats FILE, from this pass: llama.cpp's eval callback
- * copies the tap layers' outputs of every row, and each finished job's record (oracle.h, HSF1) is appended
- * to FILE before its answer line. The callback sees rows in the order of the ubatches, which for a
+ * only, not on which jobs share its batches (a resumed run draws the same answers). The trainer's features
+ * (the EAGLE-3 taps of every position, the top 32 probabilities of every answer position) come either from a
+ * second pass over the token ids (tools/hs_train/distill.py feats) or, with --feats FILE, from this pass:
+ * llama.cpp's eval callback copies the tap layers' outputs of every row, and each finished job's record
+ * (oracle.h, HSF1) is appended to FILE before its answer line. The callback sees rows in the order of the ubatches, which for a
  * multi-stream cache are runs of consecutive sequence ids with equal token counts (llama.cpp's
  * split_equal): so with --feats the running sequences decode together (one token each, in slot order,
  * which that split keeps) and each new prompt decodes alone; every call checks that each tap layer
