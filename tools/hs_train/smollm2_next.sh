@@ -31,7 +31,9 @@
 #   tools/hs_train/smollm2_next.sh train [--minutes M] [train.py options]
 #                                                  features of the committed answers (all, or the files named
 #                                                  in $ANSWERS, comma-separated: hs-oracle's, recorded by gen or
-#                                                  by --refeed into $OUT/feats-refeed.hsf), then training from
+#                                                  by --refeed into $OUT/feats-refeed.hsf), and of the sampled
+#                                                  answers (gen-t1: all committed answers-t1-NN, or the files in
+#                                                  $T1_ANSWERS; none: without them), then training from
 #                                                  models/heads/smollm2/head.gguf into $HS_HOME/heads/smollm2-next
 #   tools/hs_train/smollm2_next.sh eval [ckpt|base] [train.py options]
 #                                                  the held-out evaluation (top-1 per draft step, chain tau) on
@@ -194,8 +196,10 @@ train)
   data="$out/feats"
   # The sampled answers (gen-t1) share their prompts' IDX with the greedy ones, so their features have a file
   # and shards of their own ($out/feats-t1.hsf, $out/feats-t1), refed the same way.
-  t1="$(committed -t1 | paste -sd, -)"
-  if [ -n "$t1" ] && [ -z "${ANSWERS:-}" ]; then
+  t1="${T1_ANSWERS:-$(committed -t1 | paste -sd, -)}"
+  [ "$t1" = none ] && t1=""
+  if [ -n "$t1" ]; then
+    t1="$(tr , '\n' <<<"$t1" | xargs realpath | paste -sd, -)"
     "$PY" -m hs_train.distill pack-feats --answers "$t1" --feats "$out/feats-t1.hsf" --out "$out/feats-t1" \
       --missing "$out/answers-t1-missing.txt"
     if [ -s "$out/answers-t1-missing.txt" ]; then
