@@ -126,7 +126,7 @@ pack_answers() {
   next="$dist/answers$kind-$(printf '%02d' "$(committed "$kind" | wc -l)").txt.xz"
   for f in $(seeds "$kind"); do xz -dc "$f"; done | cut -f1 >"$out/pack-seen.txt"
   complete_answers "$out/answers$kind.txt" |
-    awk -F'\t' 'NR == FNR { seen[$1] = 1; next } !($1 in seen) && !done[$1]++' "$out/pack-seen.txt" - \
+    awk -F'\t' 'FILENAME == ARGV[1] { seen[$1] = 1; next } !($1 in seen) && !done[$1]++' "$out/pack-seen.txt" - \
       >"$out/pack-new.txt"
   if [ ! -s "$out/pack-new.txt" ]; then
     echo "pack: no new answers in $out/answers$kind.txt"
