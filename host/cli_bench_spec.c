@@ -22,7 +22,6 @@
 #include "hs_build_id.h" /* HS_BUILD_ID: generated at build time (cmake/build_id.cmake) */
 
 #define MAX_METHODS 16
-#define MAX_SETS    16
 
 static void usage(FILE *f) {
     fprintf(f, "usage: heterospec bench-spec [options]\n\n"
@@ -350,14 +349,6 @@ int hs_cli_bench_spec(int argc, char **argv) {
         for (int i = first; i < nm; i++)
             ms[i].ar_ref = ms[first].ar ? first : -1;
     }
-    char *save = NULL;
-    char sets[MAX_SETS][64];
-    int ns = 0;
-    char *slist = strdup(a.q.sets);
-    for (char *t = strtok_r(slist, ",", &save); t && ns < MAX_SETS; t = strtok_r(NULL, ",", &save))
-        snprintf(sets[ns++], sizeof sets[0], "%s", t);
-    free(slist);
-
     char model_path[1200];
     hs_gguf *g = NULL;
     hs_tok *tok = NULL;
@@ -368,12 +359,16 @@ int hs_cli_bench_spec(int argc, char **argv) {
     char store_path[1200] = "";
     static hs_cli_hx hxs[2]; /* greedy, sampling (large: static) */
     bool hx_loaded[2] = {false, false};
-    /* Per set and method; row ns: all sets together. */
-    acc *accs = calloc((size_t)(ns + 1) * nm, sizeof *accs), *all = accs ? accs + (size_t)ns * nm : NULL;
+    hs_cli_set *sets = NULL; /* read before anything loads */
+    int ns = 0;
+    acc *accs = NULL, *all = NULL;
     cJSON *records = cJSON_CreateArray();
     rc = 1;
+    if (hs_cli_qset_read(&a.q, &sets, &ns) != HS_OK) goto fail;
+    /* Per set and method; row ns: all sets together. */
+    accs = calloc((size_t)(ns + 1) * nm, sizeof *accs);
+    if (accs) all = accs + (size_t)ns * nm;
     if (!accs || hs_cli_model_path(a.model, model_path, sizeof model_path) != HS_OK) goto fail;
-    if (hs_cli_qset_check(&a.q) != HS_OK) goto fail;
     if (hs_gguf_open(model_path, &g) != HS_OK || hs_tok_from_gguf(g, &tok) != HS_OK) goto fail;
     for (int ti = 0; ti < a.n_temps; ti++) {
         hs_sampler_params sp = a.sp;
@@ -478,11 +473,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
     }
 
     for (int si = 0; si < ns; si++) {
-        char path[1400];
-        snprintf(path, sizeof path, "%s/%s/question.jsonl", a.q.data, sets[si]);
-        hs_cli_question *qs = NULL;
-        int nq = 0;
-        if (hs_cli_questions_read(path, a.q.q_from, a.q.q_to, &qs, &nq) != HS_OK) goto fail;
+        const hs_cli_question *qs = sets[si].qs;
+        const int nq = sets[si].n;
         for (int qi = 0; qi < nq; qi++) {
             int32_t *ids = NULL, *ar_ids = NULL;
             size_t n_ids = 0;
@@ -492,7 +484,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
             if (st == HS_OK && n_ids + n_predict > hs_llama_n_ctx(sm.target))
                 st = hs_engine_check_fit(sm.target, n_ids, n_predict);
             for (int mi = 0; mi < nm && st == HS_OK; mi++) {
-                fprintf(stderr, "\r[bench-spec] %s %d/%d  question %d/%d  %-20s", sets[si], si + 1, ns,
+                fprintf(stderr, "\r[bench-spec] %s %d/%d  question %d/%d  %-20s", sets[si].name, si + 1, ns,
                         qi + 1, nq, ms[mi].label);
                 hs_gen_params gp = {.n_predict = n_predict, .sp = a.sp, .spec = ms[mi].spec};
                 gp.sp.temperature = ms[mi].temp;
@@ -516,13 +508,13 @@ int hs_cli_bench_spec(int argc, char **argv) {
                     compared = true;
                     equal = r.n_gen == ar_n && !memcmp(r.ids, ar_ids, sizeof *ar_ids * ar_n);
                     if (!equal)
-                        fprintf(stderr, "\n[bench-spec] %s question %d: %s differs from ar\n", sets[si],
+                        fprintf(stderr, "\n[bench-spec] %s question %d: %s differs from ar\n", sets[si].name,
                                 qs[qi].id, ms[mi].label);
                 }
                 add(&accs[si * nm + mi], &r, ms[mi].ar, compared, equal);
                 add(&all[mi], &r, ms[mi].ar, compared, equal);
                 cJSON *rec = cJSON_CreateObject();
-                cJSON_AddStringToObject(rec, "set", sets[si]);
+                cJSON_AddStringToObject(rec, "set", sets[si].name);
                 cJSON_AddNumberToObject(rec, "question_id", qs[qi].id);
                 cJSON_AddStringToObject(rec, "method", ms[mi].label);
                 cJSON_AddNumberToObject(rec, "prompt_tokens", (double)n_ids);
@@ -542,12 +534,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
             }
             free(ids);
             free(ar_ids);
-            if (st != HS_OK) {
-                hs_cli_questions_free(qs, nq);
-                goto fail;
-            }
+            if (st != HS_OK) goto fail;
         }
-        hs_cli_questions_free(qs, nq);
     }
     fprintf(stderr, "\r%80s\r", "");
 
@@ -569,7 +557,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
         cJSON *jsets = cJSON_AddArrayToObject(o, "sets");
         for (int si = 0; si < ns; si++) {
             cJSON *js = cJSON_CreateObject();
-            cJSON_AddStringToObject(js, "set", sets[si]);
+            cJSON_AddStringToObject(js, "set", sets[si].name);
             cJSON *jm = cJSON_AddArrayToObject(js, "methods");
             for (int mi = 0; mi < nm; mi++)
                 cJSON_AddItemToArray(
@@ -587,7 +575,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
         cJSON_Delete(o);
     } else {
         for (int si = 0; si < ns; si++)
-            print_table(sets[si], ms, nm, &accs[si * nm]);
+            print_table(sets[si].name, ms, nm, &accs[si * nm]);
         print_table("all sets (tokens and time summed)", ms, nm, all);
     }
     rc = 0;
@@ -597,6 +585,7 @@ fail:
     for (int i = 0; i < nm; i++)
         hs_spec_destroy(ms[i].spec);
     free(accs);
+    hs_cli_sets_free(sets, ns);
     hs_cli_spec_unload(&sm);
     hs_ngram_free(store);
     hs_ops_destroy(ops);

@@ -388,6 +388,8 @@ int hs_cli_calibrate(int argc, char **argv) {
     hs_ops *ops = NULL;
     hs_cli_spec_models sm = {0};
     hs_cli_hx base = {0};
+    hs_cli_set *sets = NULL; /* the question sets (not with --device) */
+    int n_sets = 0;
     hs_hx_recorder rec = {.st = HS_OK};
     hs_hx_record *records = NULL;
     hs_hx_lookup_record *lk_records = NULL, *text_lk_records = NULL;
@@ -438,7 +440,7 @@ int hs_cli_calibrate(int argc, char **argv) {
         goto fail;
     }
     /* The question sets, before the device is timed (a wrong --data would fail only after that). */
-    if (!a.device_only && hs_cli_qset_check(&a.q) != HS_OK) goto fail;
+    if (!a.device_only && hs_cli_qset_read(&a.q, &sets, &n_sets) != HS_OK) goto fail;
     if (hs_cli_hx_load(caps, model_path, sm.head_path, exists ? out_path : NULL, sampling, &base) != HS_OK)
         goto fail;
     hs_hx_model m = base.model;
@@ -499,17 +501,11 @@ int hs_cli_calibrate(int argc, char **argv) {
     bool have_e2 = false;
     if (!a.device_only) {
         hs_spec_set_observer(sm.spec, hs_hx_recorder_observe, &rec);
-        char *slist = strdup(a.q.sets), *save = NULL;
         uint32_t n_questions = 0;
-        for (char *set = strtok_r(slist, ",", &save); set; set = strtok_r(NULL, ",", &save)) {
-            char path[1400];
-            snprintf(path, sizeof path, "%s/%s/question.jsonl", a.q.data, set);
-            hs_cli_question *qs = NULL;
-            int nq = 0;
-            if (hs_cli_questions_read(path, a.q.q_from, a.q.q_to, &qs, &nq) != HS_OK) {
-                free(slist);
-                goto fail;
-            }
+        for (int si = 0; si < n_sets; si++) {
+            const char *set = sets[si].name;
+            const hs_cli_question *qs = sets[si].qs;
+            const int nq = sets[si].n;
             for (int qi = 0; qi < nq; qi++) {
                 fprintf(stderr, "\r[calibrate] %s question %d/%d, %td rounds so far   ", set, qi + 1, nq,
                         stbds_arrlen(rec.rounds));
@@ -531,16 +527,10 @@ int hs_cli_calibrate(int argc, char **argv) {
                 if (st == HS_OK) st = hs_hx_text_rounds(ids, n_ids, r.ids, r.n_gen, sm.store, &text_rounds);
                 hs_gen_result_free(&r);
                 free(ids);
-                if (st != HS_OK) {
-                    hs_cli_questions_free(qs, nq);
-                    free(slist);
-                    goto fail;
-                }
+                if (st != HS_OK) goto fail;
                 n_questions++;
             }
-            hs_cli_questions_free(qs, nq);
         }
-        free(slist);
         fprintf(stderr, "\r%70s\r", "");
         const uint32_t n_rounds = (uint32_t)stbds_arrlen(rec.rounds);
         for (uint32_t i = 0; i < n_rounds; i++)
@@ -757,6 +747,7 @@ fail:
     stbds_arrfree(lk_records);
     hs_hx_rounds_free(&text_rounds);
     stbds_arrfree(text_lk_records);
+    hs_cli_sets_free(sets, n_sets);
     hs_cli_spec_unload(&sm);
     hs_ops_destroy(ops);
     hs_vk_ctx_destroy(vk);

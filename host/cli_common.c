@@ -165,22 +165,49 @@ void hs_cli_questions_free(hs_cli_question *qs, int n) {
     free(qs);
 }
 
-hs_status hs_cli_qset_check(const hs_cli_qset *q) {
+hs_status hs_cli_qset_read(const hs_cli_qset *q, hs_cli_set **out, int *n) {
     hs_status st = HS_OK;
-    const char *p = q->sets;
-    while (*p) {
+    hs_cli_set *sets = NULL;
+    int ns = 0;
+    *out = NULL;
+    *n = 0;
+    for (const char *p = q->sets; *p;) {
         const size_t len = strcspn(p, ",");
+        if (len == 0) { /* "a,,b" and a trailing comma name no set */
+            p++;
+            continue;
+        }
+        if (len >= sizeof sets->name) {
+            st = HS_FAIL(HS_ERR_INVALID_ARG, "--sets %s: a set name is at most %zu characters", q->sets,
+                         sizeof sets->name - 1);
+            goto fail;
+        }
+        hs_cli_set *grown = realloc(sets, sizeof *sets * (size_t)(ns + 1));
+        if (!grown) {
+            st = HS_FAIL(HS_ERR_OUT_OF_HOST_MEMORY, "question sets");
+            goto fail;
+        }
+        sets = grown;
+        hs_cli_set *s = &sets[ns++];
+        memset(s, 0, sizeof *s);
+        memcpy(s->name, p, len);
         char path[1400];
-        snprintf(path, sizeof path, "%s/%.*s/question.jsonl", q->data, (int)len, p);
-        hs_cli_question *qs = NULL;
-        int nq = 0;
-        HS_TRY(hs_cli_questions_read(path, q->q_from, q->q_to, &qs, &nq));
-        hs_cli_questions_free(qs, nq);
+        snprintf(path, sizeof path, "%s/%s/question.jsonl", q->data, s->name);
+        HS_TRY(hs_cli_questions_read(path, q->q_from, q->q_to, &s->qs, &s->n));
         p += len;
         if (*p == ',') p++;
     }
+    *out = sets;
+    *n = ns;
+    return HS_OK;
 fail:
+    hs_cli_sets_free(sets, ns);
     return st;
+}
+
+void hs_cli_sets_free(hs_cli_set *sets, int n) {
+    for (int i = 0; sets && i < n; i++) hs_cli_questions_free(sets[i].qs, sets[i].n);
+    free(sets);
 }
 
 #ifndef HS_SHARED_DATA

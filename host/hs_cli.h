@@ -64,9 +64,15 @@ typedef struct hs_cli_question {
 } hs_cli_question;
 hs_status hs_cli_questions_read(const char *path, int from, int to, hs_cli_question **out, int *n);
 void hs_cli_questions_free(hs_cli_question *qs, int n);
-/* Reads every set of q once (its questions FROM..TO), so that a wrong --data or --sets fails before
- * anything is loaded or timed. */
-hs_status hs_cli_qset_check(const hs_cli_qset *q);
+/* The questions FROM..TO of every set of q, in --sets order (*out calloc'ed, *n sets): read before
+ * anything is loaded or timed, so that a wrong --data or --sets fails at once. */
+typedef struct hs_cli_set {
+    char name[64];
+    hs_cli_question *qs;
+    int n;
+} hs_cli_set;
+hs_status hs_cli_qset_read(const hs_cli_qset *q, hs_cli_set **out, int *n);
+void hs_cli_sets_free(hs_cli_set *sets, int n);
 
 /* Speculative options of generate and bench-spec (host/cli_spec.c):
  *   --spec auto|none|chain|static|eagle2|heterospec  --head FILE  --depth D
