@@ -136,6 +136,22 @@ pack_answers() {
   echo "pack: $(xz -dc "$next" | wc -l) answers -> $next ($(sha256sum "$next" | cut -d' ' -f1))"
 }
 
+# shards ANSWERS FEATS REFEED DIR KIND: the shards in DIR of the sequences of ANSWERS (comma-separated files)
+# that have a record in FEATS (comma-separated files); the rest are refed into REFEED first (hs-oracle
+# --refeed: one llama.cpp prefill per sequence, resumable; jobs by index), their list in
+# $out/answers KIND-missing.txt and the log in $out/refeed KIND.log.
+shards() {
+  local answers="$1" feats="$2" refeed="$3" dir="$4" kind="$5" oracle="$home/peer/bin/hs-oracle"
+  local missing="$out/answers$kind-missing.txt"
+  "$PY" -m hs_train.distill pack-feats --answers "$answers" --feats "$feats" --out "$dir" --missing "$missing"
+  [ -s "$missing" ] || return 0
+  [ -x "$oracle" ] || bash "$repo/tools/oracle/build.sh" >&2
+  [ -f "$out/jobs-all.txt" ] || awk '{ print NR - 1 "\t" $0 }' "$out/jobs.txt.prompt_ids.txt" >"$out/jobs-all.txt"
+  "$oracle" --distill "$out/jobs-all.txt" --answers "$missing" --feats "$refeed" --refeed --ctx 1024 -t 2 \
+    "$model" 2>&1 | tee -a "$out/refeed$kind.log"
+  "$PY" -m hs_train.distill pack-feats --answers "$answers" --feats "$refeed" --out "$dir"
+}
+
 case "$step" in
 gen)
   gen_answers "" "${1:?smollm2_next.sh gen MINUTES}"
@@ -181,16 +197,7 @@ train)
   # tokens/s on the 2-core VM against about 380 for the JAX target's `distill feats`; resumable; all jobs by
   # index), then the JAX target computes any still left (none once the refeed is complete).
   feats_all="$out/feats.hsf,$out/feats-long.hsf,$out/feats-open.hsf,$out/feats-refeed.hsf"
-  "$PY" -m hs_train.distill pack-feats --answers "$answers" --feats "$feats_all" --out "$out/feats" \
-    --missing "$out/answers-missing.txt"
-  if [ -s "$out/answers-missing.txt" ]; then
-    oracle="$home/peer/bin/hs-oracle"
-    [ -x "$oracle" ] || bash "$repo/tools/oracle/build.sh" >&2
-    awk '{ print NR - 1 "\t" $0 }' "$out/jobs.txt.prompt_ids.txt" >"$out/jobs-all.txt"
-    "$oracle" --distill "$out/jobs-all.txt" --answers "$out/answers-missing.txt" --feats "$out/feats-refeed.hsf" \
-      --refeed --ctx 1024 -t 2 "$model" 2>&1 | tee -a "$out/refeed.log"
-    "$PY" -m hs_train.distill pack-feats --answers "$answers" --feats "$out/feats-refeed.hsf" --out "$out/feats"
-  fi
+  shards "$answers" "$feats_all" "$out/feats-refeed.hsf" "$out/feats" ""
   "$PY" -m hs_train.distill feats --model "$model" --answers "$answers" --prompt-ids "$out/jobs.txt.prompt_ids.txt" \
     --out "$out/feats"
   data="$out/feats"
@@ -200,16 +207,7 @@ train)
   [ "$t1" = none ] && t1=""
   if [ -n "$t1" ]; then
     t1="$(tr , '\n' <<<"$t1" | xargs realpath | paste -sd, -)"
-    "$PY" -m hs_train.distill pack-feats --answers "$t1" --feats "$out/feats-t1.hsf" --out "$out/feats-t1" \
-      --missing "$out/answers-t1-missing.txt"
-    if [ -s "$out/answers-t1-missing.txt" ]; then
-      oracle="$home/peer/bin/hs-oracle"
-      [ -x "$oracle" ] || bash "$repo/tools/oracle/build.sh" >&2
-      [ -f "$out/jobs-all.txt" ] || awk '{ print NR - 1 "\t" $0 }' "$out/jobs.txt.prompt_ids.txt" >"$out/jobs-all.txt"
-      "$oracle" --distill "$out/jobs-all.txt" --answers "$out/answers-t1-missing.txt" --feats "$out/feats-t1.hsf" \
-        --refeed --ctx 1024 -t 2 "$model" 2>&1 | tee -a "$out/refeed-t1.log"
-      "$PY" -m hs_train.distill pack-feats --answers "$t1" --feats "$out/feats-t1.hsf" --out "$out/feats-t1"
-    fi
+    shards "$t1" "$out/feats-t1.hsf" "$out/feats-t1.hsf" "$out/feats-t1" -t1
     data="$data,$out/feats-t1"
   fi
   "$PY" -m hs_train.train --model "$model" --data "$data" --out "$home/heads/smollm2-next" \
