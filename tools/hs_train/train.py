@@ -826,6 +826,7 @@ def main(argv=None):
 
     t_last_ck = time.time()
     t0 = time.time()
+    t_prev, step_dts = t0, []
     acc_log = []
     n_since = 0
     end = min(total, a.stop_at) if a.stop_at else total
@@ -839,10 +840,16 @@ def main(argv=None):
         params, opt_state, l, per = train_step(params, opt_state, b, jnp.float32(sched(step)))
         step += 1
         if not fixed:
-            if step == 2:
-                t_probe = time.time()
-            elif step == 12:
-                dt_step = (time.time() - t_probe) / 10
+            # the median step of steps 2..60: a step that meets a new shape of the loss-row tables compiles
+            # first, which the early steps often do (the mean over steps 2..12 read 4.8 s a step where the run
+            # then took 1.4, and so budgeted a third of the steps that fit); for a length of 2,000 steps or more
+            # the warmup is 100 steps either way, so the schedule is the one that length given would make
+            t_now = time.time()
+            if step >= 2:
+                step_dts.append(t_now - t_prev)
+            t_prev = t_now
+            if step == 60:
+                dt_step = float(np.median(step_dts))
                 total = max(step + 1, min(total, int(a.minutes * 60 / dt_step)))
                 fixed = True
                 log(logf, f"time budget {a.minutes} min at {dt_step:.2f} s/step: {total} steps "
