@@ -829,8 +829,9 @@ def main(argv=None):
     t_prev, step_dts = t0, []
     acc_log = []
     n_since = 0
-    end = min(total, a.stop_at) if a.stop_at else total
-    while step < end and not a.eval_only:
+    # the end is read each step: --minutes sets total at step 60 (a bound fixed before the loop ran every such
+    # run to the end of its epoch at the schedule's floor rate)
+    while step < (min(total, a.stop_at) if a.stop_at else total) and not a.eval_only:
         ep, i = divmod(step, steps_per_epoch)
         ids = order_for(ep)[i * a.batch : (i + 1) * a.batch]
         nb = tr.batch(ids)
