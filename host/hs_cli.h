@@ -64,8 +64,8 @@ typedef struct hs_cli_question {
 } hs_cli_question;
 hs_status hs_cli_questions_read(const char *path, int from, int to, hs_cli_question **out, int *n);
 void hs_cli_questions_free(hs_cli_question *qs, int n);
-/* The questions FROM..TO of every set of q, in --sets order (*out allocated, *n sets; free with hs_cli_sets_free): read before
- * anything is loaded or timed, so that a wrong --data or --sets fails at once. */
+/* The questions FROM..TO of every set of q, in --sets order (*out allocated, *n sets; free with
+ * hs_cli_sets_free): read before anything is loaded or timed, so that a wrong --data or --sets fails at once. */
 typedef struct hs_cli_set {
     char name[64];
     hs_cli_question *qs;
