@@ -225,7 +225,7 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
         toks[i] = (int32_t)((i * 104729u + 3) % V);
         parents[i] = (int32_t)i - 1;
     }
-    const uint32_t rows = CTX_ROWS + HS_HX_MAX_N + 4 * (uint32_t)(reps + 1);
+    const uint32_t rows = CTX_ROWS + HS_HX_MAX_N + 6 * (uint32_t)(reps + 1);
     if (hs_llama_max_batch(m) < HS_HX_MAX_N || hs_llama_n_ctx(m) < rows)
         return HS_FAIL(HS_ERR_INVALID_ARG,
                        "calibrate: the target needs a batch of %u and a context of %u rows", HS_HX_MAX_N,
@@ -240,9 +240,10 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
     }
     /* Interleaved rounds (the first a warm-up), so that drifts of the
      * machine hit every measurement alike; medians per measurement:
-     *   a plain decoding step right after the last round's draft levels, and
-     *   one right after that (as plain decoding runs them: the reference);
-     *   their difference is t_after_head,
+     *   a plain decoding step right after the last round's end (the head's
+     *   consume and a one-node draft level, below), and one right after
+     *   that (as plain decoding runs them: the reference); their difference
+     *   is t_after_head,
      *   verification of N chained nodes (nothing committed),
      *   the output head of one more node of the last pass (hs_llama_head), and
      *   of 2, 4 and 8 nodes in one product (hs_llama_heads),
@@ -292,13 +293,22 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
             HS_TRY(hs_eagle3_draft(h, zeros, toks, 1u << i, &topk));
             if (r >= 0) xd[i][r] = hs_now_s() - t0;
         }
+        /* The end of a round as a chain runs it (untimed), so that the next
+         * round's first plain step (xa) follows the head's work a round does:
+         * the target's pass keeps two rows, the head consumes them and drafts
+         * one node. After the widest level above instead, xa also paid for
+         * what that level left in the caches (up to 64 nodes' logits). */
+        HS_TRY(hs_llama_eval(m, toks, 2, NULL, true, true, NULL, NULL));
+        HS_TRY(hs_eagle3_consume(h, slots, toks + 1, 2, &root));
+        hs_eagle3_reset_tree(h);
+        HS_TRY(hs_eagle3_draft(h, zeros, toks, 1, &topk));
     }
     /* The verification passes again after CTX_LONG rows of context (they
      * commit nothing, so the context stays put), when the target holds it. */
     if (hs_llama_n_ctx(m) >= CTX_LONG + HS_HX_MAX_N) {
         static double xl[NV][100];
         int32_t filler[HS_HX_MAX_N];
-        c->ctx0 = (CTX_ROWS - 1 + hs_llama_n_past(m)) / 2; /* the context grew by 4 a round above */
+        c->ctx0 = (CTX_ROWS - 1 + hs_llama_n_past(m)) / 2; /* the context grew by 6 a round above */
         for (uint32_t k = 0; hs_llama_n_past(m) < CTX_LONG; k++) {
             const uint32_t left = CTX_LONG - hs_llama_n_past(m), n = left < HS_HX_MAX_N ? left : HS_HX_MAX_N;
             for (uint32_t i = 0; i < n; i++)
