@@ -222,6 +222,15 @@ def main():
         assert coverage.draft_targets(tmp) == {5, 6, 7}
         g = coverage.tally(files, coverage.draft_targets(tmp))
         assert list(g) == ["a", "b"] and g["a"][:2] == [5, 4] and g["a"][2] == {9: 1} and g["b"][:2] == [1, 1], g
+    # the warmup's length: fixed at the start (a --minutes run's from --epochs' length, at most 100 steps), kept
+    # by a checkpoint, recomputed from the length only for checkpoints that predate it.
+    assert train.warmup_length(0.05, 0, None, 6000) == (100, False)
+    assert train.warmup_length(0.05, 0, None, 1487) == (74, False)
+    assert train.warmup_length(0.05, 100, None, 1487) == (100, False)
+    assert train.warmup_length(0.05, 0, {"warm": 100}, 500) == (100, False)
+    assert train.warmup_length(0.05, 0, {"step": 5}, 500) == (25, True)
+    assert train.warmup_length(0.05, 0, {"warm": None}, 500) == (25, True)
+    assert [round(train.lr_at(s, 2e-4, 100, 1487) * 1e6, 6) for s in (0, 50, 100, 1487, 2000)] == [0, 100, 200, 10, 10]
     print("ok" if ok else "MISMATCH")
     return 0 if ok else 1
 

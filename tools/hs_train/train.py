@@ -658,6 +658,26 @@ def to_np(tree):
     return jax.tree_util.tree_map(lambda a: np.asarray(a), tree)
 
 
+def warmup_length(fraction, steps, ck, total):
+    """(warmup steps, legacy): --warmup-steps, else the checkpoint's, else the fraction of `total` (at most 100
+    steps). legacy: a checkpoint written before the length was kept, whose schedule recomputes it from `total`
+    at every step as its run did."""
+    legacy = bool(ck) and ck.get("warm") is None and not steps
+    if steps:
+        return steps, False
+    if ck and not legacy:
+        return ck["warm"], False
+    return max(1, min(100, int(fraction * total))), legacy
+
+
+def lr_at(step, lr, warm, total):
+    """Linear warmup over `warm` steps, then cosine to 5 % of lr at `total`."""
+    if step < warm:
+        return lr * step / warm
+    f = min(1.0, (step - warm) / max(1, total - warm))
+    return lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * f)))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="target GGUF")
@@ -670,7 +690,10 @@ def main(argv=None):
     ap.add_argument("--decay", type=float, default=0.8, help="weight of step k: decay^k")
     ap.add_argument("--epochs", type=float, default=1.0)
     ap.add_argument("--lr", type=float, default=5e-4)
-    ap.add_argument("--warmup", type=float, default=0.05, help="fraction of steps (at most 100 steps)")
+    ap.add_argument("--warmup", type=float, default=0.05, help="fraction of steps (at most 100 steps), of the "
+                    "length known when the run starts (with --minutes: of --epochs)")
+    ap.add_argument("--warmup-steps", type=int, default=0, help="the warmup in steps instead (the log and the "
+                    "checkpoint give a run's: a --minutes run is reproduced by --steps N --warmup-steps W)")
     ap.add_argument("--minutes", type=float, default=0, help="time budget: as many steps as fit (<= --epochs)")
     ap.add_argument("--steps", type=int, default=0, help="exactly this many steps in all (overrides --epochs, "
                     "--minutes and a resumed checkpoint's length: the cosine then ends there)")
@@ -780,13 +803,15 @@ def main(argv=None):
     # with --minutes, total is decided from the measured step time
     fixed = bool(ck) or not a.minutes or bool(a.steps)
 
+    # The warmup's length is fixed when the run starts (a time budget sets `total` only at step 60, and a
+    # resumed or shortened run keeps its own), so that one --steps run gives every step the learning rate
+    # of the run it reproduces. Checkpoints from before it was kept recompute it as they did.
+    warm, legacy = warmup_length(a.warmup, a.warmup_steps, ck, total)
+    if not a.eval_only:
+        log(logf, f"warmup {warm} steps" + (" (from the length, as this checkpoint's run did)" if legacy else ""))
+
     def sched(step):
-        """Linear warmup over --warmup of the steps (at most 100), cosine to 5 % of --lr at `total`."""
-        w = max(1, min(100, int(a.warmup * total)))
-        if step < w:
-            return a.lr * step / w
-        f = min(1.0, (step - w) / max(1, total - w))
-        return a.lr * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * f)))
+        return lr_at(step, a.lr, warmup_length(a.warmup, 0, None, total)[0] if legacy else warm, total)
 
     # the learning rate is an argument of the step (not baked into optax), so that a time budget can set the
     # schedule's length after measuring
@@ -817,7 +842,7 @@ def main(argv=None):
         tmp = ckpt_path + ".tmp"
         with open(tmp, "wb") as f:
             pickle.dump({"params": to_np(params), "opt_state": to_np(opt_state), "step": step, "total": total,
-                         "args": vars(a),
+                         "warm": None if legacy else warm, "args": vars(a),
                          "shards": shards, "d2t": d2t, "t2d": t2d}, f)
         os.replace(tmp, ckpt_path)
 
