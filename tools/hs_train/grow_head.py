@@ -97,7 +97,8 @@ def main(argv=None):
         "head": os.path.abspath(a.head), "model": os.path.basename(a.model), "answers": a.answers,
         "draft_vocab": [int(len(old)), int(a.draft_vocab)], "dtype": a.dtype,
         "answer_tokens": int(n),
-        "coverage_of_answers": [float(counts[old].sum() / n), float((counts[old].sum() + counts[extra].sum()) / n)],
+        "coverage_of_answers": [float(counts[old].sum() / n),
+                                float((counts[old].sum() + counts[extra].sum()) / n)],
         "map_fit_on_rarest_quarter": {"r2": r2, "mean_cos": cos},
     }
     with open(os.path.join(a.out, "grow.json"), "w") as f:
