@@ -17,9 +17,7 @@ R^2 0.95 (0.92, mean cosine 0.986, on its 2,192 rarest tokens when fitted on the
 from __future__ import annotations
 
 import argparse
-import collections
 import json
-import lzma
 import os
 import sys
 
@@ -27,33 +25,31 @@ import numpy as np
 
 
 def answer_counts_files(paths, n_vocab):
-    """Occurrences of each target id among the answer tokens of answer files."""
-    c = collections.Counter()
+    """Occurrences of each target id among the answer tokens of answer files (each read on its own, so a
+    sampled answer to a prompt another file answers greedily counts too)."""
+    from hs_train.distill import read_answers
+
+    counts = np.zeros(n_vocab, np.int64)
     for path in paths:
         if "/data/bench" in os.path.abspath(path):
             sys.exit(f"grow_head: refusing benchmark data {path}")
-        op = lzma.open if path.endswith(".xz") else open
-        with op(path, "rt") as f:
-            for line in f:
-                p = line.rstrip("\n").split("\t")
-                if len(p) == 4 and p[3]:
-                    c.update(int(x) for x in p[3].split(","))
-    counts = np.zeros(n_vocab, np.int64)
-    for t, n in c.items():
-        if not 0 <= t < n_vocab:
-            sys.exit(f"grow_head: token id {t} outside the target's vocabulary of {n_vocab}")
-        counts[t] = n
+        for s in read_answers(path):
+            ids = np.asarray(s["answer"], np.int64)
+            if ids.size and not (0 <= ids.min() and ids.max() < n_vocab):
+                sys.exit(f"grow_head: {path}: a token id outside the target's vocabulary of {n_vocab}")
+            np.add.at(counts, ids, 1)
     return counts
 
 
 def map_fit(params, d2t, out, holdout):
     """R^2 and mean cosine, on the head's last `holdout` columns, of the least-squares map from the target's
     rows of the head's tokens to its columns fitted on the others."""
+    from hs_train.train import lstsq_map
+
     ids = np.arange(len(d2t)) + d2t
     x, y = out[:, ids].astype(np.float64), params["lm_head"].astype(np.float64)
     fit, test = np.arange(len(ids) - holdout), np.arange(len(ids) - holdout, len(ids))
-    amap = np.linalg.lstsq(x[:, fit].T, y[:, fit].T, rcond=None)[0].T
-    pred, yt = amap @ x[:, test], y[:, test]
+    pred, yt = lstsq_map(x[:, fit], y[:, fit]) @ x[:, test], y[:, test]
     r2 = 1 - ((yt - pred) ** 2).sum() / ((yt - yt.mean(1, keepdims=True)) ** 2).sum()
     cos = ((pred * yt).sum(0) / np.linalg.norm(pred, axis=0) / np.linalg.norm(yt, axis=0)).mean()
     return float(r2), float(cos)
@@ -82,14 +78,12 @@ def main(argv=None):
     by_freq = np.argsort(-counts[old], kind="stable")
     held = len(old) // 4
     r2, cos = map_fit({"lm_head": params["lm_head"][:, by_freq]}, old[by_freq] - np.arange(len(old)), out, held)
-    c = counts.copy()
-    c[old] = -1
-    extra = np.argsort(-c, kind="stable")[: a.draft_vocab - len(old)]
-    extra = extra[c[extra] > 0]
-    if len(old) + len(extra) < a.draft_vocab:
+    ids = train.grown_ids(d2t, counts, a.draft_vocab)
+    extra = ids[len(old):]
+    if len(ids) < a.draft_vocab:
         sys.exit(f"grow_head: the answers hold only {len(extra)} tokens the head lacks, "
                  f"{a.draft_vocab - len(old)} asked")
-    p, d2t2, t2d = train.remap_vocab(params, d2t, np.concatenate([old, extra]), tparams, tcfg.n_vocab)
+    p, d2t2, t2d = train.remap_vocab(params, d2t, ids, tparams, tcfg.n_vocab)
     os.makedirs(a.out, exist_ok=True)
     path = train.export(a.out, p, tcfg, d2t2, t2d, None, None, a.dtype)
     n = counts.sum()

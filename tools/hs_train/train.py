@@ -131,6 +131,11 @@ def draft_vocab(train_seqs, n_vocab, n_draft):
     return ids, d2t, t2d, counts
 
 
+def lstsq_map(x, y):
+    """The linear map that best takes the columns of x to those of y (least squares, f64): y ~ map @ x."""
+    return np.linalg.lstsq(x.astype(np.float64).T, y.astype(np.float64).T, rcond=None)[0].T
+
+
 def remap_vocab(params, d2t, ids, tparams, n_vocab):
     """An --init head moved to the draft vocabulary ids (target ids): lm_head columns of tokens it had keep
     theirs; the others start from the target's output rows (as init_params does) mapped by the linear map
@@ -149,9 +154,7 @@ def remap_vocab(params, d2t, ids, tparams, n_vocab):
     lm[:, stay] = head[:, src[stay]]
     lm[:, new] = out[:, ids[new]]
     if stay.sum() >= 2 * out.shape[0]:
-        x, y = out[:, ids[stay]].astype(np.float64), head[:, src[stay]].astype(np.float64)
-        amap = np.linalg.lstsq(x.T, y.T, rcond=None)[0].T  # y ~ amap @ x
-        lm[:, new] = amap @ lm[:, new].astype(np.float64)
+        lm[:, new] = lstsq_map(out[:, ids[stay]], head[:, src[stay]]) @ lm[:, new].astype(np.float64)
     p = dict(params)
     p["lm_head"] = lm
     return (p,) + vocab_maps(ids, n_vocab)
@@ -160,12 +163,17 @@ def remap_vocab(params, d2t, ids, tparams, n_vocab):
 def grow_vocab(params, d2t, train_seqs, tparams, n_vocab, n_draft):
     """An --init head's vocabulary grown to n_draft: its tokens, then the most frequent answer tokens it
     lacks (their columns as remap_vocab makes them). Returns (params, d2t, t2d)."""
+    return remap_vocab(params, d2t, grown_ids(d2t, answer_counts(train_seqs, n_vocab), n_draft), tparams, n_vocab)
+
+
+def grown_ids(d2t, counts, n_draft):
+    """The target ids of a vocabulary d2t grown to (at most) n_draft: its own, then the tokens it lacks in
+    decreasing count (ties: lower id first), those that occur at all."""
     old = np.arange(len(d2t)) + d2t
-    counts = answer_counts(train_seqs, n_vocab)
+    counts = counts.copy()
     counts[old] = -1  # already in
     extra = np.argsort(-counts, kind="stable")[: max(0, n_draft - len(old))]
-    extra = extra[counts[extra] > 0]
-    return remap_vocab(params, d2t, np.concatenate([old, extra]), tparams, n_vocab)
+    return np.concatenate([old, extra[counts[extra] > 0]])
 
 
 def rechoose_vocab(params, d2t, train_seqs, tparams, n_vocab, n_draft):
