@@ -23,8 +23,9 @@ import numpy as np
 
 def draft_targets(head_dir):
     """The target ids of a head's draft vocabulary (draft id d is target id d + d2t[d])."""
-    d2t = np.load(os.path.join(head_dir, "d2t.npy"))
-    return set((np.arange(len(d2t)) + d2t).tolist())
+    from hs_train.train import head_ids
+
+    return set(head_ids(np.load(os.path.join(head_dir, "d2t.npy"))).tolist())
 
 
 def group_of(path):

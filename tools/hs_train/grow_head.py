@@ -41,13 +41,12 @@ def answer_counts_files(paths, n_vocab):
     return counts
 
 
-def map_fit(params, d2t, out, holdout):
-    """R^2 and mean cosine, on the head's last `holdout` columns, of the least-squares map from the target's
-    rows of the head's tokens to its columns fitted on the others."""
+def map_fit(cols, ids, out, holdout):
+    """R^2 and mean cosine, on the last `holdout` of a head's lm_head columns `cols` (of target ids `ids`), of
+    the least-squares map from the target's output rows of those ids to the columns, fitted on the others."""
     from hs_train.train import lstsq_map
 
-    ids = np.arange(len(d2t)) + d2t
-    x, y = out[:, ids].astype(np.float64), params["lm_head"].astype(np.float64)
+    x, y = out[:, ids].astype(np.float64), cols.astype(np.float64)
     fit, test = np.arange(len(ids) - holdout), np.arange(len(ids) - holdout, len(ids))
     pred, yt = lstsq_map(x[:, fit], y[:, fit]) @ x[:, test], y[:, test]
     r2 = 1 - ((yt - pred) ** 2).sum() / ((yt - yt.mean(1, keepdims=True)) ** 2).sum()
@@ -72,12 +71,11 @@ def main(argv=None):
     if a.draft_vocab <= len(d2t):
         sys.exit(f"grow_head: --draft-vocab {a.draft_vocab} is not above the head's {len(d2t)}")
     counts = answer_counts_files(a.answers, tcfg.n_vocab)
-    old = np.arange(len(d2t)) + d2t
+    old = train.head_ids(d2t)
     out = np.asarray(tparams["output"], np.float32)  # [dim][vocab]
     # the map's fit on the head's rarest tokens (the ones most like those it gains), fitted on the others
     by_freq = np.argsort(-counts[old], kind="stable")
-    held = len(old) // 4
-    r2, cos = map_fit({"lm_head": params["lm_head"][:, by_freq]}, old[by_freq] - np.arange(len(old)), out, held)
+    r2, cos = map_fit(params["lm_head"][:, by_freq], old[by_freq], out, len(old) // 4)
     ids = train.grown_ids(d2t, counts, a.draft_vocab)
     extra = ids[len(old):]
     if len(ids) < a.draft_vocab:

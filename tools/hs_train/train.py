@@ -115,6 +115,11 @@ def answer_counts(seqs, n_vocab):
     return counts
 
 
+def head_ids(d2t):
+    """The target ids of a head's draft tokens, in draft-id order."""
+    return np.arange(len(d2t)) + d2t
+
+
 def vocab_maps(ids, n_vocab):
     """d2t (target id = draft id + d2t[draft id]) and t2d (-1 outside) of increasing target ids."""
     ids = np.asarray(ids, np.int64)
@@ -145,7 +150,7 @@ def remap_vocab(params, d2t, ids, tparams, n_vocab):
     top-1 0.000 with raw rows). Returns (params, d2t, t2d)."""
     ids = np.sort(np.asarray(ids, np.int64))
     col = np.full(n_vocab, -1, np.int64)
-    col[np.arange(len(d2t)) + d2t] = np.arange(len(d2t))  # the head's column of each of its tokens
+    col[head_ids(d2t)] = np.arange(len(d2t))  # the head's column of each of its tokens
     src = col[ids]
     stay, new = src >= 0, src < 0
     out = np.asarray(tparams["output"], np.float32)
@@ -169,7 +174,7 @@ def grow_vocab(params, d2t, train_seqs, tparams, n_vocab, n_draft):
 def grown_ids(d2t, counts, n_draft):
     """The target ids of a vocabulary d2t grown to (at most) n_draft: its own, then the tokens it lacks in
     decreasing count (ties: lower id first), those that occur at all."""
-    old = np.arange(len(d2t)) + d2t
+    old = head_ids(d2t)
     counts = counts.copy()
     counts[old] = -1  # already in
     extra = np.argsort(-counts, kind="stable")[: max(0, n_draft - len(old))]
@@ -180,7 +185,7 @@ def rechoose_vocab(params, d2t, train_seqs, tparams, n_vocab, n_draft):
     """An --init head moved to the n_draft most frequent answer tokens of train_seqs (draft_vocab's choice
     for a new head; remap_vocab). Returns (params, d2t, t2d, kept: how many of its tokens stay)."""
     ids = draft_vocab(train_seqs, n_vocab, n_draft)[0]
-    kept = len(np.intersect1d(ids, np.arange(len(d2t)) + d2t))
+    kept = len(np.intersect1d(ids, head_ids(d2t)))
     return remap_vocab(params, d2t, ids, tparams, n_vocab) + (kept,)
 
 
@@ -764,7 +769,7 @@ def main(argv=None):
         counts = None
     elif a.init:
         init, d2t = params_from_head(a.init, tcfg)
-        d2t, t2d = vocab_maps(np.arange(len(d2t)) + d2t, tcfg.n_vocab)
+        d2t, t2d = vocab_maps(head_ids(d2t), tcfg.n_vocab)
         log(logf, f"init from {a.init}: its weights and its draft vocabulary ({len(d2t)} tokens)")
         if a.revocab:
             n_old = len(d2t)
