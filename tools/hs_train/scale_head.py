@@ -24,7 +24,11 @@ from gguf import GGUFReader
 def main(argv):
     if len(argv) != 3:
         sys.exit("usage: python -m hs_train.scale_head HEAD.gguf OUT.gguf S")
-    src, dst, s = argv[0], argv[1], float(argv[2])
+    src, dst = argv[0], argv[1]
+    try:
+        s = float(argv[2])
+    except ValueError:
+        s = float("nan")
     if not (s > 0 and np.isfinite(s)):
         sys.exit(f"scale_head: S must be a positive number, not {argv[2]}")
     head = GGUFReader(src)
