@@ -31,9 +31,12 @@ def main(argv):
         s = float("nan")
     if not (s > 0 and np.isfinite(s)):
         sys.exit(f"scale_head: S must be a positive number, not {argv[2]}")
-    head = GGUFReader(src)
+    try:
+        head = GGUFReader(src)
+    except Exception as e:
+        sys.exit(f"scale_head: {src}: not a readable GGUF file: {e}")
     arch = head.fields.get("general.architecture")
-    if arch is None or bytes(arch.parts[arch.data[0]]).decode() != "eagle3":
+    if arch is None or arch.contents() != "eagle3":
         sys.exit(f"scale_head: {src} is not an eagle3 head")
     norm = [t for t in head.tensors if t.name == "output_norm.weight"]
     if len(norm) != 1 or norm[0].data.dtype != np.float32:
