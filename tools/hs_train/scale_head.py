@@ -1,6 +1,6 @@
 """A copy of a head GGUF whose draft logits are multiplied by S.
 
-    python -m hs_train.scale_head HEAD.gguf OUT.gguf S
+    python -m hs_train.scale_head HEAD.gguf OUT.gguf S [--dtype f16|f32|q8_0]
 
 The head's output is output.weight @ (rmsnorm(x) * output_norm.weight) with no
 bias (models/eagle3.h), so multiplying the f32 output_norm.weight by S
@@ -11,42 +11,42 @@ log-probability) and the Top-K entropy HeteroSpec's strata read. The 8-bit
 activations of the output product are scale-free (per-block amax), so the
 runtime's logits scale exactly up to float rounding.
 
+The head is read and written by eagle3_gguf (the converter's reader and
+writer, with their checks); --dtype is the written matrices' type (f16, as the
+committed SmolLM2 head's, by default).
+
 Used to ask whether the trained head's probabilities are the right ones for
 EAGLE's default tree (tools/hs_train/README.md, "Draft temperature").
 """
-import shutil
+import argparse
+import os
 import sys
 
 import numpy as np
-from gguf import GGUFReader
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import eagle3_gguf  # noqa: E402
 
 
 def main(argv):
-    if len(argv) != 3:
-        sys.exit("usage: python -m hs_train.scale_head HEAD.gguf OUT.gguf S")
-    src, dst = argv[0], argv[1]
+    ap = argparse.ArgumentParser(prog="python -m hs_train.scale_head", description=__doc__.split("\n")[0])
+    ap.add_argument("head")
+    ap.add_argument("out")
+    ap.add_argument("s", type=float, help="the logits' factor (temperature 1 / S)")
+    ap.add_argument("--dtype", choices=("f16", "f32", "q8_0"), default="f16", help="OUT's matrices")
+    a = ap.parse_args(argv)
+    if not (a.s > 0 and np.isfinite(a.s)):
+        sys.exit(f"scale_head: S must be a positive number, not {a.s}")
     try:
-        s = float(argv[2])
-    except ValueError:
-        s = float("nan")
-    if not (s > 0 and np.isfinite(s)):
-        sys.exit(f"scale_head: S must be a positive number, not {argv[2]}")
-    try:
-        head = GGUFReader(src)
+        cfg, tensors = eagle3_gguf.read_eagle3_gguf(a.head)
+    except eagle3_gguf.Eagle3Error as e:
+        sys.exit(f"scale_head: {e}")
     except Exception as e:
-        sys.exit(f"scale_head: {src}: not a readable GGUF file: {e}")
-    arch = head.fields.get("general.architecture")
-    if arch is None or arch.contents() != "eagle3":
-        sys.exit(f"scale_head: {src} is not an eagle3 head")
-    norm = [t for t in head.tensors if t.name == "output_norm.weight"]
-    if len(norm) != 1 or norm[0].data.dtype != np.float32:
-        sys.exit(f"scale_head: {src} has no f32 output_norm.weight")
-    shutil.copyfile(src, dst)
-    r = GGUFReader(dst, "r+")
-    norm = [t for t in r.tensors if t.name == "output_norm.weight"]
-    norm[0].data[...] = norm[0].data * np.float32(s)
-    r.data.flush()
-    print(f"{dst}: output_norm.weight x {s} (draft temperature {1 / s:.4g})")
+        sys.exit(f"scale_head: {a.head}: not a readable GGUF file: {e}")
+    tensors["norm.weight"] = tensors["norm.weight"] * np.float32(a.s)
+    eagle3_gguf.write_eagle3_gguf(a.out, cfg, tensors, target_name=cfg["target_name"],
+                                  target_layers=cfg["target_layers"], dtype=a.dtype)
+    print(f"{a.out}: output_norm.weight x {a.s} (draft temperature {1 / a.s:.4g})")
 
 
 if __name__ == "__main__":
