@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,27 +35,60 @@ static int per_test_teardown(void **state) {
     return r;
 }
 
+/* Whether name matches one of the comma-separated fnmatch patterns of list. */
+static bool name_in_list(const char *name, const char *list) {
+    char pat[256];
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        const size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len >= sizeof pat) {
+            fprintf(stderr, "HS_TEST_FILTER / HS_TEST_EXCLUDE: a pattern of %zu characters (at most %zu)\n", len,
+                    sizeof pat - 1);
+            exit(2);
+        }
+        if (len) {
+            memcpy(pat, p, len);
+            pat[len] = '\0';
+            if (!fnmatch(pat, name, 0)) return true;
+        }
+        p += len + (end ? 1 : 0);
+    }
+    return false;
+}
+
 int hs_test_run_group_(const char *name, const struct CMUnitTest *tests, size_t n, CMFixtureFunction setup,
                        CMFixtureFunction teardown) {
-    struct CMUnitTest *wrapped = calloc(n, sizeof *wrapped);
+    /* HS_TEST_FILTER: run only the tests whose names match one of these comma-separated patterns (fnmatch's
+     * * and ?); HS_TEST_EXCLUDE: leave out the tests that match one of its patterns. CTest runs one binary in
+     * shards that way (tests/CMakeLists.txt): a list and its exclusion, so that every test is in one shard. A
+     * group none of whose tests is left runs no setup. */
+    const char *filter = getenv("HS_TEST_FILTER"), *exclude = getenv("HS_TEST_EXCLUDE");
+    struct CMUnitTest *wrapped = calloc(n ? n : 1, sizeof *wrapped);
     if (!wrapped) return 1;
+    size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
-        wrapped[i] = tests[i];
+        if ((filter && *filter && !name_in_list(tests[i].name, filter)) ||
+            (exclude && *exclude && name_in_list(tests[i].name, exclude)))
+            continue;
+        struct CMUnitTest *w = &wrapped[kept++];
+        *w = tests[i];
         if (tests[i].setup_func || tests[i].teardown_func) {
             fprintf(stderr, "hs_test_run_group: %s has its own fixtures, which the runner does not chain\n",
                     tests[i].name);
             free(wrapped);
             return 1;
         }
-        wrapped[i].setup_func = per_test_setup;
-        wrapped[i].teardown_func = per_test_teardown;
+        w->setup_func = per_test_setup;
+        w->teardown_func = per_test_teardown;
+    }
+    if (!kept) {
+        fprintf(stderr, "[==========] %s: no test left by HS_TEST_FILTER / HS_TEST_EXCLUDE\n", name);
+        free(wrapped);
+        return 0;
     }
     g_group_teardown_failed = false;
     g_vk = NULL;
-    /* HS_TEST_FILTER: run only the tests whose names match this cmocka pattern (* and ?), for work on one test */
-    const char *filter = getenv("HS_TEST_FILTER");
-    if (filter && *filter) cmocka_set_test_filter(filter);
-    int fails = _cmocka_run_group_tests(name, wrapped, n, setup, teardown);
+    int fails = _cmocka_run_group_tests(name, wrapped, kept, setup, teardown);
     free(wrapped);
     if (g_group_teardown_failed) {
         fprintf(stderr, "[  FAILED  ] %s: group teardown (counted as a failure)\n", name);
