@@ -8,6 +8,7 @@
  *   harness_probe teardown     a test leaves a buffer alive -> the group teardown fails
  *   harness_probe skip         a test calls skip() -> fails under CI=true, skips otherwise
  *   harness_probe clean        a test that does everything right -> passes
+ *   harness_probe shards       three host tests, for HS_TEST_FILTER / HS_TEST_EXCLUDE (CTest's shards)
  */
 #include <string.h>
 
@@ -46,6 +47,10 @@ static void skipping(void **state) {
     skip();
 }
 
+static void shard_one(void **state) { (void)state; }
+static void shard_two(void **state) { (void)state; }
+static void shard_three(void **state) { (void)state; }
+
 int main(int argc, char **argv) {
     const char *what = argc > 1 ? argv[1] : "";
     if (!strcmp(what, "validation")) {
@@ -64,6 +69,11 @@ int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {cmocka_unit_test(innocent)};
         return hs_test_run_group("probe_clean", tests, setup, teardown);
     }
-    fprintf(stderr, "usage: harness_probe validation|teardown|skip|clean\n");
+    if (!strcmp(what, "shards")) {
+        const struct CMUnitTest tests[] = {cmocka_unit_test(shard_one), cmocka_unit_test(shard_two),
+                                           cmocka_unit_test(shard_three)};
+        return hs_test_run_group("probe_shards", tests, NULL, NULL);
+    }
+    fprintf(stderr, "usage: harness_probe validation|teardown|skip|clean|shards\n");
     return 2;
 }
