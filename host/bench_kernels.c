@@ -263,30 +263,34 @@ static hs_status bench_small(hs_ops *ops, hs_bench *b, int reps, const char *onl
         const char *op, *variant;
         rec_fn fn;
         uint32_t n;
+        uint32_t prefix; /* attention: rows before the tree (CTX - n when 0 is not meant) */
     } cases[] = {
-        {"rmsnorm", "dim 576", rec_rmsnorm, 1},
-        {"rmsnorm", "dim 576", rec_rmsnorm, TREE},
-        {"swiglu", "ff 1536", rec_swiglu, 1},
-        {"rope_kv", "9+3+3 heads x 64", rec_rope_kv, 1},
-        {"rope_kv", "9+3+3 heads x 64", rec_rope_kv, TREE},
-        {"tree_mask", "chain", rec_tree_mask, TREE},
-        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 1},
+        {"rmsnorm", "dim 576", rec_rmsnorm, 1, 0},
+        {"rmsnorm", "dim 576", rec_rmsnorm, TREE, 0},
+        {"swiglu", "ff 1536", rec_swiglu, 1, 0},
+        {"rope_kv", "9+3+3 heads x 64", rec_rope_kv, 1, 0},
+        {"rope_kv", "9+3+3 heads x 64", rec_rope_kv, TREE, 0},
+        {"tree_mask", "chain", rec_tree_mask, TREE, 0},
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 1, CTX - 1},
         /* the small trees HeteroSpec verifies */
-        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 2},
-        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 4},
-        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 8},
-        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, TREE},
-        {"argmax", "vocab 49152", rec_argmax, 1},
-        {"softmax", "vocab 49152", rec_softmax, 1},
-        {"topk", "vocab 49152, k 10", rec_topk, 1},
-        {"topk", "vocab 49152, k 10", rec_topk, 16},
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 2, CTX - 2},
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 4, CTX - 4},
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 8, CTX - 8},
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, TREE, CTX - TREE},
+        /* a tree alone (no prefix): what each query costs whatever its keys */
+        {"attention", "tree only, 9/3 heads x 64", rec_attention, 8, 0},
+        {"attention", "tree only, 9/3 heads x 64", rec_attention, TREE, 0},
+        {"argmax", "vocab 49152", rec_argmax, 1, 0},
+        {"softmax", "vocab 49152", rec_softmax, 1, 0},
+        {"topk", "vocab 49152, k 10", rec_topk, 1, 0},
+        {"topk", "vocab 49152, k 10", rec_topk, 16, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (!wanted(only, cases[i].op)) continue;
         a.n = cases[i].n;
         if (cases[i].fn == rec_attention) {
-            /* n queries over a prefix that ends where the tree starts. */
-            uint32_t info[2] = {CTX - cases[i].n, cases[i].n};
+            /* n queries over a prefix of the given rows, the tree right after it. */
+            uint32_t info[2] = {cases[i].prefix, cases[i].n};
             HS_TRY(hs_vk_buffer_upload(bi, 2048, info, sizeof info));
             /* The mask of a chain of n nodes. */
             uint32_t *mask = calloc((size_t)cases[i].n * hs_attn_mask_words(cases[i].n), 4);

@@ -102,12 +102,15 @@ static const struct {
      * the N = 64 batch 1.35-1.45x, tg128 1.1-1.25x). The Q/K/V product rotates
      * and writes the KV cache in its epilogue (ropepass 0): one dispatch and
      * barrier fewer per layer. GPUs take no 8-bit activations, so they run the
-     * RoPE + KV pass whatever this value says. Tree attention takes up to 8
-     * queries per workgroup, which share each prefix row's loads (attnqb 8): a
-     * load is a gather here, a subgroup shuffle is cheap (measured: bench-ops
-     * attention, 64 queries over 1024 rows, 0.66-0.73x the one-query kernel's
-     * time; 4 queries 0.77-0.80x). GPUs serve the repeated rows from cache, so
-     * they keep one query per workgroup (attnqb 0). Products on 8-bit
+     * RoPE + KV pass whatever this value says. Attention keeps one query per
+     * workgroup (attnqb 0), whose 8 lanes are one subgroup and merge their
+     * states through shuffles: the blocks of queries that share each prefix
+     * row's loads must merge through shared memory, where every access loops
+     * over the lanes, and that cost every query a fixed ~27 us per layer
+     * (measured: bench-ops attention, 8 queries over no prefix 45 us against
+     * 260 blocked, 64 over 1024 rows 6.8-7.2 ms against 6.4-6.6; SmolLM2
+     * `bench -v 16,64 -d 256` 111 / 433 ms against 122 / 488, pp512 148-154
+     * against 138-139 t/s). GPUs keep one query per workgroup too. Products on 8-bit
      * activations take up to 16 columns per workgroup (x8cols 16): their loops
      * over a tile's rows and columns are [[unroll]]ed, so a wide tile's
      * activations and sums stay in registers rather than in arrays indexed at
@@ -115,7 +118,7 @@ static const struct {
      * against 16 with: N = 5 31.6 against 24.2 ms, N = 8 36.6 against 32.7,
      * N = 64 257 against 219; pp512 234 against 268 t/s; 8 columns: pp512 254;
      * rows 8 with 8 columns: pp512 277, but N = 4 32 against 21 ms). */
-    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0, 8, 16}},
+    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0, 0, 16}},
     /* GPUs (none measured here; each line says why): storage-buffer loads are
      * as wide as texel fetches and skip the texture path, so weights stay in
      * storage buffers everywhere below. A fused prologue rereads x from cache,
@@ -153,10 +156,12 @@ hs_tuning hs_tuning_for(const hs_vk_caps *c) {
 void hs_feature_uses(const hs_vk_caps *c, hs_feature_use out[HS_FEATURE_COUNT]) {
     const hs_feature_use t[HS_FEATURE_COUNT] = {
         {"subgroup operations", "HS_VK_DISABLE_SUBGROUP_OPS", c->subgroup_ops,
-         "products, RMSNorm, softmax, argmax, Top-K",
+         "products, RMSNorm, softmax, argmax, Top-K, attention's merge of its lanes (lavapipe)",
          "portable shared-memory twins, bitwise the same results"},
         {"subgroup size control", "HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL", c->subgroup_size_control,
-         "argmax and Top-K, which pin the subgroup size", "the driver's default subgroup size"},
+         "argmax and Top-K, which pin the subgroup size, and attention's merge through shuffles, which needs "
+         "its lanes in one subgroup",
+         "the driver's default subgroup size; attention merges through shared memory"},
         {"16-bit storage", "HS_VK_DISABLE_16BIT_STORAGE", c->storage16,
          "the RoPE + KV write into an f16 cache; the llama graph keeps f32 caches",
          "halves packed into uints"},
@@ -165,7 +170,7 @@ void hs_feature_uses(const hs_vk_caps *c, hs_feature_use out[HS_FEATURE_COUNT]) 
         {"int8 dot product", "HS_VK_DISABLE_INT8_DOT", c->int8_dot, NULL, NULL},
         {"cooperative matrix", "HS_VK_DISABLE_COOPMAT", c->coopmat, NULL, NULL},
         {"uniform texel buffers", "HS_VK_DISABLE_TEXEL_BUFFER", c->max_texel_elements > 0,
-         "products' weight loads and attention's f32 cache reads (where the tuning table asks for them: "
+         "products' weight loads and attention's query and f32 cache reads (where the tuning table asks for them: "
          "lavapipe)",
          "storage-buffer loads of the same bits, bitwise the same results"},
     };

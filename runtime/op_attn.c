@@ -263,15 +263,21 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     HS_TRY(hs_kv_plan_rows(ops, "attention", &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp));
     const attn_variant *variant = &variants[q8][sp.chunks > 1][type_index];
     const uint32_t n_bind = hs_kv_bindings(6, &sp);
-    /* lavapipe: an unsplit f32 cache read through texel buffers (one gather
+    /* lavapipe: an unsplit f32 cache and q read through texel buffers (one gather
      * per vec4 instead of a loop over the lanes), bound from an offset aligned
      * for texel views (the offsets are whole vec4s, checked above); the same
      * values, the same results. */
+    const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
     const bool kv_tx =
         hs_ops_tuning(ops)->texel_weights && c->max_texel_elements && sp.chunks == 1 && type_index == 0;
     static const attn_variant tx_variants[2] = {
         {hs_spv_attention_f32_tx, &hs_spv_attention_f32_tx_size, "attention_f32_tx", 16},
         {hs_spv_attention_f32_tx_q8, &hs_spv_attention_f32_tx_q8_size, "attention_f32_tx_q8", 16}};
+    /* ... with the lanes' states merged through subgroup shuffles where the lanes are one subgroup: a
+     * shared-memory access loops over the lanes on lavapipe (HS_VK_DISABLE_SUBGROUP keeps the other). */
+    static const attn_variant sg_variants[2] = {
+        {hs_spv_attention_f32_tx_sg, &hs_spv_attention_f32_tx_sg_size, "attention_f32_tx_sg", 16},
+        {hs_spv_attention_f32_tx_sg_q8, &hs_spv_attention_f32_tx_sg_q8_size, "attention_f32_tx_sg_q8", 16}};
     /* Trees on lavapipe: qb queries per workgroup share the prefix rows (tuning attnqb). */
     static const attn_variant qb_variants[2][2] = {
         {{hs_spv_attention_f32_qb, &hs_spv_attention_f32_qb_size, "attention_f32_qb", 16},
@@ -279,11 +285,11 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
         {{hs_spv_attention_f32_tx_qb, &hs_spv_attention_f32_tx_qb_size, "attention_f32_tx_qb", 16},
          {hs_spv_attention_f32_tx_qb_q8, &hs_spv_attention_f32_tx_qb_q8_size, "attention_f32_tx_qb_q8", 16}}};
     uint32_t parts = 1;
+    const bool sg = kv_tx && c->subgroup_ops && c->subgroup_size_control && pl.lanes == c->subgroup_size;
     const uint32_t qb = attn_qblock(ops, &pl, hd, n, gx, sp.chunks == 1 && type_index == 0, q8, &parts);
     if (qb) variant = &qb_variants[kv_tx][q8];
     if (kv_tx) {
-        const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
-        if (!qb) variant = &tx_variants[q8];
+        if (!qb) variant = sg ? &sg_variants[q8] : &tx_variants[q8];
         b[1] = (hs_vk_binding){kv->k.buf, kv->k.offset - kv->k.offset % ta, 0};
         b[2] = (hs_vk_binding){kv->v.buf, kv->v.offset - kv->v.offset % ta, 0};
         pc.k_off = (uint32_t)((kv->k.offset % ta) / 16);
@@ -304,14 +310,15 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
                              .code = variant->code,
                              .code_size = *variant->size,
                              .n_bindings = n_bind,
-                             .texel_mask = kv_tx ? 6u : 0u,
+                             .texel_mask = kv_tx ? 7u : 0u, /* q, k, v */
                              .write_mask = 1u << 5,
                              .push_size = sizeof pc,
                              .n_spec = qb ? 6 : 4,
                              .spec = {qb ? pl.lanes * qb : pl.lanes, pl.lanes, hd, pl.hpw, qb, parts},
                              .wg_size = {qb ? pl.lanes * qb : pl.lanes, 1, 1},
-                             /* the QB slots of a lane share one subgroup */
-                             .required_subgroup_size = qb && c->subgroup_size_control ? c->subgroup_size : 0};
+                             /* the QB slots of a lane share one subgroup; _sg's lanes are one */
+                             .required_subgroup_size =
+                                 (qb && c->subgroup_size_control) || (!qb && sg) ? c->subgroup_size : 0};
     hs_vk_pipeline *p = NULL;
     HS_TRY(hs_ops_pipeline(ops, &d, &p));
 
@@ -322,13 +329,21 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     const uint64_t slack = q_slack > o_slack ? q_slack : o_slack, range = c->max_storage_buffer_range;
     uint64_t by_range = range > slack ? (range - slack) / q_row : 0; /* o_row <= q_row */
     if (by_range < per) per = by_range;
+    if (kv_tx) { /* q's texel view: at most maxTexelBufferElements texels */
+        const uint64_t texels = (uint64_t)c->max_texel_elements * 16, q_ts = q->offset % ta;
+        by_range = texels > q_ts ? (texels - q_ts) / q_row : 0;
+        if (by_range < per) per = by_range;
+    }
     if (per == 0)
         return HS_FAIL(HS_ERR_VK_UNSUPPORTED, "attention: one query row exceeds maxStorageBufferRange");
     /* Whole query blocks in every dispatch but the last, so a block never reads past its queries. */
     if (qb && per > qb) per -= per % qb;
     for (uint32_t q0 = 0; q0 < n; q0 += (uint32_t)per) {
         uint32_t cnt = n - q0 < per ? n - q0 : (uint32_t)per;
-        HS_TRY(hs_op_bind(c, "attention", "q", q, q0 * q_row, cnt * q_row, 16, &b[0], &pc.q_off));
+        if (kv_tx) /* a texel view from an offset aligned for it; q_off absorbs the slack */
+            b[0] = hs_op_window_aligned(q->buf, q->offset + q0 * q_row, cnt * q_row, 16, ta, &pc.q_off);
+        else
+            HS_TRY(hs_op_bind(c, "attention", "q", q, q0 * q_row, cnt * q_row, 16, &b[0], &pc.q_off));
         HS_TRY(hs_op_bind(c, "attention", "out", out, q0 * o_row, cnt * o_row, 16, &b[5], &pc.o_off));
         pc.q_base = q0;
         HS_TRY(hs_vk_seq_dispatch(seq, p, b, n_bind, &pc, gx, qb ? (cnt + qb - 1) / qb : cnt, 1));

@@ -40,7 +40,7 @@
  * window c >= 1 of K at 6 + 2 (c - 1), of V at 7 + 2 (c - 1). A row is read
  * from window row / chunk_rows; the ordinal split and the arithmetic do not
  * change, so the output is bitwise the unsplit kernel's.
- * KV_TEXEL = 1 (KV_F16 = 0, KV_CHUNKS = 1 only): K and V are uniform texel
+ * KV_TEXEL = 1 (KV_F16 = 0, KV_CHUNKS = 1 only): Q, K and V are uniform texel
  * buffers of RGBA32UI, one texel per vec4: on llvmpipe a texel fetch is one
  * gather where a storage-buffer load loops over the lanes (bench-ops
  * attention, ctx 1024: about 2x faster at N = 1 and N = 64). Same bits loaded,
@@ -75,9 +75,14 @@
 #ifndef QBLOCK
 #define QBLOCK 0
 #endif
-#if QBLOCK
+#ifndef SG_MERGE
+#define SG_MERGE 0
+#endif
+#if QBLOCK || SG_MERGE
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#endif
+#if QBLOCK
 #if KV_F16 != 0 || (defined(KV_CHUNKS) && KV_CHUNKS != 1)
 #error QBLOCK reads an unsplit f32 cache
 #endif
@@ -149,7 +154,14 @@ layout(push_constant) uniform Push {
 #ifndef KV_TEXEL
 #define KV_TEXEL 0
 #endif
+#if KV_TEXEL
+/* q as well: its HPW * D4 vec4s per lane are a gather each, not a loop over the lanes. */
+layout(binding = 0) uniform usamplerBuffer QT;             /* [n][n_head][HEAD_DIM] */
+#define Q_LOAD(i) uintBitsToFloat(texelFetch(QT, int(i)))
+#else
 layout(binding = 0) readonly buffer Q { vec4 q4[]; };       /* [n][n_head][HEAD_DIM] */
+#define Q_LOAD(i) q4[i]
+#endif
 #if KV_TEXEL
 layout(binding = 1) uniform usamplerBuffer KT;
 layout(binding = 2) uniform usamplerBuffer VT;
@@ -352,6 +364,44 @@ void merge_out(uint lane, uint jq, uint ob, uint part) {
     }
 }
 
+#if SG_MERGE
+/* SG_MERGE (no QBLOCK; the workgroup is one subgroup of LANES invocations):
+ * merge_out without shared memory, where a load is a loop over the lanes.
+ * Every invocation merges every output of the workgroup's heads from the
+ * lanes' states fetched by shuffles, with merge_out's operations in its order
+ * (the same bits), and keeps its own outputs, lane, lane + LANES, ... To out
+ * at ob, or to s_o with OUT_Q8. */
+void merge_sg(uint lane, uint ob) {
+    vec4 mine[NO];
+    [[unroll]] for (uint j = 0u; j < NO; j++) mine[j] = vec4(0.0);
+    [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {
+        float mx = NEG;
+        [[unroll]] for (uint w = 0u; w < LANES; w++) mx = max(mx, subgroupShuffle(g_m[hh], w));
+        precise float sum = 0.0;
+        float e[LANES];
+        [[unroll]] for (uint w = 0u; w < LANES; w++) {
+            e[w] = exp2(subgroupShuffle(g_m[hh], w) - mx);
+            sum = fma(subgroupShuffle(g_l[hh], w), e[w], sum);
+        }
+        [[unroll]] for (uint c = 0u; c < D4; c++) {
+            precise vec4 r = vec4(0.0);
+            [[unroll]] for (uint w = 0u; w < LANES; w++) r = fma(vec4(e[w]), subgroupShuffle(g_acc[hh * D4 + c], w), r);
+            const uint o = hh * D4 + c;
+            if (o % LANES == lane) mine[o / LANES] = sum > 0.0 ? r / sum : vec4(0.0);
+        }
+    }
+    [[unroll]] for (uint j = 0u; j < NO; j++) {
+        const uint o = lane + j * LANES;
+        if (o >= HPW * D4) break;
+#if OUT_Q8
+        s_o[o] = mine[j];
+#else
+        o4[ob + o] = mine[j];
+#endif
+    }
+}
+#endif
+
 #if OUT_Q8
 /* After a barrier: the 8-bit blocks of query slot jq's merged output. */
 void quantize_out(uint lane, uint jq, uint ob) {
@@ -391,7 +441,7 @@ void init_state(uint ql, uint h0) {
         g_l[hh] = 0.0;
         [[unroll]] for (uint c = 0u; c < D4; c++) {
             g_acc[hh * D4 + c] = vec4(0.0);
-            g_q[hh * D4 + c] = q4[p.q_off + (ql * p.n_head + h0 + hh) * D4 + c] * p.scale_log2;
+            g_q[hh * D4 + c] = Q_LOAD(p.q_off + (ql * p.n_head + h0 + hh) * D4 + c) * p.scale_log2;
         }
     }
 }
@@ -429,7 +479,11 @@ void fold_tree(uint lane, uint t, uint n_prefix, uint n_vis) {
 
 #if !QBLOCK
 void main() {
+#if SG_MERGE
+    const uint lane = gl_SubgroupInvocationID; /* what the merge's shuffles index */
+#else
     const uint lane = gl_LocalInvocationID.x;
+#endif
     const uint nhb = p.group / HPW;
     g_kvh = gl_WorkGroupID.x / nhb;
     const uint h0 = g_kvh * p.group + (gl_WorkGroupID.x % nhb) * HPW;
@@ -458,9 +512,13 @@ void main() {
         [[unroll]] for (uint hh = 0u; hh < HPW; hh++) fold(hh);
     }
 
+#if SG_MERGE
+    merge_sg(lane, ob);
+#else
     store_state(lane, 0u, 0u);
     barrier(); /* every lane's partial state is visible */
     merge_out(lane, 0u, ob, 0u);
+#endif
 #if OUT_Q8
     barrier(); /* the whole output is in s_o */
     quantize_out(lane, 0u, ob);

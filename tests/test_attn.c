@@ -779,7 +779,9 @@ static uint8_t *qblock_run(hs_test_env *env, hs_ops *ops, attn_dev *a, const sha
 }
 
 /* Query blocks that share the prefix rows' loads (attention.comp QBLOCK,
- * tuning attnqb) give bitwise the one-query kernel's outputs: several block
+ * tuning attnqb) give bitwise the one-query kernel's outputs, and that
+ * kernel gives the same bits with its lanes merged through subgroup shuffles
+ * (SG_MERGE) as through shared memory: several block
  * sizes, storage and texel cache reads, n not a multiple of the block and n
  * below it (a block of the next power of two), slots past the tree and past
  * the live queries, an empty prefix, random masks,
@@ -861,6 +863,19 @@ static void test_attention_qblock(void **state) {
         HS_CHECK(hs_ops_set_tuning(ops, &t));
         size_t bytes = 0;
         uint8_t *want = qblock_run(env, ops, &a, s, n, n_cols, cases[ci].kind, &bytes);
+        /* One query per workgroup both ways: the lanes merged through shuffles (texel reads, where the
+         * lanes are one subgroup) and through shared memory (storage reads) */
+        t.texel_weights = !saved.texel_weights;
+        HS_CHECK(hs_ops_set_tuning(ops, &t));
+        {
+            size_t b2 = 0;
+            uint8_t *got = qblock_run(env, ops, &a, s, n, n_cols, cases[ci].kind, &b2);
+            if (memcmp(got, want, bytes))
+                fail_msg("attention kind %d heads %u/%u hd %u n %u prefix %u: one query per workgroup differs "
+                         "between texel=0 and 1",
+                         cases[ci].kind, s->n_head, s->n_kv, s->hd, n, cases[ci].n_prefix);
+            free(got);
+        }
         for (size_t qi = 0; qi < sizeof qbs / sizeof qbs[0]; qi++)
             for (uint32_t tx = 0; tx < 2; tx++) {
                 t = saved;
@@ -882,6 +897,11 @@ static void test_attention_qblock(void **state) {
         if (can && !hs_ops_made_pipeline(ops, "attention_f32_qb") &&
             !hs_ops_made_pipeline(ops, "attention_f32_tx_qb"))
             fail_msg("attention n %u hd %u: attnqb made no query-block pipeline", n, s->hd);
+        /* ... and the merge through shuffles wherever texel reads are on and the lanes are one subgroup */
+        const bool sg = c->max_texel_elements && c->subgroup_ops && c->subgroup_size_control &&
+                        saved.reduce_wg_size == c->subgroup_size;
+        if (sg && !hs_ops_made_pipeline(ops, "attention_f32_tx_sg"))
+            fail_msg("attention n %u hd %u: no one-query pipeline merging through shuffles", n, s->hd);
         free(want);
         attn_dev_free(&a);
         free(q), free(k), free(v), free(mask);

@@ -178,7 +178,17 @@ static void test_feature_switches(void **state) {
      * the tuning asks for them. */
     const bool tx = strstr(base.matmul, "_tx") != NULL;
     assert_int_equal(tx, base.caps.max_texel_elements > 0 && base.texel_tuning);
-    assert_string_equal(base.attn_f32, tx ? "attention_f32_tx" : "attention_f32");
+    /* ... with, where its lanes are one subgroup, their merge through shuffles (test_attn checks where) */
+    const bool attn_sg = strcmp(base.attn_f32, "attention_f32_tx_sg") == 0;
+    if (!attn_sg) assert_string_equal(base.attn_f32, tx ? "attention_f32_tx" : "attention_f32");
+    if (attn_sg) {
+        assert_true(tx && base.caps.subgroup_ops && base.caps.subgroup_size_control);
+        probe_variants("HS_VK_DISABLE_SUBGROUP_OPS", "1", &off);
+        assert_string_equal(off.attn_f32, "attention_f32_tx");
+        probe_variants("HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL", "1", &off);
+        assert_string_equal(off.attn_f32, "attention_f32_tx");
+        assert_int_equal(off.validation, 0);
+    }
     if (base.caps.max_texel_elements) {
         probe_variants("HS_VK_DISABLE_TEXEL_BUFFER", "1", &off);
         assert_int_equal(off.caps.max_texel_elements, 0);
