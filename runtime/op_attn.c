@@ -274,7 +274,8 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
         {hs_spv_attention_f32_tx, &hs_spv_attention_f32_tx_size, "attention_f32_tx", 16},
         {hs_spv_attention_f32_tx_q8, &hs_spv_attention_f32_tx_q8_size, "attention_f32_tx_q8", 16}};
     /* ... with the lanes' states merged through subgroup shuffles where the lanes are one subgroup: a
-     * shared-memory access loops over the lanes on lavapipe (HS_VK_DISABLE_SUBGROUP keeps the other). */
+     * shared-memory access loops over the lanes on lavapipe (HS_VK_DISABLE_SUBGROUP_OPS or _SIZE_CONTROL keep
+     * the other). */
     static const attn_variant sg_variants[2] = {
         {hs_spv_attention_f32_tx_sg, &hs_spv_attention_f32_tx_sg_size, "attention_f32_tx_sg", 16},
         {hs_spv_attention_f32_tx_sg_q8, &hs_spv_attention_f32_tx_sg_q8_size, "attention_f32_tx_sg_q8", 16}};

@@ -23,8 +23,9 @@
  * lane, uniform or not, so what counts is how many heads share each loaded
  * K/V element): one workgroup per (query, block of HPW query heads sharing one
  * KV head); each row a lane loads serves its HPW heads. No cross-lane
- * operation per key (lavapipe's shuffles are slow); one barrier per workgroup
- * (the merge). No subgroup operations, so there is no portable twin.
+ * operation per key; one barrier per workgroup (the merge), none with
+ * SG_MERGE, whose merge through shuffles has the shared-memory merge as its
+ * portable twin (the same bits).
  * (Blocking several queries per workgroup to share the prefix rows was tried
  * on lavapipe: the per-lane state outgrew what it keeps in registers, decode
  * became several times slower and pipeline compiles took minutes.)

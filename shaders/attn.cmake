@@ -1,7 +1,7 @@
 # Attention over the KV cache with tree visibility, the tree ancestor mask, and
 # KV compaction (runtime/op_attn.c).
-# attention uses no subgroup operations, so it has no portable twin; _tx reads an
-# unsplit f32 cache through uniform texel buffers (the same values).
+# _tx reads q and an unsplit f32 cache through uniform texel buffers (the same
+# values); the plain kernels are the portable twins of _sg and _qb (subgroups).
 hs_shader(attention_f32 attention.comp DEFINES KV_F16=0)
 hs_shader(attention_f32_tx attention.comp DEFINES KV_F16=0 KV_TEXEL=1)
 hs_shader(attention_f16x4 attention.comp DEFINES KV_F16=2)
