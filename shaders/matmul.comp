@@ -162,18 +162,25 @@ const uint G = LANES * RL;
 #endif
 /* x8 (matmul_pro.comp, OUT_Q8): column j's block b is five uvec4 at
  * x_off / 4 + (j - xcol0) * x_stride / 4 + 5 b: words 4m + t of the first four
- * hold xq[8m + t + 4] + 65536 xq[8m + t] (int, two's complement), the fifth
- * (d, s) as float bits, x = d xq, s = d sum(xq).
+ * hold X = xq[8m + t + 4] + 65536 xq[8m + t] (int, two's complement), the
+ * fifth (d, s, -, sx): x = d xq, s = d sum(xq) as float bits, sx the sum of
+ * the 16 words X modulo 2^32 (q8x.glsl).
  *
  * Two products per integer multiply: a weight word u holds the 4-bit q of
  * elements 8m .. 8m + 7 (quant.glsl), so P = (u >> 4t) & 0x000F000F is
- * q[8m+t] + 65536 q[8m+t+4], and
- *   P X = q[a] xq[b] + 65536 (q[a] xq[a] + q[b] xq[b]) + 2^32 (...)
+ * q[8m+t] + 65536 q[8m+t+4]. With the q centred, q' = q - 8 (P' = P - B,
+ * B = 0x00080008):
+ *   P' X = q'[a] xq[b] + 65536 (q'[a] xq[a] + q'[b] xq[b]) + 2^32 (...)
  * with a = 8m + t, b = a + 4: bits 16..31 carry the two products' sum. Over
- * eight such words the low part stays within +-8 * 15 * 127 < 2^15 and the
- * high within +-2^15, so (T + 2^15) >> 16 (arithmetic) is exactly their sum.
- * Integer sums are exact, so each block's sum is the same in every variant and
- * batch; the float part is one fixed chain per output, as in the float path.
+ * the 16 words of a block the low part L stays within +-16 * 8 * 127 < 2^15
+ * and the high part H within +-32 * 8 * 127 < 2^15, so T = 2^15 + sum P' X
+ * (modulo 2^32) is exactly 2^15 + L + 65536 H as an int and T >> 16
+ * (arithmetic) is H. The kernel never forms P': sum P' X = sum P X - B sx
+ * modulo 2^32, so each sum starts at 2^15 - B sx (xb0, once per column and
+ * block) and adds the plain P X; the block's sum of q xq is then
+ * H + 8 sum(xq) (xb8, from the two halves of sx). Integer sums are exact, so
+ * each block's sum is the same in every variant and batch; the float part is
+ * one fixed chain per output, as in the float path.
  *
  * PROLOGUE 1 here: x is x8n (q8x.glsl), h * g with each block's sum of squares
  * of h; the block sums are added in block order per column and the output is
@@ -222,67 +229,145 @@ const uint NH = (EPILOGUE & 4u) != 0u ? 2u : 1u; /* row sets per invocation: gat
 #define HS_COL_SCALE(v, c)                                                                         \
     if (PROLOGUE == 1u) v = v * cscale[c];
 #define HS_KEEP(r, c, v)                                                                           \
-    if ((EPILOGUE & 2u) != 0u) s_y[(c) * G + ring[r]] = v;
+    if ((EPILOGUE & 2u) != 0u) {                                                                   \
+        if (SGE)                                                                                   \
+            kept[(r) * C + (c)] = v;                                                               \
+        else                                                                                       \
+            s_y[(c) * G + ring[r]] = v;                                                            \
+    }
 
-/* One block b of the rows ring[] of row group GQ into acc[A0 + r C + c]. */
+/* The epilogues (EPILOGUE bits 1..3) without shared memory: where the
+ * workgroup is one subgroup, each lane keeps its outputs (row ring[r] =
+ * r LANES + lane, RW == RL) in registers and takes the others' by shuffles,
+ * which on llvmpipe cost a vector permute where a shared-memory access loops
+ * over the lanes, and need no barrier. The same values reach the same
+ * functions, so the bytes written are the same. SGE is a constant where the
+ * driver's subgroup size is (lavapipe), so only one of the two ways is compiled. */
+#if USE_SUBGROUP
+#define SGE (gl_SubgroupSize == LANES)
+#else
+#define SGE false
+#endif
+/* vec4 V[8]: the 32 values of block bb (rows 32 bb .. 32 bb + 31 of the group)
+ * whose row r LANES + l lane l holds in ARR[r * STRIDE + IDX]; every lane gets
+ * them. */
+#define HS_SG_BLOCK(V, ARR, STRIDE, IDX, bb)                                                       \
+    [[unroll]] for (uint e = 0; e < 8u; e++)                                                       \
+        [[unroll]] for (uint q = 0; q < 4u; q++) {                                                 \
+            const uint k = 32u * (bb) + 4u * e + q;                                                \
+            V[e][q] = subgroupShuffle(ARR[(k / LANES) * (STRIDE) + (IDX)], k % LANES);             \
+        }
+/* The same for column cr LANES + lane of ARR[r * C + c] (0 past C): lane l
+ * gets column cr LANES + l, so the lanes share out the columns. */
+#define HS_SG_TBLOCK(V, ARR, cr, bb)                                                               \
+    [[unroll]] for (uint e = 0; e < 8u; e++)                                                       \
+        [[unroll]] for (uint q = 0; q < 4u; q++) {                                                 \
+            const uint k = 32u * (bb) + 4u * e + q;                                                \
+            float tv = 0.0;                                                                        \
+            [[unroll]] for (uint cc = 0; cc < LANES; cc++) {                                       \
+                const uint c = (cr) * LANES + cc;                                                  \
+                if (c < C) {                                                                       \
+                    const float t = subgroupShuffle(ARR[(k / LANES) * C + c], k % LANES);          \
+                    tv = sid == cc ? t : tv;                                                       \
+                }                                                                                  \
+            }                                                                                      \
+            V[e][q] = tv;                                                                          \
+        }
+
+/* Block b of the rows ring[] of row group GQ into acc[A0 + r C + c]. The pair
+ * words of a row are unpacked four at a time (one word of qd) and each is used
+ * for every column before the next, so a row's unpacked words and the
+ * columns' sums fit the registers; the columns' words are read where they lie.
+ * Each output is loaded and stored once per block (llvmpipe blends every store
+ * to a loop-carried value with the loop's mask). */
 #define HS_X8_ROWS(GQ, A0)                                                                         \
     [[unroll]] for (uint r = 0; r < RW; r++) {                                                     \
-        const uint gq = (GQ);                                                                      \
-        const uvec4 qd = QV((gq * nblk + b) * QP * G + ring[r]);                                   \
-        const vec2 dm = unpackHalf2x16(SV((gq * nblk + b) * G + ring[r]));                         \
-        uint pw[16];                                                                               \
-        [[unroll]] for (uint m = 0; m < 4u; m++)                                                   \
-            [[unroll]] for (uint t = 0; t < 4u; t++)                                               \
-                pw[4u * m + t] = (qd[m] >> (4u * t)) & 0x000F000Fu;                                \
+        const uint bq = (GQ) * nblk + b;                                                           \
+        const uvec4 qd = QV(bq * QP * G + ring[r]);                                                \
+        const vec2 dm = unpackHalf2x16(SV(bq * G + ring[r]));                                      \
+        uint tc[C];                                                                                \
+        [[unroll]] for (uint c = 0; c < C; c++) tc[c] = xb0[c];                                    \
+        [[unroll]] for (uint m = 0; m < 4u; m++) {                                                 \
+            uint pw[4];                                                                            \
+            [[unroll]] for (uint t = 0; t < 4u; t++) pw[t] = (qd[m] >> (4u * t)) & 0x000F000Fu;    \
+            [[unroll]] for (uint c = 0; c < C; c++)                                                \
+                [[unroll]] for (uint t = 0; t < 4u; t++) tc[c] += pw[t] * xv[4u * c + m][t];        \
+        }                                                                                          \
         [[unroll]] for (uint c = 0; c < C; c++) {                                                  \
-            uint t0 = 0u, t1 = 0u;                                                                 \
-            [[unroll]] for (uint i = 0; i < 4u; i++) {                                             \
-                t0 += pw[i] * xv[4u * c][i];                                                       \
-                t0 += pw[4u + i] * xv[4u * c + 1u][i];                                             \
-                t1 += pw[8u + i] * xv[4u * c + 2u][i];                                             \
-                t1 += pw[12u + i] * xv[4u * c + 3u][i];                                            \
-            }                                                                                      \
-            const int sum = ((int(t0) + 32768) >> 16) + ((int(t1) + 32768) >> 16);                 \
+            const int sum = (int(tc[c]) >> 16) + xb8[c];                                           \
             const uint a = (A0) + r * C + c;                                                       \
+            precise float sa = acc[a];                                                             \
             precise float v = float(sum) * (dm.x * xs[c].x);                                       \
-            acc[a] = acc[a] + v;                                                                   \
+            sa = sa + v;                                                                           \
             precise float mv = dm.y * xs[c].y;                                                     \
-            acc[a] = acc[a] + mv;                                                                  \
+            sa = sa + mv;                                                                          \
+            acc[a] = sa;                                                                           \
         }                                                                                          \
     }
 
+/* The x of a block for the tile: XW = 5 C uvec4, word i = 5 c + v (uvec4 v of
+ * column c's block); with subgroups, gather g loads words 8 g .. 8 g + 7 in
+ * lanes 0..7 (surplus lanes repeat the last word) and every lane takes them by
+ * shuffles. */
+const uint XW = 5u * C;
+const uint XG = (XW + 7u) / 8u;
+
 void main() {
     HS_TILE_BEGIN
+    float kept[RW * C]; /* SGE: this lane's outputs for the epilogue, [r][c] */
+    [[unroll]] for (uint i = 0; i < RW * C; i++) kept[i] = 0.0;
     precise float ssq[C]; /* PROLOGUE 1: the columns' sums of squares, in block order */
     [[unroll]] for (uint c = 0; c < C; c++) ssq[c] = 0.0;
     uint cb[C]; /* uvec4 index of each column's block 0 (surplus columns redo n-1) */
     [[unroll]] for (uint c = 0; c < C; c++)
         cb[c] = (p.x_off + (min(colb + c, p.n - 1u) - p.xcol0) * p.x_stride) >> 2;
+#if USE_SUBGROUP
+    uint xo[XG]; /* this lane's uvec4 index in each gather of block 0 */
+    [[unroll]] for (uint g = 0; g < XG; g++) {
+        const uint i = min(8u * g + sid, XW - 1u);
+        xo[g] = cb[i / 5u] + i % 5u;
+    }
+#endif
 
     for (uint b = 0; b < nblk; b++) {
         uvec4 xv[C * 4];
-        vec4 xs[C]; /* d, d sum(xq), sum of squares (x8n), 0 */
-        [[unroll]] for (uint c = 0; c < C; c++) {
-            const uint o = cb[c] + 5u * b;
+        vec4 xs[C]; /* d, d sum(xq), sum of squares (x8n), sx */
 #if USE_SUBGROUP
-            if (sg) { /* lane v < 5 loads uvec4 v of the block, the others get it by shuffles */
-                const uvec4 xl = sid < 5u ? xq4[o + sid] : uvec4(0u);
-                xv[4u * c] = subgroupShuffle(xl, 0u);
-                xv[4u * c + 1u] = subgroupShuffle(xl, 1u);
-                xv[4u * c + 2u] = subgroupShuffle(xl, 2u);
-                xv[4u * c + 3u] = subgroupShuffle(xl, 3u);
-                xs[c] = uintBitsToFloat(subgroupShuffle(xl, 4u));
-                continue;
+        if (sg) {
+            uvec4 xl[XG];
+            [[unroll]] for (uint g = 0; g < XG; g++) xl[g] = xq4[xo[g] + 5u * b];
+            [[unroll]] for (uint c = 0; c < C; c++) {
+                [[unroll]] for (uint v = 0; v < 4u; v++) {
+                    const uint i = 5u * c + v;
+                    xv[4u * c + v] = subgroupShuffle(xl[i / 8u], i % 8u);
+                }
+                const uint i = 5u * c + 4u;
+                xs[c] = uintBitsToFloat(subgroupShuffle(xl[i / 8u], i % 8u));
             }
+        } else
 #endif
-            xv[4u * c] = xq4[o];
-            xv[4u * c + 1u] = xq4[o + 1u];
-            xv[4u * c + 2u] = xq4[o + 2u];
-            xv[4u * c + 3u] = xq4[o + 3u];
-            xs[c] = uintBitsToFloat(xq4[o + 4u]);
+        {
+            [[unroll]] for (uint c = 0; c < C; c++) {
+                const uint o = cb[c] + 5u * b;
+                xv[4u * c] = xq4[o];
+                xv[4u * c + 1u] = xq4[o + 1u];
+                xv[4u * c + 2u] = xq4[o + 2u];
+                xv[4u * c + 3u] = xq4[o + 3u];
+                xs[c] = uintBitsToFloat(xq4[o + 4u]);
+            }
         }
         if (PROLOGUE == 1u)
             [[unroll]] for (uint c = 0; c < C; c++) ssq[c] = ssq[c] + xs[c].z;
+        /* Each column's bias terms (the comment above): xb0 starts every sum at
+         * 2^15 - B sx, xb8 = 8 sum(xq) from the halves of sx. */
+        uint xb0[C];
+        int xb8[C];
+        [[unroll]] for (uint c = 0; c < C; c++) {
+            const uint sx = floatBitsToUint(xs[c].w);
+            xb0[c] = 32768u - 0x00080008u * sx;
+            const int lo = (int(sx) << 16) >> 16;
+            xb8[c] = 8 * (lo + ((int(sx) - lo) >> 16));
+        }
         HS_X8_ROWS(gl, 0u)
         if (NH == 2u) HS_X8_ROWS(gl + p.pair, RW * C) /* the up group (EPILOGUE bit 2) */
     }
@@ -290,6 +375,33 @@ void main() {
     float cscale[C];
     [[unroll]] for (uint c = 0; c < C; c++) cscale[c] = PROLOGUE == 1u ? norm_scale(ssq[c]) : 1.0;
     if ((EPILOGUE & 4u) != 0u) {
+#if USE_SUBGROUP
+        if (SGE) {
+            float sk[RW * C];
+            [[unroll]] for (uint r = 0; r < RW; r++)
+                [[unroll]] for (uint c = 0; c < C; c++) {
+                    precise float gv = acc[r * C + c], uv = acc[(RW + r) * C + c];
+                    HS_COL_SCALE(gv, c)
+                    HS_COL_SCALE(uv, c)
+                    precise float sv = hs_silu(gv) * uv;
+                    sk[r * C + c] = sv;
+                }
+            [[unroll]] for (uint bb = 0; bb < G / 32u; bb++)
+                [[unroll]] for (uint cr = 0; cr < (C + LANES - 1u) / LANES; cr++) {
+                    vec4 v[8];
+                    HS_SG_TBLOCK(v, sk, cr, bb)
+                    uvec4 w[5];
+                    hs_q8_block(v, w);
+                    const uint c = cr * LANES + sid;
+                    const uint j = colb + c, row0 = (p.group0 + gl) * G + 32u * bb;
+                    if (c < C && j < p.n && row0 < p.rows) {
+                        const uint o = p.q_off + j * (p.rows / 32u * 5u) + 5u * (row0 / 32u);
+                        [[unroll]] for (uint e = 0; e < 5u; e++) q8o[o + e] = w[e];
+                    }
+                }
+            return;
+        }
+#endif
         [[unroll]] for (uint r = 0; r < RW; r++)
             [[unroll]] for (uint c = 0; c < C; c++) {
                 precise float gv = acc[r * C + c], uv = acc[(RW + r) * C + c];
@@ -318,6 +430,47 @@ void main() {
     }
 #if XQ8_ROPE
     if ((EPILOGUE & 8u) != 0u) {
+#if USE_SUBGROUP
+        if (SGE) { /* each lane rotates its row's pair (the partner row is the next or previous lane) */
+            const uint q_dim = p.rp_n_head * p.rp_head_dim, kv_dim = p.rp_n_kv * p.rp_head_dim;
+            const bool odd = (lane & 1u) != 0u; /* rows r LANES + lane: odd lanes hold the pairs' second rows */
+            float ps[C];
+            uint crow[C];
+            [[unroll]] for (uint c = 0; c < C; c++) {
+                const uint jc = min(colb + c, p.n - 1u);
+                ps[c] = float(rpos[p.rp_pos_off + jc]);
+                crow[c] = rrows[p.rp_rows_off + jc];
+            }
+            [[unroll]] for (uint r = 0; r < RW; r++) {
+                const uint row = (p.group0 + gl) * G + ring[r], row0 = row & ~1u;
+                const uint e0 = row0 % p.rp_head_dim;
+                const bool rot = row0 < q_dim + kv_dim && e0 < p.rp_n_rot;
+                const float fr = rfreqs[p.rp_f_off + (rot ? e0 / 2u : 0u)];
+                [[unroll]] for (uint c = 0; c < C; c++) {
+                    precise float v = acc[r * C + c];
+                    HS_COL_SCALE(v, c)
+                    const float pv = subgroupShuffleXor(v, 1u);
+                    vec2 o = odd ? vec2(pv, v) : vec2(v, pv);
+                    if (rot) {
+                        const float theta = p.rp_freq_scale * (ps[c] * fr);
+                        o = rope_rotate(o.x, o.y, rope_cos_sin(theta));
+                    }
+                    const float val = odd ? o.y : o.x;
+                    const uint j = colb + c;
+                    if (j >= p.n || row0 >= p.rows) continue;
+                    if (row < q_dim) {
+                        rq[p.rp_q_off + j * q_dim + row] = val;
+                    } else if (crow[c] < p.rp_n_ctx) {
+                        if (row < q_dim + kv_dim)
+                            rk[p.rp_k_off + crow[c] * kv_dim + (row - q_dim)] = val;
+                        else
+                            rv[p.rp_v_off + crow[c] * kv_dim + (row - q_dim - kv_dim)] = val;
+                    }
+                }
+            }
+            return;
+        }
+#endif
         [[unroll]] for (uint r = 0; r < RW; r++)
             [[unroll]] for (uint c = 0; c < C; c++) {
                 precise float v = acc[r * C + c];
@@ -360,6 +513,30 @@ void main() {
 #endif
     HS_TILE_STORE
     if ((EPILOGUE & 2u) != 0u) {
+#if USE_SUBGROUP
+        if (SGE) {
+            float gk[RW]; /* the gain of this lane's rows */
+            [[unroll]] for (uint r = 0; r < RW; r++)
+                gk[r] = g1[p.g_off + min((p.group0 + gl) * G + ring[r], p.rows - 1u)];
+            [[unroll]] for (uint bb = 0; bb < G / 32u; bb++) {
+                vec4 gv[8];
+                HS_SG_BLOCK(gv, gk, 1u, 0u, bb)
+                [[unroll]] for (uint cr = 0; cr < (C + LANES - 1u) / LANES; cr++) {
+                    vec4 hv[8];
+                    HS_SG_TBLOCK(hv, kept, cr, bb)
+                    uvec4 w[5];
+                    hs_q8n_block(hv, gv, w);
+                    const uint c = cr * LANES + sid;
+                    const uint j = colb + c, row0 = (p.group0 + gl) * G + 32u * bb;
+                    if (c < C && j < p.n && row0 < p.rows) {
+                        const uint o = p.q_off + j * (p.rows / 32u * 5u) + 5u * (row0 / 32u);
+                        [[unroll]] for (uint e = 0; e < 5u; e++) q8o[o + e] = w[e];
+                    }
+                }
+            }
+            return;
+        }
+#endif
         barrier(); /* every output of the tile is in s_y */
         const uint nb = G / 32u;
         for (uint i = lane; i < C * nb; i += LANES) {

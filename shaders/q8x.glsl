@@ -1,8 +1,9 @@
 /* q8x.glsl — the 8-bit form of one 32-element block of activations (x8), as
  * q4_1 products on 8-bit activations read it (matmul.comp, XQ8): xq =
  * roundEven(v * 127 / amax), d = amax / 127, four uvec4 of pairs (word 4m + t:
- * xq[8m + t + 4] + 65536 xq[8m + t]) and a fifth (d, d * sum(xq), 0, 0) as
- * bits. Every writer of x8 (matmul_pro's OUT_Q8, attention's OUT_Q8) uses
+ * xq[8m + t + 4] + 65536 xq[8m + t]) and a fifth (d, d * sum(xq), 0, sx):
+ * d and d * sum(xq) as float bits, sx the sum of the 16 pair words modulo
+ * 2^32 (the products' bias terms, matmul.comp). Every writer of x8 (matmul_pro's OUT_Q8, attention's OUT_Q8) uses
  * this one function, so the same block gives the same bits.
  *
  * x8n (hs_q8n_block) is the input of a product whose RMSNorm is deferred: the
@@ -30,9 +31,13 @@ void hs_q8_block(vec4 v[8], out uvec4 w[5]) {
         q[i] = int(roundEven(v[i >> 2][i & 3u] * id));
         sum += q[i];
     }
+    uint sx = 0u;
     for (uint m = 0; m < 4u; m++)
-        for (uint t = 0; t < 4u; t++) w[m][t] = uint(q[8u * m + t + 4u]) + (uint(q[8u * m + t]) << 16);
-    w[4] = uvec4(floatBitsToUint(d), floatBitsToUint(d * float(sum)), 0u, 0u);
+        for (uint t = 0; t < 4u; t++) {
+            w[m][t] = uint(q[8u * m + t + 4u]) + (uint(q[8u * m + t]) << 16);
+            sx += w[m][t];
+        }
+    w[4] = uvec4(floatBitsToUint(d), floatBitsToUint(d * float(sum)), 0u, sx);
 }
 
 /* x8n of one block: v = h * g rounded as hs_q8_block, z = sum of h^2 in
