@@ -188,15 +188,17 @@ const uint G = LANES * RL;
  *
  * EPILOGUE bit 1 (residual products feeding the next RMSNorm): the workgroup
  * owns whole 32-row blocks (G % 32 == 0, RW == RL), so after the store it
- * keeps its outputs in shared memory and writes x8n of them, with the gain g
- * at binding 4 (g_off) and the result at binding 6 (q_off, rows / 32 * 5
+ * keeps its outputs (in registers under SGE, below; else in shared memory)
+ * and writes x8n of them, with the gain g at binding 4 (g_off) and the
+ * result at binding 6 (q_off, rows / 32 * 5
  * uvec4 per column): bitwise what matmul_pro's PROLOGUE 3 pass makes of y.
  *
  * EPILOGUE bit 2 (the gate/up product before SwiGLU): rows [0, rows) are gate
  * and rows [rows, 2 rows) up (p.rows is the half here), and the workgroup of
  * gate group gl also computes up group gl + p.pair (NH = 2 row sets per
  * invocation, one load of x for both). It writes no y: it keeps
- * silu(gate) * up in shared memory and writes its x8 for the next product
+ * silu(gate) * up (registers or shared memory, as bit 1) and writes its x8
+ * for the next product
  * (q_off, rows / 32 * 5 uvec4 per column): bitwise what matmul_pro's SwiGLU
  * OUT_Q8 pass makes of the [gate | up] this product would have written.
  *
@@ -204,7 +206,8 @@ const uint G = LANES * RL;
  * column j is [Q heads | K heads | V heads] of token j, and the workgroup owns
  * whole row groups (G even, so the adjacent pairs (2m, 2m + 1) of RoPE's
  * normal mode never straddle two workgroups). It writes no y: it keeps its
- * outputs in shared memory, rotates the Q and K pairs by the angles of
+ * outputs (registers or shared memory, as bit 1), rotates the Q and K pairs
+ * by the angles of
  * position pos[j] (rope.glsl, with the host's frequency table) and stores Q to
  * q_out [n][n_head][head_dim] and K and V to row rows[j] of the f32 caches
  * [n_ctx][n_kv][head_dim] (rows >= n_ctx skipped): bitwise what rope.comp's
