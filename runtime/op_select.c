@@ -55,6 +55,7 @@ typedef struct select_kernel {
     uint32_t sg;        /* spec 1: subgroup size the kernel is built for (1: portable) */
     uint32_t max_lists; /* spec 2: shared slots, one per subgroup (per invocation when portable) */
     uint32_t required_sg;
+    bool texel; /* binding 0 a uniform texel buffer (RGBA32UI), rows of whole texels */
 } select_kernel;
 
 /* Worst-case loop trips of one invocation, see the kernels' headers. */
@@ -124,12 +125,37 @@ static void plan_kernel(const hs_ops *ops, uint32_t list_bytes, uint32_t fixed_b
         kk->required_sg = sg;
 }
 
+/* A kernel's build: [subgroups][texel logits]. */
+typedef struct select_variant {
+    const char *name;
+    const uint32_t *code;
+    const size_t *size;
+} select_variant;
+
+/* The variant for this device and these logits: subgroup operations where the device has them, and on
+ * lavapipe (tuning texel) rows of whole texels at a texel's offset through a uniform texel buffer, one
+ * gather per vec4 where a storage-buffer load loops over the lanes; the same values, the same results. */
+static void pick_variant(const hs_ops *ops, const select_variant v[2][2], const hs_vk_binding *logits,
+                         uint32_t vocab, select_kernel *k) {
+    const hs_vk_caps *c = hs_ops_caps(ops);
+    const bool sg = hs_ops_subgroup(ops) > 1;
+    const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
+    const bool tx = hs_ops_tuning(ops)->texel_weights && c->max_texel_elements && vocab % 4 == 0 &&
+                    logits->offset % 16 == 0 &&
+                    (logits->offset % ta + (uint64_t)vocab * 4) / 16 <= c->max_texel_elements; /* a row fits */
+    k->name = v[sg][tx].name;
+    k->code = v[sg][tx].code;
+    k->code_size = *v[sg][tx].size;
+    k->texel = tx;
+}
+
 static hs_status get_pipeline(hs_ops *ops, const select_kernel *k, hs_vk_pipeline **out) {
     hs_vk_pipeline_desc d = {
         .name = k->name,
         .code = k->code,
         .code_size = k->code_size,
         .n_bindings = 2,
+        .texel_mask = k->texel ? 1u : 0u,
         .write_mask = 1u << 1,
         .push_size = k->push_size,
         .n_spec = 3,
@@ -166,6 +192,14 @@ static hs_status dispatch_rows(hs_ops *ops, hs_vk_seq *seq, const char *op, cons
     const hs_vk_caps *c = hs_ops_caps(ops);
     uint64_t in_row = (uint64_t)vocab * 4u, out_row = (uint64_t)out_row_words * 4u;
     uint32_t per = rows_per_dispatch(c, logits, in_row, out, out_row);
+    /* A texel view starts at an offset aligned for it (the slack, whole texels, in the push constant) and
+     * holds at most maxTexelBufferElements texels. */
+    const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
+    if (k->texel) {
+        const uint64_t texels = (uint64_t)c->max_texel_elements * 16, ts = logits->offset % ta;
+        const uint64_t fit = texels > ts ? (texels - ts) / in_row : 0;
+        if (fit < per) per = (uint32_t)fit;
+    }
     if (per == 0)
         return HS_FAIL(HS_ERR_OUT_OF_RANGE,
                        "%s: a row of %u logits (%llu bytes) exceeds maxStorageBufferRange %llu", op, vocab,
@@ -175,7 +209,9 @@ static hs_status dispatch_rows(hs_ops *ops, hs_vk_seq *seq, const char *op, cons
     for (uint32_t r0 = 0; r0 < n; r0 += per) {
         uint32_t rows = n - r0 < per ? n - r0 : per;
         hs_vk_binding b[2];
-        b[0] = hs_op_window(c, logits->buf, logits->offset + r0 * in_row, rows * in_row, 4, push_in_base);
+        b[0] = k->texel ? hs_op_window_aligned(logits->buf, logits->offset + r0 * in_row, rows * in_row, 4, ta,
+                                               push_in_base)
+                        : hs_op_window(c, logits->buf, logits->offset + r0 * in_row, rows * in_row, 4, push_in_base);
         b[1] = hs_op_window(c, out->buf, out->offset + r0 * out_row, rows * out_row, 4, push_out_base);
         *push_rows = rows;
         HS_TRY(hs_vk_seq_dispatch(seq, pipe, b, 2, push, rows, 1, 1));
@@ -194,13 +230,13 @@ hs_status hs_op_argmax(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *logits,
     HS_TRY(hs_op_check("hs_op_argmax", "logits", logits, 0, (uint64_t)n * vocab * 4u, 4));
     HS_TRY(hs_op_check("hs_op_argmax", "out", out, 0, (uint64_t)n * 4u, 4));
 
-    bool use_sg = hs_ops_subgroup(ops) > 1;
-    select_kernel k = {
-        .name = use_sg ? "argmax_sg" : "argmax_nosg",
-        .code = use_sg ? hs_spv_argmax_sg : hs_spv_argmax_nosg,
-        .code_size = use_sg ? hs_spv_argmax_sg_size : hs_spv_argmax_nosg_size,
-        .push_size = sizeof(hs_argmax_push),
-    };
+    select_kernel k = {.push_size = sizeof(hs_argmax_push)};
+    static const select_variant variants[2][2] = {
+        {{"argmax_nosg", hs_spv_argmax_nosg, &hs_spv_argmax_nosg_size},
+         {"argmax_nosg_tx", hs_spv_argmax_nosg_tx, &hs_spv_argmax_nosg_tx_size}},
+        {{"argmax_sg", hs_spv_argmax_sg, &hs_spv_argmax_sg_size},
+         {"argmax_sg_tx", hs_spv_argmax_sg_tx, &hs_spv_argmax_sg_tx_size}}};
+    pick_variant(ops, variants, logits, vocab, &k);
     /* One (value, id) per invocation covers any subgroup size; the portable
      * merge is a short serial scan. */
     plan_kernel(ops, 8, 0, true, UINT32_MAX, argmax_trips, vocab, 1, &k);
@@ -230,13 +266,13 @@ hs_status hs_op_topk(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *logits, u
     HS_TRY(hs_op_check("hs_op_topk", "logits", logits, 0, (uint64_t)n * vocab * 4u, 4));
     HS_TRY(hs_op_check("hs_op_topk", "out", out, 0, (uint64_t)n * words * 4u, 4));
 
-    bool use_sg = hs_ops_subgroup(ops) > 1;
-    select_kernel kk = {
-        .name = use_sg ? "topk_sg" : "topk_nosg",
-        .code = use_sg ? hs_spv_topk_sg : hs_spv_topk_nosg,
-        .code_size = use_sg ? hs_spv_topk_sg_size : hs_spv_topk_nosg_size,
-        .push_size = sizeof(hs_topk_push),
-    };
+    select_kernel kk = {.push_size = sizeof(hs_topk_push)};
+    static const select_variant variants[2][2] = {
+        {{"topk_nosg", hs_spv_topk_nosg, &hs_spv_topk_nosg_size},
+         {"topk_nosg_tx", hs_spv_topk_nosg_tx, &hs_spv_topk_nosg_tx_size}},
+        {{"topk_sg", hs_spv_topk_sg, &hs_spv_topk_sg_size},
+         {"topk_sg_tx", hs_spv_topk_sg_tx, &hs_spv_topk_sg_tx_size}}};
+    pick_variant(ops, variants, logits, vocab, &kk);
     /* Per list: HS_TOPK_MAX_K (value, id) pairs + count, tail, head; plus the
      * final list. Must match the shared arrays of topk.comp. */
     plan_kernel(ops, HS_TOPK_MAX_K * 8u + 12u, HS_TOPK_MAX_K * 8u, false, HS_TOPK_PORTABLE_MAX_WG, topk_trips,

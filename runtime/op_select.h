@@ -12,7 +12,10 @@
  * multiples of 4 bytes: the ops bind the aligned-down offset and pass the rest
  * to the shader. One dispatch per call, one workgroup per row; more dispatches
  * only when the logits pass maxStorageBufferRange or n passes
- * maxComputeWorkGroupCount (split at row boundaries). Logits must be finite
+ * maxComputeWorkGroupCount (split at row boundaries). Where the tuning asks for
+ * texel-buffer loads (lavapipe), rows of whole texels (vocab a multiple of 4,
+ * 16-byte offsets) are read through a uniform texel buffer (HS_VK_DISABLE_TEXEL_BUFFER
+ * keeps storage buffers; the same results). Logits must be finite
  * (argmax: NaN-free); very negative values such as -1e30 work as masks.
  *
  * One row is never split across bindings: it must fit maxStorageBufferRange

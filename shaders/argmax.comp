@@ -10,7 +10,10 @@
  * widens the workgroup for vocabularies long enough to reach llvmpipe's limit
  * of loop trips per invocation (runtime/op_select.c).
  *
- * Defines: USE_SUBGROUP (0/1; 0 treats every invocation as its own subgroup).
+ * Defines: USE_SUBGROUP (0/1; 0 treats every invocation as its own subgroup),
+ * USE_TEXEL (0/1: the logits through a uniform texel buffer of RGBA32UI texels,
+ * the host choosing it only for rows of whole texels; on lavapipe a texel fetch
+ * is one gather for the lanes, a storage-buffer load a loop over them).
  * Spec constants: 0 = workgroup size, 1 = expected subgroup size
  * (informational), 2 = MAX_LISTS (shared slots, >= the number of subgroups).
  */
@@ -41,8 +44,17 @@ layout(push_constant) uniform Push {
     uint out_base; /* words from the binding start to out[0] */
 } p;
 
+#ifndef USE_TEXEL
+#define USE_TEXEL 0
+#endif
+#if USE_TEXEL
+layout(binding = 0) uniform usamplerBuffer LT; /* in_base is a multiple of 4 */
+#define LOAD4(i) uintBitsToFloat(texelFetch(LT, int(i)))
+#else
 layout(std430, binding = 0) readonly buffer Logits { float lg[]; };
 layout(std430, binding = 0) readonly buffer Logits4 { vec4 lg4[]; };
+#define LOAD4(i) lg4[i]
+#endif
 layout(std430, binding = 1) writeonly buffer Out { uint dst[]; };
 
 #if USE_SUBGROUP
@@ -91,13 +103,15 @@ void main() {
     if ((vocab & 3u) == 0u && (p.in_base & 3u) == 0u) {
         const uint b4 = base >> 2;
         for (uint c = gl_LocalInvocationID.x; c < n_chunks; c += WG) {
-            const vec4 v = lg4[b4 + c];
+            const vec4 v = LOAD4(b4 + c);
             consider(v.x, 4u * c);
             consider(v.y, 4u * c + 1u);
             consider(v.z, 4u * c + 2u);
             consider(v.w, 4u * c + 3u);
         }
-    } else {
+    }
+#if !USE_TEXEL
+    else {
         /* No inner loop: llvmpipe counts every loop trip (see op_select.c). */
         for (uint c = gl_LocalInvocationID.x; c < n_chunks; c += WG) {
             const uint i0 = 4u * c;
@@ -107,6 +121,7 @@ void main() {
             if (i0 + 3u < vocab) consider(lg[base + i0 + 3u], i0 + 3u);
         }
     }
+#endif
 
     float bv;
     uint bid = subgroup_best(b_val, b_id, bv);

@@ -48,7 +48,11 @@
  *
  * Inputs must be finite (very negative values such as -1e30 work as masks).
  *
- * Defines: USE_SUBGROUP (0/1; 0 treats every invocation as its own subgroup).
+ * Defines: USE_SUBGROUP (0/1; 0 treats every invocation as its own subgroup),
+ * USE_TEXEL (0/1: the logits through a uniform texel buffer of RGBA32UI texels,
+ * which the host chooses only for rows of whole texels: on lavapipe a texel
+ * fetch is one gather for the lanes, a storage-buffer load a loop over them;
+ * the same values in the same order).
  * Spec constants: 0 = workgroup size, 1 = smallest subgroup size handled
  * (1 for USE_SUBGROUP=0), 2 = MAX_LISTS (shared lists, >= subgroups).
  */
@@ -86,8 +90,17 @@ layout(push_constant) uniform Push {
 } p;
 
 /* Two views of the same binding: vec4 loads when rows start 16-byte aligned. */
+#ifndef USE_TEXEL
+#define USE_TEXEL 0
+#endif
+#if USE_TEXEL
+layout(binding = 0) uniform usamplerBuffer LT; /* in_base and vocab multiples of 4 */
+#define LOAD4(i) uintBitsToFloat(texelFetch(LT, int(i)))
+#else
 layout(std430, binding = 0) readonly buffer Logits { float lg[]; };
 layout(std430, binding = 0) readonly buffer Logits4 { vec4 lg4[]; };
+#define LOAD4(i) lg4[i]
+#endif
 /* Per row: ids[k], probs[k], tail, entropy, max, lse (floats as bits). */
 layout(std430, binding = 1) writeonly buffer Out { uint dst[]; };
 
@@ -220,16 +233,19 @@ void main() {
             v = vec4(NEG_BIG);
             ok = bvec4(false);
             if (c < n_chunks) {
-                if (vec_ok) {
-                    v = lg4[(base >> 2) + c];
+                if (USE_TEXEL != 0 || vec_ok) {
+                    v = LOAD4((base >> 2) + c);
                     ok = bvec4(true);
-                } else {
+                }
+#if !USE_TEXEL
+                else {
                     ok = lessThan(uvec4(i0) + uvec4(0u, 1u, 2u, 3u), uvec4(vocab));
                     v.x = lg[base + i0];
                     if (ok.y) v.y = lg[base + i0 + 1u];
                     if (ok.z) v.z = lg[base + i0 + 2u];
                     if (ok.w) v.w = lg[base + i0 + 3u];
                 }
+#endif
             }
             /* Against the list as it stands: its entries have lower ids than
              * this block, so an equal value loses. */
