@@ -170,8 +170,8 @@ void hs_feature_uses(const hs_vk_caps *c, hs_feature_use out[HS_FEATURE_COUNT]) 
         {"int8 dot product", "HS_VK_DISABLE_INT8_DOT", c->int8_dot, NULL, NULL},
         {"cooperative matrix", "HS_VK_DISABLE_COOPMAT", c->coopmat, NULL, NULL},
         {"uniform texel buffers", "HS_VK_DISABLE_TEXEL_BUFFER", c->max_texel_elements > 0,
-         "products' weight loads, attention's query and f32 cache reads and argmax's logits (where the tuning "
-         "table asks for them: lavapipe)",
+         "products' weight loads, attention's query and f32 cache reads, argmax's and Top-K's logits (where the "
+         "tuning table asks for them: lavapipe)",
          "storage-buffer loads of the same bits, bitwise the same results"},
     };
     memcpy(out, t, sizeof t);
