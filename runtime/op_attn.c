@@ -267,9 +267,8 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
      * per vec4 instead of a loop over the lanes), bound from an offset aligned
      * for texel views (the offsets are whole vec4s, checked above); the same
      * values, the same results. */
-    const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
-    const bool kv_tx =
-        hs_ops_tuning(ops)->texel_weights && c->max_texel_elements && sp.chunks == 1 && type_index == 0;
+    const uint64_t ta = hs_op_texel_align(c);
+    const bool kv_tx = hs_op_texel_loads(ops) && sp.chunks == 1 && type_index == 0;
     static const attn_variant tx_variants[2] = {
         {hs_spv_attention_f32_tx, &hs_spv_attention_f32_tx_size, "attention_f32_tx", 16},
         {hs_spv_attention_f32_tx_q8, &hs_spv_attention_f32_tx_q8_size, "attention_f32_tx_q8", 16}};
@@ -331,8 +330,7 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     uint64_t by_range = range > slack ? (range - slack) / q_row : 0; /* o_row <= q_row */
     if (by_range < per) per = by_range;
     if (kv_tx) { /* q's texel view: at most maxTexelBufferElements texels */
-        const uint64_t texels = (uint64_t)c->max_texel_elements * 16, q_ts = q->offset % ta;
-        by_range = texels > q_ts ? (texels - q_ts) / q_row : 0;
+        by_range = hs_op_texel_rows(c, q->offset, q_row);
         if (by_range < per) per = by_range;
     }
     if (per == 0)

@@ -52,3 +52,16 @@ uint32_t hs_op_clamp_wg(const hs_vk_caps *c, uint32_t wg) {
     if (wg > c->max_wg_invocations) wg = c->max_wg_invocations;
     return wg ? wg : 1;
 }
+
+bool hs_op_texel_loads(const hs_ops *ops) {
+    return hs_ops_tuning(ops)->texel_weights && hs_ops_caps(ops)->max_texel_elements > 0;
+}
+
+uint64_t hs_op_texel_align(const hs_vk_caps *c) {
+    return c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
+}
+
+uint64_t hs_op_texel_rows(const hs_vk_caps *c, uint64_t offset, uint64_t row_bytes) {
+    const uint64_t texels = c->max_texel_elements * 16, slack = offset % hs_op_texel_align(c);
+    return texels > slack ? (texels - slack) / row_bytes : 0;
+}

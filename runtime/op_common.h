@@ -36,6 +36,16 @@ hs_vk_binding hs_op_window_aligned(hs_vk_buffer *buf, uint64_t start, uint64_t b
 hs_vk_binding hs_op_window(const hs_vk_caps *c, hs_vk_buffer *buf, uint64_t start, uint64_t bytes, uint32_t unit,
                            uint32_t *off);
 
+/* Whether an op reads through uniform texel buffers (RGBA32UI) where it can: the tuning asks for texel loads
+ * (lavapipe, where a texel fetch is one gather and a storage-buffer load a loop over the lanes) and the
+ * device has them. */
+bool hs_op_texel_loads(const hs_ops *ops);
+/* The offset alignment of a texel view: minTexelBufferOffsetAlignment, at least one texel (16 bytes). */
+uint64_t hs_op_texel_align(const hs_vk_caps *c);
+/* How many rows of row_bytes one texel view holds when it starts at `offset` aligned down to
+ * hs_op_texel_align (the slack counts against maxTexelBufferElements); 0 if not one. */
+uint64_t hs_op_texel_rows(const hs_vk_caps *c, uint64_t offset, uint64_t row_bytes);
+
 /* wg clamped to the device's workgroup limits (x size and invocations), at least 1. */
 uint32_t hs_op_clamp_wg(const hs_vk_caps *c, uint32_t wg);
 

@@ -274,11 +274,6 @@ static hs_vk_binding ux_window(const hs_ops *ops, const hs_window *wx, uint32_t 
 /* The vec4 count of the shaders' uniform x array (spec constant 7). */
 static uint32_t ux_vec4(const hs_ops *ops) { return (uint32_t)(ux_bytes(hs_ops_caps(ops)) / 16); }
 
-/* Whether the products read weights through texel buffers on this device. */
-static bool texel_weights(const hs_ops *ops) {
-    return hs_ops_tuning(ops)->texel_weights && hs_ops_caps(ops)->max_texel_elements > 0;
-}
-
 bool hs_matmul_splits(const hs_ops *ops, const hs_weight *w, uint32_t n, const hs_matmul_opts *opt) {
     const uint32_t split_n = hs_ops_tuning(ops)->split_n;
     return opt && opt->prologue != HS_MATMUL_PLAIN && opt->scratch.buf && split_n && n >= split_n &&
@@ -677,7 +672,7 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
     const bool ux = ux_tiles > 0;
     const uint32_t step = ux && ux_tiles < max_gy ? ux_tiles : max_gy;
 
-    const bool tx = texel_weights(ops);
+    const bool tx = hs_op_texel_loads(ops); /* the weights through texel buffers */
     char name[32];
     snprintf(name, sizeof name, "matmul_%s%s%s%s%s", type_suffix(w->type), rope ? "_x8r" : x8 ? "_x8" : "",
              sg ? "_sg" : "", tx ? "_tx" : "", ux ? "_ux" : "");

@@ -131,18 +131,17 @@ typedef struct select_variant {
     const uint32_t *code;
     const size_t *size;
 } select_variant;
+#define SELECT_BUILD(k, v) {#k "_" #v, hs_spv_##k##_##v, &hs_spv_##k##_##v##_size}
+#define SELECT_VARIANTS(k) {{SELECT_BUILD(k, nosg), SELECT_BUILD(k, nosg_tx)}, {SELECT_BUILD(k, sg), SELECT_BUILD(k, sg_tx)}}
 
 /* The variant for this device and these logits: subgroup operations where the device has them, and on
  * lavapipe (tuning texel) rows of whole texels at a texel's offset through a uniform texel buffer, one
  * gather per vec4 where a storage-buffer load loops over the lanes; the same values, the same results. */
 static void pick_variant(const hs_ops *ops, const select_variant v[2][2], const hs_vk_binding *logits,
                          uint32_t vocab, select_kernel *k) {
-    const hs_vk_caps *c = hs_ops_caps(ops);
     const bool sg = hs_ops_subgroup(ops) > 1;
-    const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
-    const bool tx = hs_ops_tuning(ops)->texel_weights && c->max_texel_elements && vocab % 4 == 0 &&
-                    logits->offset % 16 == 0 &&
-                    (logits->offset % ta + (uint64_t)vocab * 4) / 16 <= c->max_texel_elements; /* a row fits */
+    const bool tx = hs_op_texel_loads(ops) && vocab % 4 == 0 && logits->offset % 16 == 0 &&
+                    hs_op_texel_rows(hs_ops_caps(ops), logits->offset, (uint64_t)vocab * 4) > 0;
     k->name = v[sg][tx].name;
     k->code = v[sg][tx].code;
     k->code_size = *v[sg][tx].size;
@@ -194,12 +193,8 @@ static hs_status dispatch_rows(hs_ops *ops, hs_vk_seq *seq, const char *op, cons
     uint32_t per = rows_per_dispatch(c, logits, in_row, out, out_row);
     /* A texel view starts at an offset aligned for it (the slack, whole texels, in the push constant) and
      * holds at most maxTexelBufferElements texels. */
-    const uint64_t ta = c->min_texel_offset_align > 16 ? c->min_texel_offset_align : 16;
-    if (k->texel) {
-        const uint64_t texels = (uint64_t)c->max_texel_elements * 16, ts = logits->offset % ta;
-        const uint64_t fit = texels > ts ? (texels - ts) / in_row : 0;
-        if (fit < per) per = (uint32_t)fit;
-    }
+    if (k->texel && hs_op_texel_rows(c, logits->offset, in_row) < per)
+        per = (uint32_t)hs_op_texel_rows(c, logits->offset, in_row);
     if (per == 0)
         return HS_FAIL(HS_ERR_OUT_OF_RANGE,
                        "%s: a row of %u logits (%llu bytes) exceeds maxStorageBufferRange %llu", op, vocab,
@@ -209,9 +204,8 @@ static hs_status dispatch_rows(hs_ops *ops, hs_vk_seq *seq, const char *op, cons
     for (uint32_t r0 = 0; r0 < n; r0 += per) {
         uint32_t rows = n - r0 < per ? n - r0 : per;
         hs_vk_binding b[2];
-        b[0] = k->texel ? hs_op_window_aligned(logits->buf, logits->offset + r0 * in_row, rows * in_row, 4, ta,
-                                               push_in_base)
-                        : hs_op_window(c, logits->buf, logits->offset + r0 * in_row, rows * in_row, 4, push_in_base);
+        const uint64_t align = k->texel ? hs_op_texel_align(c) : c->min_storage_offset_align;
+        b[0] = hs_op_window_aligned(logits->buf, logits->offset + r0 * in_row, rows * in_row, 4, align, push_in_base);
         b[1] = hs_op_window(c, out->buf, out->offset + r0 * out_row, rows * out_row, 4, push_out_base);
         *push_rows = rows;
         HS_TRY(hs_vk_seq_dispatch(seq, pipe, b, 2, push, rows, 1, 1));
@@ -231,11 +225,7 @@ hs_status hs_op_argmax(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *logits,
     HS_TRY(hs_op_check("hs_op_argmax", "out", out, 0, (uint64_t)n * 4u, 4));
 
     select_kernel k = {.push_size = sizeof(hs_argmax_push)};
-    static const select_variant variants[2][2] = {
-        {{"argmax_nosg", hs_spv_argmax_nosg, &hs_spv_argmax_nosg_size},
-         {"argmax_nosg_tx", hs_spv_argmax_nosg_tx, &hs_spv_argmax_nosg_tx_size}},
-        {{"argmax_sg", hs_spv_argmax_sg, &hs_spv_argmax_sg_size},
-         {"argmax_sg_tx", hs_spv_argmax_sg_tx, &hs_spv_argmax_sg_tx_size}}};
+    static const select_variant variants[2][2] = SELECT_VARIANTS(argmax);
     pick_variant(ops, variants, logits, vocab, &k);
     /* One (value, id) per invocation covers any subgroup size; the portable
      * merge is a short serial scan. */
@@ -267,11 +257,7 @@ hs_status hs_op_topk(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *logits, u
     HS_TRY(hs_op_check("hs_op_topk", "out", out, 0, (uint64_t)n * words * 4u, 4));
 
     select_kernel kk = {.push_size = sizeof(hs_topk_push)};
-    static const select_variant variants[2][2] = {
-        {{"topk_nosg", hs_spv_topk_nosg, &hs_spv_topk_nosg_size},
-         {"topk_nosg_tx", hs_spv_topk_nosg_tx, &hs_spv_topk_nosg_tx_size}},
-        {{"topk_sg", hs_spv_topk_sg, &hs_spv_topk_sg_size},
-         {"topk_sg_tx", hs_spv_topk_sg_tx, &hs_spv_topk_sg_tx_size}}};
+    static const select_variant variants[2][2] = SELECT_VARIANTS(topk);
     pick_variant(ops, variants, logits, vocab, &kk);
     /* Per list: HS_TOPK_MAX_K (value, id) pairs + count, tail, head; plus the
      * final list. Must match the shared arrays of topk.comp. */
