@@ -277,6 +277,9 @@ static hs_status bench_small(hs_ops *ops, hs_bench *b, int reps, const char *onl
         {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 4, CTX - 4},
         {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 8, CTX - 8},
         {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, TREE, CTX - TREE},
+        /* the same over an f16 cache (--kv-type f16) */
+        {"attention", "ctx 1024 f16, 9/3 heads x 64", rec_attention, 1, CTX - 1},
+        {"attention", "ctx 1024 f16, 9/3 heads x 64", rec_attention, TREE, CTX - TREE},
         /* a tree alone (no prefix): what each query costs whatever its keys */
         {"attention", "tree only, 9/3 heads x 64", rec_attention, 8, 0},
         {"attention", "tree only, 9/3 heads x 64", rec_attention, TREE, 0},
@@ -288,6 +291,7 @@ static hs_status bench_small(hs_ops *ops, hs_bench *b, int reps, const char *onl
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (!wanted(only, cases[i].op)) continue;
         a.n = cases[i].n;
+        a.kv.type = strstr(cases[i].variant, " f16,") ? HS_TYPE_F16 : HS_TYPE_F32;
         if (cases[i].fn == rec_attention) {
             /* n queries over a prefix of the given rows, the tree right after it. */
             uint32_t info[2] = {cases[i].prefix, cases[i].n};

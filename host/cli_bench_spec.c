@@ -38,6 +38,7 @@ static void usage(FILE *f) {
                "  --questions F-T    questions F..T of each set, 1-based, in file order (default 1-10)\n"
                "  -n N               most new tokens per question (default 128)\n"
                "  -c N               context size (default: model's, at most 4096)\n"
+               "  --kv-type T        the target's KV cache: f32 (default) or f16\n"
                "  --temp T[,T..]     temperatures (default 0: greedy); several run every method at\n"
                "                     each (labels get @tT, speedups are against ar at the same T)\n"
                "  --seed S           sampling seed (default 0)\n"
@@ -91,6 +92,7 @@ typedef struct args {
     const char *model, *head, *methods, *out, *calib, *head_weights, *store;
     hs_cli_qset q;
     int n_predict, n_ctx, n_temps;
+    hs_type kv_type;
     float temps[MAX_TEMPS];
     hs_sampler_params sp;
 } args;
@@ -114,6 +116,12 @@ static int parse(int argc, char **argv, args *a) {
         if (used < 0) return 2;
         if (used) {
             i += used - 1;
+            continue;
+        }
+        const int kv = hs_cli_kv_option("bench-spec", o, v, &a->kv_type);
+        if (kv < 0) return 2;
+        if (kv) {
+            i++;
             continue;
         }
         const char *const valued[] = {"-m",     "--head",    "-n", "-c",           "--temp",
@@ -392,7 +400,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
             if ((int)ms[i].policy.branch[d] > k) k = (int)ms[i].policy.branch[d];
     }
     so.top_k = k;
-    hs_llama_options lo = {.n_ctx = (uint32_t)a.n_ctx};
+    hs_llama_options lo = {.n_ctx = (uint32_t)a.n_ctx, .kv_type = a.kv_type};
     if (hs_cli_spec_load(&so, ops, g, &lo, &sm) != HS_OK) goto fail;
     /* heterospec and eagle2-tuned: the calibration of each mode used. */
     for (int i = 0; i < nm; i++) {
@@ -545,6 +553,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
         cJSON_AddStringToObject(o, "head", sm.head ? sm.head_path : "");
         cJSON_AddStringToObject(o, "head_weights", hs_cli_head_weights_name(sm.head));
         cJSON_AddStringToObject(o, "build", HS_BUILD_ID);
+        cJSON_AddStringToObject(o, "kv_type", hs_cli_kv_name(a.kv_type));
         cJSON_AddItemToObject(o, "device", hs_bench_device_json(hs_vk_ctx_caps(vk)));
         cJSON_AddNumberToObject(o, "n_predict", a.n_predict);
         cJSON_AddNumberToObject(o, "temperature", a.temps[0]);

@@ -48,6 +48,19 @@ int hs_cli_option_index(const char *o, const char *const *names, int n) {
     return -1;
 }
 
+int hs_cli_kv_option(const char *cmd, const char *o, const char *v, hs_type *out) {
+    if (strcmp(o, "--kv-type")) return 0;
+    if (v && !strcmp(v, "f32")) *out = HS_TYPE_F32;
+    else if (v && !strcmp(v, "f16")) *out = HS_TYPE_F16;
+    else {
+        fprintf(stderr, "heterospec %s: --kv-type %s: expected f32 or f16\n", cmd, v ? v : "needs a value:");
+        return -1;
+    }
+    return 2;
+}
+
+const char *hs_cli_kv_name(hs_type t) { return t == HS_TYPE_F16 ? "f16" : "f32"; }
+
 bool hs_cli_real(const char *cmd, const char *opt, const char *v, double lo, double hi, float *out) {
     char *end;
     errno = 0;

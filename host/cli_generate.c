@@ -26,6 +26,7 @@ static void usage(FILE *f) {
                "  -f FILE          read the prompt from FILE\n"
                "  -n N             tokens to generate (default 128)\n"
                "  -c N             context size (default: model's, at most 4096)\n"
+               HS_CLI_KV_HELP
                "  --chat           wrap the prompt in the model's chat template (user turn)\n"
                "  --temp T         temperature (default 0: greedy)\n"
                "  --top-k K        (default 40)   --top-p P (default 0.95)   --min-p P (default 0.05)\n"
@@ -68,6 +69,7 @@ static void usage(FILE *f) {
 typedef struct gen_args {
     const char *model, *prompt, *prompt_file;
     int n_predict, n_ctx;
+    hs_type kv_type;
     bool chat, json, quiet;
     hs_sampler_params sp;
     hs_cli_spec spec;
@@ -85,6 +87,12 @@ static int parse(int argc, char **argv, gen_args *a) {
         const int used = hs_cli_spec_option(&a->spec, o, v);
         if (used < 0) return 2;
         if (used) {
+            i++;
+            continue;
+        }
+        const int kv = hs_cli_kv_option("generate", o, v, &a->kv_type);
+        if (kv < 0) return 2;
+        if (kv) {
             i++;
             continue;
         }
@@ -179,7 +187,7 @@ int hs_cli_generate(int argc, char **argv) {
     const char *prompt = rendered;
     hs_vk_ctx_options vo = {.device_index = -1, .validation = -1};
     if (hs_vk_ctx_create(&vo, &vk) != HS_OK || hs_ops_create(vk, &ops) != HS_OK) goto fail;
-    hs_llama_options lo = {.n_ctx = (uint32_t)a.n_ctx};
+    hs_llama_options lo = {.n_ctx = (uint32_t)a.n_ctx, .kv_type = a.kv_type};
     if (hs_cli_spec_load(&a.spec, ops, g, &lo, &sm) != HS_OK) goto fail;
     m = sm.target;
     if (hs_engine_check_fit(m, n_ids, (uint32_t)a.n_predict) != HS_OK) goto fail;
@@ -221,6 +229,8 @@ int hs_cli_generate(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "n_gen", n_gen);
         cJSON_AddNumberToObject(o, "gen_s", r.gen_s);
         cJSON_AddNumberToObject(o, "dispatches_per_token", hs_llama_last_dispatches(m));
+        cJSON_AddStringToObject(o, "kv_type", hs_cli_kv_name(a.kv_type));
+        cJSON_AddNumberToObject(o, "n_ctx", hs_llama_n_ctx(m));
         cJSON_AddNumberToObject(o, "split_parts", hs_vk_ctx_caps(vk)->parts);
         cJSON_AddNumberToObject(o, "split_busy_cpus", hs_vk_ctx_caps(vk)->parts_busy);
         hs_cli_spec_json(o, &sm, &r);
@@ -238,9 +248,9 @@ int hs_cli_generate(int argc, char **argv) {
             snprintf(split, sizeof split, " (split execution off: %u of the CPUs busy)", vc->parts_busy);
         fprintf(stderr,
                 "\n\n[heterospec] %s on %s%s\n[heterospec] load %.3f s | first token %.3f s | prompt %zu tokens, "
-                "%.1f t/s | generated %d tokens, %.1f t/s | %u dispatches/token\n",
+                "%.1f t/s | generated %d tokens, %.1f t/s | %u dispatches/token | KV cache %s, %u rows\n",
                 model_path, vc->device_name, split, t_load, t_first, n_ids, n_ids / t_prompt, n_gen, gen_tps,
-                hs_llama_last_dispatches(m));
+                hs_llama_last_dispatches(m), hs_cli_kv_name(a.kv_type), hs_llama_n_ctx(m));
         hs_cli_spec_print(stderr, &sm, &r);
     }
     rc = 0;

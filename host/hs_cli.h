@@ -39,6 +39,15 @@ bool hs_cli_parse_int(const char *v, long lo, long hi, int *out);
 /* The index of o in names[0..n), -1 when it is none of them (the option parsers' table of valued options). */
 int hs_cli_option_index(const char *o, const char *const *names, int n);
 bool hs_cli_real(const char *cmd, const char *opt, const char *v, double lo, double hi, float *out);
+/* --kv-type f32|f16 (the target's KV cache, hs_llama_options.kv_type): 0 when o is not it, 2 when it
+ * consumed o and v, -1 on a missing or unknown value (printed with cmd's name). */
+int hs_cli_kv_option(const char *cmd, const char *o, const char *v, hs_type *out);
+/* The help line of --kv-type, for the commands that take it. */
+#define HS_CLI_KV_HELP                                                                             \
+    "  --kv-type T      the target's KV cache: f32 (default) or f16 (half the memory and\n"        \
+    "                   attention reads; K and V rounded to f16, as llama.cpp's default)\n"
+/* "f32" or "f16" */
+const char *hs_cli_kv_name(hs_type t);
 bool hs_cli_u64(const char *cmd, const char *opt, const char *v, uint64_t *out);
 /* The whole file at path as a NUL-terminated string (*out, malloc'ed). */
 hs_status hs_cli_read_text(const char *path, char **out);

@@ -58,7 +58,8 @@ struct hs_llama {
     hs_vk_buffer *vecs;
     uint64_t slot;
 
-    hs_vk_buffer *k_cache, *v_cache; /* (n_layer, n_ctx, n_kv_head, head_dim) f32 */
+    hs_vk_buffer *k_cache, *v_cache; /* (n_layer, n_ctx, n_kv_head, head_dim) of kv_type */
+    hs_type kv_type;                  /* HS_TYPE_F32 or HS_TYPE_F16 */
     uint64_t layer_bytes;
     uint32_t kv_windows; /* bindings per layer's cache (hs_kv_split_plan); 1: unsplit */
 
@@ -239,6 +240,12 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
     m->n_ctx = opt && opt->n_ctx ? opt->n_ctx : (c->n_ctx_train < 4096 ? c->n_ctx_train : 4096);
     m->max_batch = opt && opt->max_batch ? opt->max_batch : 512;
     if (m->max_batch > m->n_ctx) m->max_batch = m->n_ctx;
+    m->kv_type = opt ? opt->kv_type : HS_TYPE_F32;
+    if (m->kv_type != HS_TYPE_F32 && m->kv_type != HS_TYPE_F16) {
+        st = HS_FAIL(HS_ERR_INVALID_ARG, "hs_llama_load: KV cache type %s (f32 or f16 only)",
+                     hs_type_name(m->kv_type));
+        goto fail;
+    }
     const uint32_t q_dim = c->n_head * c->head_dim, kv_dim = c->n_kv_head * c->head_dim;
 
     /* Weights. */
@@ -294,10 +301,10 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
      * offsets. A layer past maxStorageBufferRange is bound in windows by the
      * KV ops (op_elem.h); planned here so that a context too long for them
      * fails at load, not at the first eval. */
-    m->layer_bytes = align_up((uint64_t)m->n_ctx * kv_dim * 4, m->slot);
+    m->layer_bytes = align_up((uint64_t)m->n_ctx * kv_dim * hs_type_block_bytes(m->kv_type), m->slot);
     {
         hs_kv_layer kv0 = {
-            .type = HS_TYPE_F32, .n_ctx = m->n_ctx, .n_kv_head = c->n_kv_head, .head_dim = c->head_dim};
+            .type = m->kv_type, .n_ctx = m->n_ctx, .n_kv_head = c->n_kv_head, .head_dim = c->head_dim};
         hs_kv_split sp;
         HS_TRY(hs_kv_split_plan(ops, &kv0, &sp));
         m->kv_windows = sp.chunks;
@@ -475,7 +482,7 @@ static hs_status record_layers(hs_llama *m, hs_vk_seq *s, uint32_t n) {
                                            (uint64_t)HS_LLAMA_TAPS * c->dim * 4, (uint64_t)c->dim * 4, n));
         hs_kv_layer kv = {.k = B(m->k_cache, m->layer_bytes * l, m->layer_bytes),
                           .v = B(m->v_cache, m->layer_bytes * l, m->layer_bytes),
-                          .type = HS_TYPE_F32, .n_ctx = m->n_ctx, .n_kv_head = c->n_kv_head,
+                          .type = m->kv_type, .n_ctx = m->n_ctx, .n_kv_head = c->n_kv_head,
                           .head_dim = c->head_dim};
         /* The RMSNorm products on 8-bit activations read x8n of h (the norm deferred into the product),
          * written by the residual product before them (q8_out; a pass of its own for the first layer). */
@@ -614,7 +621,7 @@ static hs_status record_gather(hs_llama *m) {
     HS_TRY(hs_vk_seq_create(m->vk, &m->gather));
     st = hs_vk_seq_begin(m->gather);
     if (st == HS_OK)
-        st = hs_op_kv_gather(m->ops, m->gather, &k, &v, HS_TYPE_F32, c->n_layer, m->layer_bytes, m->n_ctx,
+        st = hs_op_kv_gather(m->ops, m->gather, &k, &v, m->kv_type, c->n_layer, m->layer_bytes, m->n_ctx,
                              c->n_kv_head * c->head_dim, &rows, m->max_batch);
     if (st == HS_OK) st = hs_vk_seq_end(m->gather);
     if (st != HS_OK) {

@@ -79,6 +79,8 @@ typedef struct hs_llama_options {
     bool taps;          /* keep the tap layers' hidden states (hs_llama_taps) */
     bool custom_taps;   /* use tap_layers instead of EAGLE-3's 2, L/2, L-3 */
     uint32_t tap_layers[HS_LLAMA_TAPS]; /* each < n_layer; the input of layer 0 is the embedding */
+    hs_type kv_type; /* the KV cache's elements: HS_TYPE_F32 (0, the default) or HS_TYPE_F16 (half the
+                      * memory and the attention's reads; K and V rounded to f16 as llama.cpp's default cache) */
 } hs_llama_options;
 
 typedef struct hs_llama hs_llama;

@@ -263,21 +263,26 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     HS_TRY(hs_kv_plan_rows(ops, "attention", &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp));
     const attn_variant *variant = &variants[q8][sp.chunks > 1][type_index];
     const uint32_t n_bind = hs_kv_bindings(6, &sp);
-    /* lavapipe: an unsplit f32 cache and q read through texel buffers (one gather
-     * per vec4 instead of a loop over the lanes), bound from an offset aligned
-     * for texel views (the offsets are whole vec4s, checked above); the same
-     * values, the same results. */
+    /* lavapipe: an unsplit cache (f32, or f16 in eight-half units) and q read
+     * through texel buffers (one gather per 16 bytes instead of a loop over the
+     * lanes), bound from an offset aligned for texel views (the offsets are
+     * whole 16-byte units, checked above); the same values, the same results. */
     const uint64_t ta = hs_op_texel_align(c);
-    const bool kv_tx = hs_op_texel_loads(ops) && sp.chunks == 1 && type_index == 0;
-    static const attn_variant tx_variants[2] = {
-        {hs_spv_attention_f32_tx, &hs_spv_attention_f32_tx_size, "attention_f32_tx", 16},
-        {hs_spv_attention_f32_tx_q8, &hs_spv_attention_f32_tx_q8_size, "attention_f32_tx_q8", 16}};
+    const bool kv_tx = hs_op_texel_loads(ops) && sp.chunks == 1 && type_index < 2;
+    static const attn_variant tx_variants[2][2] = {
+        {{hs_spv_attention_f32_tx, &hs_spv_attention_f32_tx_size, "attention_f32_tx", 16},
+         {hs_spv_attention_f32_tx_q8, &hs_spv_attention_f32_tx_q8_size, "attention_f32_tx_q8", 16}},
+        {{hs_spv_attention_f16x8_tx, &hs_spv_attention_f16x8_tx_size, "attention_f16x8_tx", 16},
+         {hs_spv_attention_f16x8_tx_q8, &hs_spv_attention_f16x8_tx_q8_size, "attention_f16x8_tx_q8", 16}}};
     /* ... with the lanes' states merged through subgroup shuffles where the lanes are one subgroup: a
      * shared-memory access loops over the lanes on lavapipe (HS_VK_DISABLE_SUBGROUP_OPS or _SIZE_CONTROL keep
      * the other). */
-    static const attn_variant sg_variants[2] = {
-        {hs_spv_attention_f32_tx_sg, &hs_spv_attention_f32_tx_sg_size, "attention_f32_tx_sg", 16},
-        {hs_spv_attention_f32_tx_sg_q8, &hs_spv_attention_f32_tx_sg_q8_size, "attention_f32_tx_sg_q8", 16}};
+    static const attn_variant sg_variants[2][2] = {
+        {{hs_spv_attention_f32_tx_sg, &hs_spv_attention_f32_tx_sg_size, "attention_f32_tx_sg", 16},
+         {hs_spv_attention_f32_tx_sg_q8, &hs_spv_attention_f32_tx_sg_q8_size, "attention_f32_tx_sg_q8", 16}},
+        {{hs_spv_attention_f16x8_tx_sg, &hs_spv_attention_f16x8_tx_sg_size, "attention_f16x8_tx_sg", 16},
+         {hs_spv_attention_f16x8_tx_sg_q8, &hs_spv_attention_f16x8_tx_sg_q8_size, "attention_f16x8_tx_sg_q8",
+          16}}};
     /* Trees on lavapipe: qb queries per workgroup share the prefix rows (tuning attnqb). */
     static const attn_variant qb_variants[2][2] = {
         {{hs_spv_attention_f32_qb, &hs_spv_attention_f32_qb_size, "attention_f32_qb", 16},
@@ -289,7 +294,7 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
     const uint32_t qb = attn_qblock(ops, &pl, hd, n, gx, sp.chunks == 1 && type_index == 0, q8, &parts);
     if (qb) variant = &qb_variants[kv_tx][q8];
     if (kv_tx) {
-        if (!qb) variant = sg ? &sg_variants[q8] : &tx_variants[q8];
+        if (!qb) variant = sg ? &sg_variants[type_index][q8] : &tx_variants[type_index][q8];
         b[1] = (hs_vk_binding){kv->k.buf, kv->k.offset - kv->k.offset % ta, 0};
         b[2] = (hs_vk_binding){kv->v.buf, kv->v.offset - kv->v.offset % ta, 0};
         pc.k_off = (uint32_t)((kv->k.offset % ta) / 16);

@@ -41,11 +41,11 @@
  * window c >= 1 of K at 6 + 2 (c - 1), of V at 7 + 2 (c - 1). A row is read
  * from window row / chunk_rows; the ordinal split and the arithmetic do not
  * change, so the output is bitwise the unsplit kernel's.
- * KV_TEXEL = 1 (KV_F16 = 0, KV_CHUNKS = 1 only): Q, K and V are uniform texel
- * buffers of RGBA32UI, one texel per vec4: on llvmpipe a texel fetch is one
- * gather where a storage-buffer load loops over the lanes (bench-ops
- * attention, ctx 1024: about 2x faster at N = 1 and N = 64). Same bits loaded,
- * same results.
+ * KV_TEXEL = 1 (KV_F16 = 0 or 4, KV_CHUNKS = 1 only): Q, K and V are uniform
+ * texel buffers of RGBA32UI, one texel per vec4 (f32) or per eight halves (f16):
+ * on llvmpipe a texel fetch is one gather where a storage-buffer load loops
+ * over the lanes (bench-ops attention, ctx 1024: about 2x faster at N = 1 and
+ * N = 64). Same bits loaded, same results.
  * QBLOCK = 1 (KV_F16 = 0, KV_CHUNKS = 1): the queries of a tree share the
  * prefix's K/V loads. A workgroup takes QB queries (spec constant 4) and runs
  * for each exactly the lanes above: invocation (lane, j) is lane `lane` of
@@ -155,6 +155,9 @@ layout(push_constant) uniform Push {
 #ifndef KV_TEXEL
 #define KV_TEXEL 0
 #endif
+#if KV_TEXEL && (KV_F16 == 2 || KV_CHUNKS != 1)
+#error KV_TEXEL reads an unsplit f32 cache or an f16 one in eight-half units
+#endif
 #if KV_TEXEL
 /* q as well: its HPW * D4 vec4s per lane are a gather each, not a loop over the lanes. */
 layout(binding = 0) uniform usamplerBuffer QT;             /* [n][n_head][HEAD_DIM] */
@@ -214,9 +217,14 @@ uint g_kvh;
 
 /* Unit c of the row at kb / vb of the bound arrays KC / VC into g_k, g_v. */
 #if KV_F16 == 4
+#if KV_TEXEL
+#define KV_FETCH(KC, VC, c) const uvec4 a = texelFetch(KT, int(kb + c)), b = texelFetch(VT, int(vb + c));
+#else
+#define KV_FETCH(KC, VC, c) const uvec4 a = KC[kb + c], b = VC[vb + c];
+#endif
 #define LOAD_UNIT(KC, VC, c)                                                                       \
     {                                                                                              \
-        const uvec4 a = KC[kb + c], b = VC[vb + c];                                                \
+        KV_FETCH(KC, VC, c)                                                                        \
         g_k[2u * c] = vec4(unpackHalf2x16(a.x), unpackHalf2x16(a.y));                              \
         g_k[2u * c + 1u] = vec4(unpackHalf2x16(a.z), unpackHalf2x16(a.w));                         \
         g_v[2u * c] = vec4(unpackHalf2x16(b.x), unpackHalf2x16(b.y));                              \

@@ -22,6 +22,11 @@ hs_shader(attention_f16x8_kv4_q8 attention.comp DEFINES KV_F16=4 KV_CHUNKS=4 OUT
 # memory (the workgroup is one subgroup; the same bits).
 hs_shader(attention_f32_tx_sg attention.comp DEFINES KV_F16=0 KV_TEXEL=1 SG_MERGE=1)
 hs_shader(attention_f32_tx_sg_q8 attention.comp DEFINES KV_F16=0 KV_TEXEL=1 SG_MERGE=1 OUT_Q8=1)
+# The same for an f16 cache read eight halves per texel (head_dim % 8 == 0).
+hs_shader(attention_f16x8_tx attention.comp DEFINES KV_F16=4 KV_TEXEL=1)
+hs_shader(attention_f16x8_tx_q8 attention.comp DEFINES KV_F16=4 KV_TEXEL=1 OUT_Q8=1)
+hs_shader(attention_f16x8_tx_sg attention.comp DEFINES KV_F16=4 KV_TEXEL=1 SG_MERGE=1)
+hs_shader(attention_f16x8_tx_sg_q8 attention.comp DEFINES KV_F16=4 KV_TEXEL=1 SG_MERGE=1 OUT_Q8=1)
 # _qb: QB queries per workgroup share the prefix rows' loads through subgroup
 # shuffles (an unsplit f32 cache; the same bits as the kernels above).
 hs_shader(attention_f32_qb attention.comp DEFINES KV_F16=0 QBLOCK=1)

@@ -50,6 +50,29 @@ if(rc EQUAL 0 OR NOT err MATCHES "--head-weights q5: expected auto, file or q4_1
   message(FATAL_ERROR "--head-weights q5 gave rc ${rc}:\n${err}")
 endif()
 
+# An f16 KV cache: the JSON says so, and the default method's greedy output equals plain decoding's over
+# the same cache; an unknown cache type is refused by name.
+execute_process(COMMAND ${HS} ${args} --kv-type f16 RESULT_VARIABLE rc OUTPUT_VARIABLE a16 ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "generate --kv-type f16 exited ${rc}:\n${err}")
+endif()
+execute_process(COMMAND ${HS} ${args} --kv-type f16 --spec none RESULT_VARIABLE rc OUTPUT_VARIABLE p16
+                ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "generate --kv-type f16 --spec none exited ${rc}:\n${err}")
+endif()
+string(JSON ids_a16 GET "${a16}" ids)
+string(JSON ids_p16 GET "${p16}" ids)
+string(JSON kv16 GET "${a16}" kv_type)
+string(JSON kv32 GET "${plain}" kv_type)
+if(NOT kv16 STREQUAL "f16" OR NOT kv32 STREQUAL "f32" OR NOT ids_a16 STREQUAL ids_p16)
+  message(FATAL_ERROR "--kv-type f16: kv_type '${kv16}' (default '${kv32}'), ids ${ids_a16} (plain ${ids_p16})")
+endif()
+execute_process(COMMAND ${HS} ${args} --kv-type q8_0 RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "--kv-type q8_0: expected f32 or f16")
+  message(FATAL_ERROR "--kv-type q8_0 gave rc ${rc}:\n${err}")
+endif()
+
 # Numbers are parsed whole: a value with trailing characters, not a number, or out of range is refused
 # by name (not read as 12, 0 or a cut tree), and so is a tree the target cannot verify in one pass.
 foreach(bad "-n;12x;-n 12x: expected an integer" "--temp;abc;--temp abc: expected a number"

@@ -26,6 +26,9 @@ typedef struct model_env {
  * setup_split. */
 static unsigned long g_split_range = 32768;
 
+/* The KV cache type of the group's model (setup_kv16). */
+static hs_type g_kv_type = HS_TYPE_F32;
+
 /* The model on a context with maxStorageBufferRange forced to range (0: as
  * is) and one more switch name=value (NULL: none). */
 static int setup_model(void **state, unsigned long range, const char *name, const char *value) {
@@ -36,7 +39,7 @@ static int setup_model(void **state, unsigned long range, const char *name, cons
     *state = e;
     char path[1024];
     snprintf(path, sizeof path, "%s/models/stories260K/stories260K.gguf", hs_test_shared_dir());
-    hs_llama_options opt = {.n_ctx = 512, .max_batch = 64};
+    hs_llama_options opt = {.n_ctx = 512, .max_batch = 64, .kv_type = g_kv_type};
     if (hs_gguf_open(path, &e->g) != HS_OK || hs_llama_load(e->base.ops, e->g, &opt, &e->m) != HS_OK) {
         fprintf(stderr, "setup: %s\n", hs_last_error());
         return -1;
@@ -45,6 +48,13 @@ static int setup_model(void **state, unsigned long range, const char *name, cons
 }
 
 static int setup(void **state) { return setup_model(state, 0, NULL, NULL); }
+/* The same model over an f16 KV cache (g_kv_type). */
+static int setup_kv16(void **state) {
+    g_kv_type = HS_TYPE_F16;
+    const int r = setup_model(state, 0, NULL, NULL);
+    g_kv_type = HS_TYPE_F32;
+    return r;
+}
 static int setup_split(void **state) {
     g_split_range = hs_test_split_range(32768, 768);
     return g_split_range ? setup_model(state, g_split_range, NULL, NULL) : -1;
@@ -402,8 +412,7 @@ static void test_prepare_tree(void **state) {
 /* After a tree, hs_llama_accept keeps one path: decoding on from it gives
  * bitwise the logits of decoding that path plainly (and, for the golden
  * prompt, the independently computed golden logits). */
-static void test_accept(void **state) {
-    model_env *e = *state;
+static void accept_paths(model_env *e) {
     enum { V = 512 };
     const int32_t bos = 1, tokens[5] = {403, 99, 407, 261, 300}, parents[5] = {-1, -1, 0, 2, 0};
     static const struct {
@@ -428,6 +437,13 @@ static void test_accept(void **state) {
         HS_CHECK(hs_llama_eval(e->m, plain, np, NULL, true, true, &logits, NULL));
         if (memcmp(got, logits, sizeof got) != 0) fail_msg("path %zu: logits differ from plain decoding", k);
     }
+}
+
+static void test_accept(void **state) {
+    model_env *e = *state;
+    enum { V = 512 };
+    const int32_t bos = 1, tokens[5] = {403, 99, 407, 261, 300}, parents[5] = {-1, -1, 0, 2, 0};
+    accept_paths(e);
     /* The first path rebuilds "Once upon a time": the golden logits. */
     hs_llama_reset(e->m);
     const float *logits;
@@ -709,6 +725,37 @@ static void test_noncoherent_bitwise(void **state) {
             fail_msg("greedy token %d: %d, without the switch %d", i, greedy[i], g_ref_greedy[i]);
 }
 
+/* An f16 KV cache (the group's model): the logits of "Once upon a time" stay near the golden f32 ones
+ * but are not bitwise those of the f32 cache (the halves are really used); a kept path of a tree decodes
+ * on bitwise as plain decoding (the compaction moves halves); a cache of another type is refused. */
+static void test_kv16(void **state) {
+    model_env *e = *state;
+    enum { V = 512 };
+    const int32_t p[5] = {1, 403, 407, 261, 378};
+    float ref[V];
+    read_floats("golden_logits_once_upon_a_time.txt", ref, V);
+    const float *logits = NULL;
+    hs_llama_reset(e->m);
+    HS_CHECK(hs_llama_eval(e->m, p, 5, NULL, true, true, &logits, NULL));
+    static float kv16[V];
+    memcpy(kv16, logits, sizeof kv16);
+    const double d = hs_max_abs_diff(kv16, ref, V);
+    if (d > 2e-2) fail_msg("f16 cache: max abs logit diff %g from the golden f32 logits", d);
+    hs_llama *m32 = NULL;
+    hs_llama_options o32 = {.n_ctx = 64, .max_batch = 8};
+    HS_CHECK(hs_llama_load(e->base.ops, e->g, &o32, &m32));
+    HS_CHECK(hs_llama_eval(m32, p, 5, NULL, true, true, &logits, NULL));
+    const bool same = memcmp(kv16, logits, sizeof kv16) == 0;
+    hs_llama_destroy(m32);
+    if (same) fail_msg("the f16 cache gave bitwise the f32 cache's logits");
+    accept_paths(e);
+    hs_llama *bad = NULL;
+    hs_llama_options oq = {.n_ctx = 64, .max_batch = 8, .kv_type = HS_TYPE_Q8_0};
+    assert_int_equal(hs_llama_load(e->base.ops, e->g, &oq, &bad), HS_ERR_INVALID_ARG);
+    assert_null(bad);
+    assert_non_null(strstr(hs_last_error(), "KV cache type q8_0"));
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config),
@@ -740,7 +787,15 @@ int main(void) {
         cmocka_unit_test(test_split_context_too_long), cmocka_unit_test(test_accept),
         cmocka_unit_test(test_buckets),                cmocka_unit_test(test_head_on_demand),
     };
+    /* The exactness contract over an f16 KV cache. */
+    const struct CMUnitTest kv16_tests[] = {
+        cmocka_unit_test(test_kv16),
+        cmocka_unit_test(test_tree_equals_plain),
+        cmocka_unit_test(test_head_on_demand),
+        cmocka_unit_test(test_buckets),
+    };
     int fails = hs_test_run_group("llama", tests, setup, teardown);
+    fails += hs_test_run_group("llama_kv16", kv16_tests, setup_kv16, teardown);
     fails += hs_test_run_group("llama_noncoherent", noncoherent, setup_noncoherent, teardown);
     fails += hs_test_run_group("llama_split", split_tests, setup_split, teardown);
     free(g_llama_ref);

@@ -57,7 +57,7 @@ static hs_vk_ctx *ctx_with(const char *var, const char *value) {
  * size it pinned, and the RoPE + KV-write variant for an f16 cache. */
 typedef struct variants {
     hs_vk_caps caps;
-    char argmax[64], rope_f16[64], matmul[64], attn_f32[64];
+    char argmax[64], rope_f16[64], matmul[64], attn_f32[64], attn_f16[64];
     uint32_t texel_tuning; /* the tuning asks for texel-buffer weights */
     uint32_t argmax_sg;
     uint32_t validation;
@@ -109,6 +109,10 @@ static void probe_variants(const char *var, const char *value, variants *out) {
     HS_CHECK(hs_op_attention(ops, seq, &aq, &kv32, 1, &ainfo, &amask, 1, 1.0f, &aout));
     const hs_vk_pipeline *pt = hs_vk_seq_dispatch_pipeline(seq, hs_vk_seq_dispatch_count(seq) - 1);
     snprintf(out->attn_f32, sizeof out->attn_f32, "%s", hs_vk_pipeline_name(pt));
+    /* ... and over the f16 cache of the RoPE above */
+    HS_CHECK(hs_op_attention(ops, seq, &aq, &kv, 1, &ainfo, &amask, 1, 1.0f, &aout));
+    pt = hs_vk_seq_dispatch_pipeline(seq, hs_vk_seq_dispatch_count(seq) - 1);
+    snprintf(out->attn_f16, sizeof out->attn_f16, "%s", hs_vk_pipeline_name(pt));
     HS_CHECK(hs_vk_seq_end(seq));
     snprintf(out->matmul, sizeof out->matmul, "%s", hs_vk_pipeline_name(pm));
     out->texel_tuning = hs_ops_tuning(ops)->texel_weights;
@@ -187,12 +191,16 @@ static void test_feature_switches(void **state) {
     /* ... with, where its lanes are one subgroup, their merge through shuffles (test_attn checks where) */
     const bool attn_sg = strcmp(base.attn_f32, "attention_f32_tx_sg") == 0;
     if (!attn_sg) assert_string_equal(base.attn_f32, tx ? "attention_f32_tx" : "attention_f32");
+    /* an f16 cache too, eight halves per texel */
+    assert_string_equal(base.attn_f16, attn_sg ? "attention_f16x8_tx_sg" : tx ? "attention_f16x8_tx" : "attention_f16x8");
     if (attn_sg) {
         assert_true(tx && base.caps.subgroup_ops && base.caps.subgroup_size_control);
         probe_variants("HS_VK_DISABLE_SUBGROUP_OPS", "1", &off);
         assert_string_equal(off.attn_f32, "attention_f32_tx");
+        assert_string_equal(off.attn_f16, "attention_f16x8_tx");
         probe_variants("HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL", "1", &off);
         assert_string_equal(off.attn_f32, "attention_f32_tx");
+        assert_string_equal(off.attn_f16, "attention_f16x8_tx");
         assert_int_equal(off.validation, 0);
     }
     if (base.caps.max_texel_elements) {
@@ -200,6 +208,7 @@ static void test_feature_switches(void **state) {
         assert_int_equal(off.caps.max_texel_elements, 0);
         assert_null(strstr(off.matmul, "_tx"));
         assert_string_equal(off.attn_f32, "attention_f32");
+        assert_string_equal(off.attn_f16, "attention_f16x8");
         if (tx) {
             /* the same kernel but for the weights' loads: the name without "_tx" */
             const char *at = strstr(base.matmul, "_tx");
