@@ -50,10 +50,14 @@ int hs_cli_option_index(const char *o, const char *const *names, int n) {
 
 int hs_cli_kv_option(const char *cmd, const char *o, const char *v, hs_type *out) {
     if (strcmp(o, "--kv-type")) return 0;
-    if (v && !strcmp(v, "f32")) *out = HS_TYPE_F32;
-    else if (v && !strcmp(v, "f16")) *out = HS_TYPE_F16;
+    if (!v) {
+        fprintf(stderr, "heterospec %s: --kv-type needs a value (f32 or f16)\n", cmd);
+        return -1;
+    }
+    if (!strcmp(v, "f32")) *out = HS_TYPE_F32;
+    else if (!strcmp(v, "f16")) *out = HS_TYPE_F16;
     else {
-        fprintf(stderr, "heterospec %s: --kv-type %s: expected f32 or f16\n", cmd, v ? v : "needs a value:");
+        fprintf(stderr, "heterospec %s: --kv-type %s: expected f32 or f16\n", cmd, v);
         return -1;
     }
     return 2;

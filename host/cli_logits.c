@@ -41,13 +41,15 @@ static void usage(FILE *f) {
                "  --chat           wrap the text in the model's chat template (user turn)\n"
                "  -o FILE          write the HSLG logits file\n"
                "  --print-tokens   print the token ids as one line \"1,2,3\" (without -o: only tokenize)\n"
-               "  --batch N        tokens per evaluation (default 512)\n");
+               "  --batch N        tokens per evaluation (default 512)\n"
+               HS_CLI_KV_HELP);
 }
 
 typedef struct logits_args {
     const char *model, *prompt, *prompt_file, *token_list, *out;
     bool chat, print_tokens;
     int batch;
+    hs_type kv_type;
 } logits_args;
 
 /* 0: run, 1: --help shown, 2: usage error. */
@@ -57,6 +59,12 @@ static int parse(int argc, char **argv, logits_args *a) {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        const int kv = hs_cli_kv_option("logits", o, v, &a->kv_type);
+        if (kv < 0) return 2;
+        if (kv) {
+            i++;
+            continue;
+        }
         bool takes_value = !strcmp(o, "-m") || !strcmp(o, "-p") || !strcmp(o, "-f") ||
                            !strcmp(o, "--tokens") || !strcmp(o, "-o") || !strcmp(o, "--batch");
         if (takes_value && !v) {
@@ -189,7 +197,7 @@ static hs_status eval_to_file(const logits_args *a, const hs_gguf *g, uint32_t V
             HS_ERR_VK_UNSUPPORTED, "one logits row (%llu bytes) exceeds maxStorageBufferRange %llu",
             (unsigned long long)row_bytes, (unsigned long long)hs_vk_ctx_caps(vk)->max_storage_buffer_range));
     if (batch > fit) batch = (uint32_t)fit;
-    hs_llama_options lo = {.n_ctx = (uint32_t)n, .max_batch = batch};
+    hs_llama_options lo = {.n_ctx = (uint32_t)n, .max_batch = batch, .kv_type = a->kv_type};
     HS_TRY(hs_llama_load(ops, g, &lo, &m));
     for (size_t done = 0; done < n;) {
         uint32_t k = (uint32_t)(n - done < batch ? n - done : batch);

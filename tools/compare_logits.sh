@@ -30,6 +30,7 @@
 #     --data DIR        bench data (default: <repo>/../shared/data/bench)
 #     --heterospec BIN  (default: $HS_BIN or <repo>/build/heterospec)
 #     --keep DIR        keep the .hslg files and the ids there (default: a temporary folder, removed)
+#     --kv-type f32|f16 heterospec's KV cache (default f32; the reference keeps f32)
 #
 # Needs: jq (JSONL), cc (builds hslg_compare into $HS_HOME/peer/bin when missing or older than its
 # source), awk, hs-oracle ($HS_HOME/peer/bin/hs-oracle; tools/oracle/build.sh).
@@ -46,6 +47,7 @@ data="$repo/../shared/data/bench"
 hs="${HS_BIN:-$repo/build/heterospec}"
 keep=""
 ref=cpu
+kv=f32
 while (($#)); do
   case "$1" in
     -m) model="$2"; shift 2 ;;
@@ -56,6 +58,7 @@ while (($#)); do
     --heterospec) hs="$2"; shift 2 ;;
     --keep) keep="$2"; shift 2 ;;
     --ref) ref="$2"; shift 2 ;;
+    --kv-type) kv="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "compare_logits: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -116,10 +119,10 @@ run_prompt() {
     ids="$("$hs" logits -m "$model" -f "$text" "${chat_flag[@]}" --print-tokens)"
     ids="$(tr ',' '\n' <<<"$ids" | head -n "$max_tokens" | paste -sd, -)"
     t0=$(date +%s.%N)
-    "$hs" logits -m "$model" --tokens "$ids" -o "$base.hs.hslg"
+    "$hs" logits -m "$model" --kv-type "$kv" --tokens "$ids" -o "$base.hs.hslg"
   else
     # One run tokenizes, prints the ids and evaluates them.
-    ids="$("$hs" logits -m "$model" -f "$text" "${chat_flag[@]}" --print-tokens -o "$base.hs.hslg")"
+    ids="$("$hs" logits -m "$model" --kv-type "$kv" -f "$text" "${chat_flag[@]}" --print-tokens -o "$base.hs.hslg")"
   fi
   echo "$ids" >"$base.ids"
   t1=$(date +%s.%N)
