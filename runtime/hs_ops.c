@@ -79,10 +79,11 @@ uint64_t hs_type_row_bytes(hs_type t, uint64_t n) {
 }
 
 /* The per-vendor tuning table. Rows are matched in order; the first whose
- * vendor (0 = any) and driver-name substring (NULL = any) match wins. */
+ * vendor (0 = any), driver-name substring and, for a CPU device, host CPU
+ * substring (hs_vk_caps.host_cpu; NULL = any) match wins. */
 static const struct {
     uint32_t vendor;
-    const char *driver;
+    const char *driver, *host;
     hs_tuning t;
 } k_tuning[] = {
     /* lavapipe: dispatches are expensive, barriers very expensive; a workgroup
@@ -118,7 +119,15 @@ static const struct {
      * against 16 with: N = 5 31.6 against 24.2 ms, N = 8 36.6 against 32.7,
      * N = 64 257 against 219; pp512 234 against 268 t/s; 8 columns: pp512 254;
      * rows 8 with 8 columns: pp512 277, but N = 4 32 against 21 ms). */
-    {0x10005, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0, 0, 16}},
+    /* lavapipe on AMD processors: the same, with 8-bit activation tiles of up
+     * to 8 columns (measured on a 2-core Zen 4 EPYC, 2026-12-03, five
+     * alternating rounds of `bench -p 16,512 -n 0 -r 3` with HS_TUNING=x8cols=8
+     * against the row below: pp512 1-26 % faster in every round, 214-283
+     * against 189-242 t/s; N = 16 47-61 against 56-138 ms; N <= 8 takes a tile
+     * of its own width either way). On the Intel Xeons measured (AVX-512) the
+     * wider tile was faster (pp512 269 against 254 t/s with 8 columns). */
+    {0x10005, NULL, "AMD", {"lavapipe-amd", 4, 4, 8, 1, 1, 1, 1, 0, 0, 8}},
+    {0x10005, NULL, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0, 0, 16}},
     /* GPUs (none measured here; each line says why): storage-buffer loads are
      * as wide as texel fetches and skip the texture path, so weights stay in
      * storage buffers everywhere below. A fused prologue rereads x from cache,
@@ -130,24 +139,25 @@ static const struct {
      * activations would cost precision and a pass for nothing at decode. */
     /* NVIDIA: 32-lane warps, many registers: 8 columns share each dequantized
      * weight; 128-lane reductions fill an SM's schedulers. */
-    {0x10DE, NULL, {"nvidia", 2, 8, 128, 0, 16, 0, 0, 0, 0, 0}},
+    {0x10DE, NULL, NULL, {"nvidia", 2, 8, 128, 0, 16, 0, 0, 0, 0, 0}},
     /* AMD: 64-lane waves on GCN (32 on RDNA), large register files: as NVIDIA. */
-    {0x1002, NULL, {"amd", 2, 8, 128, 0, 16, 0, 0, 0, 0, 0}},
+    {0x1002, NULL, NULL, {"amd", 2, 8, 128, 0, 16, 0, 0, 0, 0, 0}},
     /* Intel: SIMD8-32 EUs with smaller register budgets per lane: 64-lane
      * reductions, 8 columns. */
-    {0x8086, NULL, {"intel", 2, 8, 64, 0, 16, 0, 0, 0, 0, 0}},
+    {0x8086, NULL, NULL, {"intel", 2, 8, 64, 0, 16, 0, 0, 0, 0, 0}},
     /* Adreno: 64/128-wide waves but register pressure spills early: 4 columns. */
-    {0x5143, NULL, {"qualcomm", 2, 4, 64, 0, 16, 0, 0, 0, 0, 0}},
+    {0x5143, NULL, NULL, {"qualcomm", 2, 4, 64, 0, 16, 0, 0, 0, 0, 0}},
     /* Mali: 16-lane warps (Valhall), few registers per thread: 4 columns. */
-    {0x13B5, NULL, {"arm", 2, 4, 64, 0, 16, 0, 0, 0, 0, 0}},
+    {0x13B5, NULL, NULL, {"arm", 2, 4, 64, 0, 16, 0, 0, 0, 0, 0}},
     /* Anything else: the conservative middle. */
-    {0, NULL, {"generic", 2, 4, 64, 0, 16, 0, 0, 0, 0, 0}},
+    {0, NULL, NULL, {"generic", 2, 4, 64, 0, 16, 0, 0, 0, 0, 0}},
 };
 
 hs_tuning hs_tuning_for(const hs_vk_caps *c) {
     for (size_t i = 0; i < sizeof k_tuning / sizeof k_tuning[0]; i++) {
         if (k_tuning[i].vendor && k_tuning[i].vendor != c->vendor_id) continue;
         if (k_tuning[i].driver && !strstr(c->driver_name, k_tuning[i].driver)) continue;
+        if (k_tuning[i].host && !strstr(c->host_cpu, k_tuning[i].host)) continue;
         return k_tuning[i].t;
     }
     return k_tuning[sizeof k_tuning / sizeof k_tuning[0] - 1].t;
@@ -163,7 +173,7 @@ void hs_feature_uses(const hs_vk_caps *c, hs_feature_use out[HS_FEATURE_COUNT]) 
          "its lanes in one subgroup",
          "the driver's default subgroup size; attention merges through shared memory"},
         {"16-bit storage", "HS_VK_DISABLE_16BIT_STORAGE", c->storage16,
-         "the RoPE + KV write into an f16 cache; the llama graph keeps f32 caches",
+         "the RoPE + KV write into an f16 cache (the llama graph's with --kv-type f16)",
          "halves packed into uints"},
         {"fp16 arithmetic", "HS_VK_DISABLE_F16", c->fp16, NULL, NULL},
         {"8-bit storage", "HS_VK_DISABLE_8BIT_STORAGE", c->storage8, NULL, NULL},
