@@ -868,6 +868,31 @@ static void test_validation_is_counted(void **state) {
     hs_vk_ctx_destroy(vk);
 }
 
+/* The tuning table's rows by vendor, driver and host CPU (worked out from the
+ * table by hand): lavapipe on an AMD processor takes 8-bit tiles of 8 columns,
+ * elsewhere 16, with the rest of the row the same; GPUs ignore the host. */
+static void test_tuning_rows(void **state) {
+    (void)state;
+    hs_vk_caps c;
+    memset(&c, 0, sizeof c);
+    c.vendor_id = 0x10005;
+    snprintf(c.driver_name, sizeof c.driver_name, "llvmpipe");
+    snprintf(c.host_cpu, sizeof c.host_cpu, "AMD EPYC x2");
+    const hs_tuning amd = hs_tuning_for(&c);
+    snprintf(c.host_cpu, sizeof c.host_cpu, "Intel(R) Xeon(R) Platinum 8488C x2");
+    const hs_tuning intel = hs_tuning_for(&c);
+    assert_string_equal(amd.name, "lavapipe-amd");
+    assert_string_equal(intel.name, "lavapipe");
+    assert_int_equal(amd.x8_cols, 8);
+    assert_int_equal(intel.x8_cols, 16);
+    hs_tuning a = amd;
+    a.name = intel.name;
+    a.x8_cols = intel.x8_cols;
+    assert_memory_equal(&a, &intel, sizeof a);
+    c.vendor_id = 0x1002; /* an AMD GPU on an AMD host: the GPU's row */
+    assert_string_equal(hs_tuning_for(&c).name, "amd");
+}
+
 /* HS_TUNING overrides the tuning table; a bad value is a clear error, never a
  * silently ignored setting. */
 static void test_tuning_env(void **state) {
@@ -1143,6 +1168,7 @@ int main(void) {
         cmocka_unit_test(test_profile),
         cmocka_unit_test(test_validation_is_counted),
         cmocka_unit_test(test_status_messages),
+        cmocka_unit_test(test_tuning_rows),
         cmocka_unit_test(test_tuning_env),
     };
     const struct CMUnitTest noncoherent[] = {
