@@ -124,7 +124,7 @@ static const struct {
      * alternating rounds of `bench -p 16,512 -n 0 -r 3` with HS_TUNING=x8cols=8
      * against the row below: pp512 1-26 % faster in every round, 214-283
      * against 189-242 t/s; N = 16 47-61 against 56-138 ms; N <= 8 takes a tile
-     * of its own width either way). On the Intel Xeons measured (AVX-512) the
+     * of its own width either way). On the Intel Xeon measured (Sapphire Rapids) the
      * wider tile was faster (pp512 269 against 254 t/s with 8 columns). */
     {0x10005, NULL, "AMD", {"lavapipe-amd", 4, 4, 8, 1, 1, 1, 1, 0, 0, 8}},
     {0x10005, NULL, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0, 0, 16}},
