@@ -264,34 +264,35 @@ static hs_status bench_small(hs_ops *ops, hs_bench *b, int reps, const char *onl
         rec_fn fn;
         uint32_t n;
         uint32_t prefix; /* attention: rows before the tree (CTX - n when 0 is not meant) */
+        hs_type kv;      /* attention: the cache's type */
     } cases[] = {
-        {"rmsnorm", "dim 576", rec_rmsnorm, 1, 0},
-        {"rmsnorm", "dim 576", rec_rmsnorm, TREE, 0},
-        {"swiglu", "ff 1536", rec_swiglu, 1, 0},
-        {"rope_kv", "9+3+3 heads x 64", rec_rope_kv, 1, 0},
-        {"rope_kv", "9+3+3 heads x 64", rec_rope_kv, TREE, 0},
-        {"tree_mask", "chain", rec_tree_mask, TREE, 0},
-        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 1, CTX - 1},
+        {"rmsnorm", "dim 576", rec_rmsnorm, 1, 0, HS_TYPE_F32},
+        {"rmsnorm", "dim 576", rec_rmsnorm, TREE, 0, HS_TYPE_F32},
+        {"swiglu", "ff 1536", rec_swiglu, 1, 0, HS_TYPE_F32},
+        {"rope_kv", "9+3+3 heads x 64", rec_rope_kv, 1, 0, HS_TYPE_F32},
+        {"rope_kv", "9+3+3 heads x 64", rec_rope_kv, TREE, 0, HS_TYPE_F32},
+        {"tree_mask", "chain", rec_tree_mask, TREE, 0, HS_TYPE_F32},
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 1, CTX - 1, HS_TYPE_F32},
         /* the small trees HeteroSpec verifies */
-        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 2, CTX - 2},
-        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 4, CTX - 4},
-        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 8, CTX - 8},
-        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, TREE, CTX - TREE},
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 2, CTX - 2, HS_TYPE_F32},
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 4, CTX - 4, HS_TYPE_F32},
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 8, CTX - 8, HS_TYPE_F32},
+        {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, TREE, CTX - TREE, HS_TYPE_F32},
         /* the same over an f16 cache (--kv-type f16) */
-        {"attention", "ctx 1024 f16, 9/3 heads x 64", rec_attention, 1, CTX - 1},
-        {"attention", "ctx 1024 f16, 9/3 heads x 64", rec_attention, TREE, CTX - TREE},
+        {"attention", "ctx 1024 f16, 9/3 heads x 64", rec_attention, 1, CTX - 1, HS_TYPE_F16},
+        {"attention", "ctx 1024 f16, 9/3 heads x 64", rec_attention, TREE, CTX - TREE, HS_TYPE_F16},
         /* a tree alone (no prefix): what each query costs whatever its keys */
-        {"attention", "tree only, 9/3 heads x 64", rec_attention, 8, 0},
-        {"attention", "tree only, 9/3 heads x 64", rec_attention, TREE, 0},
-        {"argmax", "vocab 49152", rec_argmax, 1, 0},
-        {"softmax", "vocab 49152", rec_softmax, 1, 0},
-        {"topk", "vocab 49152, k 10", rec_topk, 1, 0},
-        {"topk", "vocab 49152, k 10", rec_topk, 16, 0},
+        {"attention", "tree only, 9/3 heads x 64", rec_attention, 8, 0, HS_TYPE_F32},
+        {"attention", "tree only, 9/3 heads x 64", rec_attention, TREE, 0, HS_TYPE_F32},
+        {"argmax", "vocab 49152", rec_argmax, 1, 0, HS_TYPE_F32},
+        {"softmax", "vocab 49152", rec_softmax, 1, 0, HS_TYPE_F32},
+        {"topk", "vocab 49152, k 10", rec_topk, 1, 0, HS_TYPE_F32},
+        {"topk", "vocab 49152, k 10", rec_topk, 16, 0, HS_TYPE_F32},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (!wanted(only, cases[i].op)) continue;
         a.n = cases[i].n;
-        a.kv.type = strstr(cases[i].variant, " f16,") ? HS_TYPE_F16 : HS_TYPE_F32;
+        a.kv.type = cases[i].kv;
         if (cases[i].fn == rec_attention) {
             /* n queries over a prefix of the given rows, the tree right after it. */
             uint32_t info[2] = {cases[i].prefix, cases[i].n};

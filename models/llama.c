@@ -301,7 +301,7 @@ hs_status hs_llama_load(hs_ops *ops, const hs_gguf *g, const hs_llama_options *o
      * offsets. A layer past maxStorageBufferRange is bound in windows by the
      * KV ops (op_elem.h); planned here so that a context too long for them
      * fails at load, not at the first eval. */
-    m->layer_bytes = align_up((uint64_t)m->n_ctx * kv_dim * hs_type_block_bytes(m->kv_type), m->slot);
+    m->layer_bytes = align_up(hs_type_row_bytes(m->kv_type, (uint64_t)m->n_ctx * kv_dim), m->slot);
     {
         hs_kv_layer kv0 = {
             .type = m->kv_type, .n_ctx = m->n_ctx, .n_kv_head = c->n_kv_head, .head_dim = c->head_dim};

@@ -412,9 +412,13 @@ static void test_prepare_tree(void **state) {
 /* After a tree, hs_llama_accept keeps one path: decoding on from it gives
  * bitwise the logits of decoding that path plainly (and, for the golden
  * prompt, the independently computed golden logits). */
+/* The tree test_accept and test_kv16 keep paths of: two root-level nodes, a chain below the first, and a
+ * second child of it. */
+static const int32_t k_tree_tokens[5] = {403, 99, 407, 261, 300}, k_tree_parents[5] = {-1, -1, 0, 2, 0};
+
 static void accept_paths(model_env *e) {
     enum { V = 512 };
-    const int32_t bos = 1, tokens[5] = {403, 99, 407, 261, 300}, parents[5] = {-1, -1, 0, 2, 0};
+    const int32_t bos = 1, *tokens = k_tree_tokens, *parents = k_tree_parents;
     static const struct {
         uint32_t nodes[3], n;
         int32_t next;
@@ -442,7 +446,7 @@ static void accept_paths(model_env *e) {
 static void test_accept(void **state) {
     model_env *e = *state;
     enum { V = 512 };
-    const int32_t bos = 1, tokens[5] = {403, 99, 407, 261, 300}, parents[5] = {-1, -1, 0, 2, 0};
+    const int32_t bos = 1, *tokens = k_tree_tokens, *parents = k_tree_parents;
     accept_paths(e);
     /* The first path rebuilds "Once upon a time": the golden logits. */
     hs_llama_reset(e->m);
