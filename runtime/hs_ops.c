@@ -172,9 +172,7 @@ void hs_feature_uses(const hs_vk_caps *c, hs_feature_use out[HS_FEATURE_COUNT]) 
          "argmax and Top-K, which pin the subgroup size, and attention's merge through shuffles, which needs "
          "its lanes in one subgroup",
          "the driver's default subgroup size; attention merges through shared memory"},
-        {"16-bit storage", "HS_VK_DISABLE_16BIT_STORAGE", c->storage16,
-         "the RoPE + KV write into an f16 cache (the llama graph's with --kv-type f16)",
-         "halves packed into uints"},
+        {"16-bit storage", "HS_VK_DISABLE_16BIT_STORAGE", c->storage16, NULL, NULL},
         {"fp16 arithmetic", "HS_VK_DISABLE_F16", c->fp16, NULL, NULL},
         {"8-bit storage", "HS_VK_DISABLE_8BIT_STORAGE", c->storage8, NULL, NULL},
         {"int8 dot product", "HS_VK_DISABLE_INT8_DOT", c->int8_dot, NULL, NULL},

@@ -1,8 +1,7 @@
 /* op_elem: recording of the row, element-wise and RoPE ops (see op_elem.h).
  *
  * Every op follows the same steps: validate sizes against the bindings, pick
- * the shader variant (subgroup or portable; f16 cache through 16-bit storage or
- * packed), split the rows into dispatches that each fit maxStorageBufferRange,
+ * the shader variant (subgroup or portable; f32 or f16 cache), split the rows into dispatches that each fit maxStorageBufferRange,
  * and for each dispatch bind every operand at its offset aligned down to
  * minStorageBufferOffsetAlignment, passing the remainder (in elements) as a
  * push constant. */
@@ -660,21 +659,23 @@ hs_status hs_rope_kv_fused(const hs_ops *ops, const char *op, const hs_vk_bindin
     if (st != HS_OK) return st;
     memset(out, 0, sizeof *out);
     const hs_vk_caps *c = hs_ops_caps(ops);
-    const uint64_t row_bytes = (uint64_t)kv->n_kv_head * kv->head_dim * 4;
+    const uint32_t esize = kv->type == HS_TYPE_F16 ? 2 : 4;
+    const uint64_t row_bytes = (uint64_t)kv->n_kv_head * kv->head_dim * esize;
     hs_kv_split sp;
-    /* f32 caches in one binding, normal mode with a frequency table, every operand in one window */
-    if (kv->type != HS_TYPE_F32 || rp->mode != HS_ROPE_NORMAL || n_a != 7 || n == 0 ||
+    /* caches in one binding, normal mode with a frequency table, every operand in one window */
+    if (rp->mode != HS_ROPE_NORMAL || n_a != 7 || n == 0 ||
         hs_kv_plan_rows(ops, op, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp) != HS_OK || sp.chunks != 1)
         return HS_OK;
     uint64_t per = 0;
     if (plan_rows(c, op, a, n_a, n, &per) != HS_OK || per < n) return HS_OK;
     out->fused = true;
+    out->f16 = kv->type == HS_TYPE_F16;
     bind_window(c, &a[1], 0, n, 4, &out->pos, &out->pos_off);
     bind_window(c, &a[2], 0, n, 4, &out->rows, &out->rows_off);
     bind_window(c, &a[6], 0, 0, 4, &out->freqs, &out->f_off);
     bind_window(c, &a[3], 0, n, 4, &out->q_out, &out->q_off);
     hs_vk_binding kvb[2];
-    hs_kv_bind_windows(ops, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp, 4, 0, 1, 2, kvb, &out->k_off,
+    hs_kv_bind_windows(ops, &kv->k, &kv->v, row_bytes, kv->n_ctx, &sp, esize, 0, 1, 2, kvb, &out->k_off,
                        &out->v_off);
     out->k = kvb[0];
     out->v = kvb[1];
@@ -706,15 +707,13 @@ hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, c
         const char *name;
         const uint32_t *code;
         const size_t *size;
-    } variants[2][3] = {
+    } variants[2][2] = {
         {{"rope_kv_f32", hs_spv_rope_kv_f32, &hs_spv_rope_kv_f32_size},
-         {"rope_kv_f16", hs_spv_rope_kv_f16, &hs_spv_rope_kv_f16_size},
-         {"rope_kv_f16p", hs_spv_rope_kv_f16p, &hs_spv_rope_kv_f16p_size}},
+         {"rope_kv_f16", hs_spv_rope_kv_f16, &hs_spv_rope_kv_f16_size}},
         {{"rope_kv_f32_kv4", hs_spv_rope_kv_f32_kv4, &hs_spv_rope_kv_f32_kv4_size},
-         {"rope_kv_f16_kv4", hs_spv_rope_kv_f16_kv4, &hs_spv_rope_kv_f16_kv4_size},
-         {"rope_kv_f16p_kv4", hs_spv_rope_kv_f16p_kv4, &hs_spv_rope_kv_f16p_kv4_size}},
+         {"rope_kv_f16_kv4", hs_spv_rope_kv_f16_kv4, &hs_spv_rope_kv_f16_kv4_size}},
     };
-    const uint32_t vi = kv->type == HS_TYPE_F32 ? 0 : c->storage16 ? 1 : 2;
+    const uint32_t vi = kv->type == HS_TYPE_F32 ? 0 : 1; /* f16: halves packed in uints (rope.comp) */
     hs_vk_pipeline *p;
     st = get_pipeline(ops, variants[sp.chunks > 1][vi].name, variants[sp.chunks > 1][vi].code,
                       *variants[sp.chunks > 1][vi].size, n_bind,

@@ -33,11 +33,11 @@
  * array of halves; with f16 a row r of head h starts at element
  * (r * n_kv_head + h) * head_dim, i.e. byte 2 * that). head_dim is even, so
  * every head row starts on a 4-byte boundary and may be read as packed pairs
- * (unpackHalf2x16: low half = even element) or through 16-bit storage. K is
- * stored after RoPE; V as projected. hs_op_rope_kv writes the f16 cache through
- * 16-bit storage when the device has it and as packed uints otherwise; both give
- * the same layout (the f32 -> f16 rounding is the device's: round to nearest
- * even on lavapipe).
+ * (unpackHalf2x16: low half = even element). K is stored after RoPE; V as
+ * projected. hs_op_rope_kv and the Q/K/V product's fused write both store an
+ * f16 cache as packed pairs (packHalf2x16), so both round alike (the f32 -> f16
+ * rounding is the device's: round to nearest even on lavapipe) and no 16-bit
+ * storage is needed.
  *
  * Ownership: the ops borrow every buffer; nothing is kept after the call except
  * what the sequence records. Thread-safety: as hs_ops (one thread).
@@ -216,11 +216,12 @@ hs_status hs_op_rope_kv(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *qkv, c
 
 /* For op_matmul (the Q/K/V product's fused epilogue), not for callers: checks
  * the operands as hs_op_rope_kv does (the same errors), then says whether the
- * write can run inside the product (fused: an f32 cache in one binding, normal
+ * write can run inside the product (fused: an f32 or f16 cache in one binding, normal
  * mode with a frequency table, every operand in one window) and gives the
  * bindings and element offsets it needs. */
 typedef struct hs_rope_kv_bind {
     bool fused;
+    bool f16; /* an f16 cache: k_off and v_off in halves, pairs written packed */
     hs_vk_binding pos, rows, freqs, q_out, k, v;
     uint32_t pos_off, rows_off, f_off, q_off, k_off, v_off;
 } hs_rope_kv_bind;

@@ -674,7 +674,8 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
 
     const bool tx = hs_op_texel_loads(ops); /* the weights through texel buffers */
     char name[32];
-    snprintf(name, sizeof name, "matmul_%s%s%s%s%s", type_suffix(w->type), rope ? "_x8r" : x8 ? "_x8" : "",
+    snprintf(name, sizeof name, "matmul_%s%s%s%s%s", type_suffix(w->type),
+             rope ? (rb.f16 ? "_x8rh" : "_x8r") : x8 ? "_x8" : "",
              sg ? "_sg" : "", tx ? "_tx" : "", ux ? "_ux" : "");
     hs_vk_pipeline_desc d = {.name = name,
                              .n_bindings = rope ? 13 : x8 ? 7 : 6, /* 6: x8n out; 7..12: rope_kv */
@@ -705,7 +706,9 @@ static hs_status product(hs_ops *ops, hs_vk_seq *seq, const hs_weight *w, hs_vk_
 #define HS_MM_CODE(E, T)                                                                                     \
     case HS_TYPE_##E: HS_MM_SET(T) break;
     const unsigned variant = (sg ? 1u : 0u) | (tx ? 2u : 0u) | (ux ? 4u : 0u);
-    if (rope)
+    if (rope && rb.f16)
+        HS_MM_SET(q4_1_x8rh)
+    else if (rope)
         HS_MM_SET(q4_1_x8r)
     else if (x8) /* q4_1 only: hs_matmul_act_q8 */
         HS_MM_SET(q4_1_x8)

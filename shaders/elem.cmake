@@ -15,12 +15,10 @@ hs_shader(geglu eltwise.comp DEFINES OP=7)
 
 hs_shader(rope rope.comp DEFINES ROPE_KV=0)
 hs_shader(rope_kv_f32 rope.comp DEFINES ROPE_KV=1 CACHE_F16=0)
-hs_shader(rope_kv_f16 rope.comp DEFINES ROPE_KV=1 CACHE_F16=1 STORAGE16=1)
-hs_shader(rope_kv_f16p rope.comp DEFINES ROPE_KV=1 CACHE_F16=1 STORAGE16=0)
+hs_shader(rope_kv_f16 rope.comp DEFINES ROPE_KV=1 CACHE_F16=1)
 # Caches bound as HS_KV_MAX_CHUNKS windows (layers past maxStorageBufferRange).
 hs_shader(rope_kv_f32_kv4 rope.comp DEFINES ROPE_KV=1 CACHE_F16=0 KV_CHUNKS=4)
-hs_shader(rope_kv_f16_kv4 rope.comp DEFINES ROPE_KV=1 CACHE_F16=1 STORAGE16=1 KV_CHUNKS=4)
-hs_shader(rope_kv_f16p_kv4 rope.comp DEFINES ROPE_KV=1 CACHE_F16=1 STORAGE16=0 KV_CHUNKS=4)
+hs_shader(rope_kv_f16_kv4 rope.comp DEFINES ROPE_KV=1 CACHE_F16=1 KV_CHUNKS=4)
 
 # Row gather / scatter by device-read index lists (draft head inputs and hidden states).
 hs_shader(gather_rows gather_rows.comp)

@@ -19,7 +19,8 @@ foreach(t f32:0 f16:1 q4_0:2 q4_1:3 q8_0:8 q4_K:12 q6_K:14)
   hs_shader(get_rows_${tname} get_rows.comp DEFINES TYPE=${tid})
 endforeach()
 # q4_1 products on 8-bit activations (x8, written by matmul_pro_q8*); x8r: the
-# Q/K/V product with the RoPE + KV write in its epilogue
+# Q/K/V product with the RoPE + KV write in its epilogue; x8rh: the same into
+# an f16 cache
 foreach(sg 0 1)
   foreach(tx 0 1)
     foreach(ux 0 1)
@@ -35,6 +36,7 @@ foreach(sg 0 1)
       endif()
       hs_shader(matmul_q4_1_x8${v} matmul.comp DEFINES TYPE=3 USE_SUBGROUP=${sg} USE_TEXEL=${tx} USE_UBO_X=${ux} XQ8=1)
       hs_shader(matmul_q4_1_x8r${v} matmul.comp DEFINES TYPE=3 USE_SUBGROUP=${sg} USE_TEXEL=${tx} USE_UBO_X=${ux} XQ8=1 XQ8_ROPE=1)
+      hs_shader(matmul_q4_1_x8rh${v} matmul.comp DEFINES TYPE=3 USE_SUBGROUP=${sg} USE_TEXEL=${tx} USE_UBO_X=${ux} XQ8=1 XQ8_ROPE=1 XQ8_ROPE_F16=1)
     endforeach()
   endforeach()
 endforeach()

@@ -211,7 +211,10 @@ const uint G = LANES * RL;
  * position pos[j] (rope.glsl, with the host's frequency table) and stores Q to
  * q_out [n][n_head][head_dim] and K and V to row rows[j] of the f32 caches
  * [n_ctx][n_kv][head_dim] (rows >= n_ctx skipped): bitwise what rope.comp's
- * ROPE_KV pass makes of the y this product would have written. Bindings 7..12
+ * ROPE_KV pass makes of the y this product would have written. XQ8_ROPE_F16
+ * (0/1): the caches hold halves, each pair (2m, 2m + 1) stored as one
+ * packHalf2x16 word at half index k_off + element (even: the offsets are
+ * whole words), as rope.comp's CACHE_F16 pass stores it. Bindings 7..12
  * (pos, rows, freqs, q_out, K cache, V cache) exist in the XQ8_ROPE variants
  * only, so the other products keep seven. */
 layout(std430, binding = 6) writeonly buffer Q8O { uvec4 q8o[]; };
@@ -223,8 +226,16 @@ layout(std430, binding = 7) readonly buffer RPos { int rpos[]; };
 layout(std430, binding = 8) readonly buffer RRows { uint rrows[]; };
 layout(std430, binding = 9) readonly buffer RFreqs { float rfreqs[]; };
 layout(std430, binding = 10) writeonly buffer RQ { float rq[]; };
+#ifndef XQ8_ROPE_F16
+#define XQ8_ROPE_F16 0
+#endif
+#if XQ8_ROPE_F16
+layout(std430, binding = 11) writeonly buffer RK { uint rk[]; };
+layout(std430, binding = 12) writeonly buffer RV { uint rv[]; };
+#else
 layout(std430, binding = 11) writeonly buffer RK { float rk[]; };
 layout(std430, binding = 12) writeonly buffer RV { float rv[]; };
+#endif
 #include "rope.glsl"
 #endif
 shared float s_y[G * C]; /* [column][row in group] */
@@ -464,10 +475,19 @@ void main() {
                     if (row < q_dim) {
                         rq[p.rp_q_off + j * q_dim + row] = val;
                     } else if (crow[c] < p.rp_n_ctx) {
+#if XQ8_ROPE_F16
+                        if (odd) continue; /* the even lane writes the pair */
+                        const uint pk = packHalf2x16(o);
+                        if (row < q_dim + kv_dim)
+                            rk[(p.rp_k_off + crow[c] * kv_dim + (row0 - q_dim)) / 2u] = pk;
+                        else
+                            rv[(p.rp_v_off + crow[c] * kv_dim + (row0 - q_dim - kv_dim)) / 2u] = pk;
+#else
                         if (row < q_dim + kv_dim)
                             rk[p.rp_k_off + crow[c] * kv_dim + (row - q_dim)] = val;
                         else
                             rv[p.rp_v_off + crow[c] * kv_dim + (row - q_dim - kv_dim)] = val;
+#endif
                     }
                 }
             }
@@ -503,12 +523,20 @@ void main() {
             if (crow >= p.rp_n_ctx) continue;
             if (row0 < q_dim + kv_dim) {
                 const uint kb = p.rp_k_off + crow * kv_dim + (row0 - q_dim);
+#if XQ8_ROPE_F16
+                rk[kb / 2u] = packHalf2x16(o);
+#else
                 rk[kb] = o.x;
                 rk[kb + 1u] = o.y;
+#endif
             } else {
                 const uint vb = p.rp_v_off + crow * kv_dim + (row0 - q_dim - kv_dim);
+#if XQ8_ROPE_F16
+                rv[vb / 2u] = packHalf2x16(o);
+#else
                 rv[vb] = o.x;
                 rv[vb + 1u] = o.y;
+#endif
             }
         }
         return;

@@ -10,9 +10,11 @@
  * ROPE_KV = 1 (hs_op_rope_kv): qkv [n][(n_head + 2 n_kv) head_dim] (Q heads, K
  *   heads, V heads) -> q_out [n][n_head][head_dim] rotated, rotated K and plain V
  *   to row rows[t] of k_cache / v_cache [n_ctx][n_kv][head_dim]. Work items are
- *   pairs of adjacent outputs (2m, 2m+1), so an f16 cache can be written as one
- *   packed uint without 16-bit storage (in neox mode the two outputs belong to
- *   different rotations). Cache rows >= n_ctx are skipped.
+ *   pairs of adjacent outputs (2m, 2m+1), so an f16 cache is written as one
+ *   packed uint per pair (packHalf2x16; in neox mode the two outputs belong to
+ *   different rotations), without 16-bit storage and with the conversion the
+ *   Q/K/V product's fused write uses (matmul.comp, XQ8_ROPE_F16), so the two
+ *   writers store the same bits. Cache rows >= n_ctx are skipped.
  * Positions and cache rows are read from buffers: a recorded sequence is
  *   replayed with new values.
  *
@@ -29,8 +31,8 @@
  * (3 + 2|x|) ulp of exp2, i.e. ~30 ulp for base 10000, which at position 1e4
  * would move an angle by ~0.02 rad.
  *
- * Defines: ROPE_KV (0/1); with ROPE_KV: CACHE_F16 (0/1), STORAGE16 (0/1: f16
- * cache through 16-bit storage, else packed in uints), KV_CHUNKS (1, or 4: a
+ * Defines: ROPE_KV (0/1); with ROPE_KV: CACHE_F16 (0/1: halves packed in
+ * uints), KV_CHUNKS (1, or 4: a
  * cache larger than maxStorageBufferRange bound as up to 4 windows of
  * chunk_rows rows, see hs_kv_layer in op_elem.h; window 0 at bindings 4/5,
  * window c >= 1 of K at 7 + 2 (c - 1), of V at 8 + 2 (c - 1)). Spec constant
@@ -45,17 +47,11 @@
 #ifndef CACHE_F16
 #define CACHE_F16 0
 #endif
-#ifndef STORAGE16
-#define STORAGE16 0
-#endif
 #ifndef KV_CHUNKS
 #define KV_CHUNKS 1
 #endif
 #if KV_CHUNKS != 1 && KV_CHUNKS != 4
 #error KV_CHUNKS must be 1 or 4 (HS_KV_MAX_CHUNKS)
-#endif
-#if CACHE_F16 && STORAGE16
-#extension GL_EXT_shader_16bit_storage : require
 #endif
 
 layout(local_size_x_id = 0) in;
@@ -101,9 +97,7 @@ layout(binding = 2) readonly buffer Freqs { float freqs[]; };
 #else
 layout(binding = 2) readonly buffer Rows { uint rows[]; };
 layout(binding = 3) writeonly buffer Q { float q[]; };
-#if CACHE_F16 && STORAGE16
-#define KV_T float16_t
-#elif CACHE_F16
+#if CACHE_F16
 #define KV_T uint
 #else
 #define KV_T float
@@ -186,16 +180,7 @@ void store_pair(uint t, uint s, uint e0, float o0, float o1, uint row) {
     const bool is_k = s < p.n_head + p.n_kv;
     const uint kvh = is_k ? s - p.n_head : s - p.n_head - p.n_kv;
     const uint ce = (row * p.n_kv + kvh) * p.head_dim + e0; /* element in the (window of the) cache */
-#if CACHE_F16 && STORAGE16
-#define STORE_KV(KC, VC)                                                                           \
-    if (is_k) {                                                                                    \
-        KC[p.k_off + ce] = float16_t(o0);                                                          \
-        KC[p.k_off + ce + 1u] = float16_t(o1);                                                     \
-    } else {                                                                                       \
-        VC[p.v_off + ce] = float16_t(o0);                                                          \
-        VC[p.v_off + ce + 1u] = float16_t(o1);                                                     \
-    }
-#elif CACHE_F16
+#if CACHE_F16
     /* head_dim is even and the offsets are whole uints, so (ce, ce+1) is one
      * uint; packHalf2x16 puts the first element in the low half, matching a
      * little-endian array of halves. */

@@ -1253,17 +1253,36 @@ static void rk_free(rk_out *o) {
     free(o->v);
 }
 
+/* The cache of rk_run as floats: f32 as is, f16 widened (exact, so equal halves give equal floats). */
+static float *rk_cache_download(hs_vk_buffer *b, size_t elems, hs_type kvt) {
+    if (kvt == HS_TYPE_F32) return hs_test_download(b, elems * 4);
+    uint16_t *h = hs_test_download(b, elems * 2);
+    float *f = malloc(elems * sizeof *f);
+    for (size_t i = 0; i < elems; i++) f[i] = hs_test_f16_to_f32(h[i]);
+    free(h);
+    return f;
+}
+
 /* hs_op_matmul of columns j0 .. j0 + n - 1 of x with RMSNorm on 8-bit activations and rope_kv into q
- * (column j at row j of q) and caches prefilled with `fill`; positions pos[j], cache rows rows[j]. */
+ * (column j at row j of q) and caches of type kvt (f32 or f16) prefilled with `fill` (rounded to
+ * halves for f16); positions pos[j], cache rows rows[j]. The caches come back as floats. */
 static rk_out rk_run(hs_test_env *env, hs_ops *ops, const tw *w, const float *x, const float *g,
                      const int32_t *pos, const uint32_t *rows, const float *fill, uint32_t n_all, uint32_t j0,
-                     uint32_t n, uint32_t n_head, uint32_t n_kv, uint32_t hd, const hs_rope_params *rp0) {
+                     uint32_t n, uint32_t n_head, uint32_t n_kv, uint32_t hd, const hs_rope_params *rp0,
+                     hs_type kvt) {
     const uint32_t cols = w->cols, q_dim = n_head * hd, kv_dim = n_kv * hd;
-    const size_t cache = (size_t)RK_NCTX * kv_dim * 4;
+    const size_t elems = (size_t)RK_NCTX * kv_dim, cache = elems * (kvt == HS_TYPE_F16 ? 2 : 4);
+    void *fill_t = (void *)fill;
+    if (kvt == HS_TYPE_F16) {
+        uint16_t *h = malloc(elems * sizeof *h);
+        for (size_t i = 0; i < elems; i++) h[i] = hs_test_f32_to_f16(fill[i]);
+        fill_t = h;
+    }
     hs_vk_buffer *bx = hs_test_buffer(env, x, (size_t)n_all * cols * 4), *bg = hs_test_buffer(env, g, cols * 4);
     hs_vk_buffer *bp = hs_test_buffer(env, pos, n_all * 4), *br = hs_test_buffer(env, rows, n_all * 4);
     hs_vk_buffer *bq = hs_test_buffer(env, NULL, (size_t)n_all * q_dim * 4);
-    hs_vk_buffer *bk = hs_test_buffer(env, fill, cache), *bv = hs_test_buffer(env, fill, cache);
+    hs_vk_buffer *bk = hs_test_buffer(env, fill_t, cache), *bv = hs_test_buffer(env, fill_t, cache);
+    if (fill_t != fill) free(fill_t);
     hs_vk_buffer *by = hs_test_buffer(env, NULL, (size_t)n_all * w->rows * 4);
     hs_vk_buffer *xs = hs_test_buffer(env, NULL, (size_t)n_all * cols * 4);
     float *freqs = malloc(rp0->n_rot / 2 * sizeof *freqs);
@@ -1273,7 +1292,7 @@ static rk_out rk_run(hs_test_env *env, hs_ops *ops, const tw *w, const float *x,
                         rb = hs_test_bind(br, (uint64_t)j0 * 4), qb = hs_test_bind(bq, (uint64_t)j0 * q_dim * 4);
     hs_rope_params rp = *rp0;
     rp.freqs = &fb;
-    const hs_kv_layer kv = {.k = hs_test_bind(bk, 0), .v = hs_test_bind(bv, 0), .type = HS_TYPE_F32,
+    const hs_kv_layer kv = {.k = hs_test_bind(bk, 0), .v = hs_test_bind(bv, 0), .type = kvt,
                             .n_ctx = RK_NCTX, .n_kv_head = n_kv, .head_dim = hd};
     const hs_matmul_rope_kv rk = {.pos = &pb, .rows = &rb, .q_out = &qb, .kv = &kv, .n_head = n_head, .rp = &rp};
     const hs_matmul_opts o = {.prologue = HS_MATMUL_RMSNORM, .norm = hs_test_bind(bg, 0), .eps = 1e-5f,
@@ -1284,8 +1303,8 @@ static rk_out rk_run(hs_test_env *env, hs_ops *ops, const tw *w, const float *x,
     rk_out r = {.dispatches = hs_vk_seq_dispatch_count(s)};
     hs_test_seq_run(s);
     r.q = hs_test_download(bq, (size_t)n_all * q_dim * 4);
-    r.k = hs_test_download(bk, cache);
-    r.v = hs_test_download(bv, cache);
+    r.k = rk_cache_download(bk, elems, kvt);
+    r.v = rk_cache_download(bv, elems, kvt);
     hs_vk_buffer *bufs[] = {bx, bg, bp, br, bq, bk, bv, by, xs, bf};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) hs_vk_buffer_destroy(bufs[i]);
     free(freqs);
@@ -1294,15 +1313,19 @@ static rk_out rk_run(hs_test_env *env, hs_ops *ops, const tw *w, const float *x,
 
 /* The product that rotates Q and K and writes the cache in its epilogue (one dispatch after the
  * 8-bit pass) is bitwise the product followed by hs_op_rope_kv (HS_TUNING ropepass=1: three
- * dispatches), for a batch and for its columns alone; it follows the 8-bit reference product
- * + RoPE, writes only rows[j] < n_ctx of the caches, and refuses shapes it cannot take. */
+ * dispatches), for a batch and for its columns alone, into an f32 and into an f16 cache; it follows
+ * the 8-bit reference product + RoPE (to half precision in an f16 cache), writes only rows[j] < n_ctx
+ * of the caches, and refuses shapes it cannot take. */
 static void test_matmul_rope_kv(void **state) {
     hs_test_env *env = *state;
     static const struct {
         uint32_t n_head, n_kv, hd, n_rot, cols, n;
     } cases[] = {{3, 1, 64, 64, 128, 8}, {4, 2, 32, 16, 64, 5}, {2, 1, 96, 96, 96, 1}};
     hs_ops *pass_ops = ops_tuned(env, "ropepass=1");
-    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    for (size_t cti = 0; cti < 2 * sizeof cases / sizeof cases[0]; cti++) {
+        const size_t ci = cti / 2;
+        const hs_type kvt = cti % 2 ? HS_TYPE_F16 : HS_TYPE_F32;
+        const char *tn = hs_type_name(kvt);
         const uint32_t nh = cases[ci].n_head, nkv = cases[ci].n_kv, hd = cases[ci].hd, n = cases[ci].n;
         const uint32_t q_dim = nh * hd, kv_dim = nkv * hd, rows_w = q_dim + 2 * kv_dim;
         hs_rng r;
@@ -1310,6 +1333,9 @@ static void test_matmul_rope_kv(void **state) {
         tw w = tw_make(env, &r, HS_TYPE_Q4_1, rows_w, cases[ci].cols);
         float *x = hs_test_rand_array(&r, (size_t)n * w.cols, -1, 1), *g = hs_test_rand_array(&r, w.cols, 0.5f, 1.5f);
         float *fill = hs_test_rand_array(&r, (size_t)RK_NCTX * kv_dim, 50, 60);
+        if (kvt == HS_TYPE_F16) /* what the cache holds before the write */
+            for (size_t i = 0; i < (size_t)RK_NCTX * kv_dim; i++)
+                fill[i] = hs_test_f16_to_f32(hs_test_f32_to_f16(fill[i]));
         int32_t pos[8];
         uint32_t rows[8];
         for (uint32_t j = 0; j < n; j++) {
@@ -1319,15 +1345,15 @@ static void test_matmul_rope_kv(void **state) {
         if (n > 2) rows[n - 2] = RK_NCTX + 5; /* skipped */
         const hs_rope_params rp = {.n_rot = cases[ci].n_rot, .mode = HS_ROPE_NORMAL, .freq_base = 10000.0f,
                                    .freq_scale = 1.0f};
-        rk_out fused = rk_run(env, env->ops, &w, x, g, pos, rows, fill, n, 0, n, nh, nkv, hd, &rp);
-        rk_out pass = rk_run(env, pass_ops, &w, x, g, pos, rows, fill, n, 0, n, nh, nkv, hd, &rp);
+        rk_out fused = rk_run(env, env->ops, &w, x, g, pos, rows, fill, n, 0, n, nh, nkv, hd, &rp, kvt);
+        rk_out pass = rk_run(env, pass_ops, &w, x, g, pos, rows, fill, n, 0, n, nh, nkv, hd, &rp, kvt);
         if (fused.dispatches != 2 || pass.dispatches != 3)
-            fail_msg("rope_kv %u/%u/%u: %u dispatches fused (want 2), %u as a pass (want 3)", nh, nkv, hd,
-                     fused.dispatches, pass.dispatches);
+            fail_msg("rope_kv %u/%u/%u %s: %u dispatches fused (want 2), %u as a pass (want 3)", nh, nkv, hd,
+                     tn, fused.dispatches, pass.dispatches);
         const size_t cache = (size_t)RK_NCTX * kv_dim * 4;
         if (memcmp(fused.q, pass.q, (size_t)n * q_dim * 4) || memcmp(fused.k, pass.k, cache) ||
             memcmp(fused.v, pass.v, cache))
-            fail_msg("rope_kv %u/%u/%u, n = %u: the fused epilogue differs from the pass", nh, nkv, hd, n);
+            fail_msg("rope_kv %u/%u/%u %s, n = %u: the fused epilogue differs from the pass", nh, nkv, hd, tn, n);
         /* against the 8-bit reference product and the C RoPE */
         double *yd = malloc((size_t)n * rows_w * sizeof *yd);
         ref_matmul_q8(w.w, rows_w, w.cols, x, n, HS_MATMUL_RMSNORM, g, 1e-5f, NULL, yd);
@@ -1339,25 +1365,28 @@ static void test_matmul_rope_kv(void **state) {
         ref_rope_kv(yf, pos, rows, rq, rk, rv, n, nh, nkv, hd, RK_NCTX, &rp);
         const double eq = hs_nmse(fused.q, rq, (size_t)n * q_dim), ek = hs_nmse(fused.k, rk, cache / 4),
                      ev = hs_nmse(fused.v, rv, cache / 4);
-        if (!(eq < 1e-6) || !(ek < 1e-9) || !(ev < 1e-9))
-            fail_msg("rope_kv %u/%u/%u: nmse q %g, k %g, v %g against the reference", nh, nkv, hd, eq, ek, ev);
+        /* halves: relative error up to 2^-11 per element, nmse about 1e-7 */
+        const double tol_kv = kvt == HS_TYPE_F16 ? 1e-6 : 1e-9;
+        if (!(eq < 1e-6) || !(ek < tol_kv) || !(ev < tol_kv))
+            fail_msg("rope_kv %u/%u/%u %s: nmse q %g, k %g, v %g against the reference", nh, nkv, hd, tn, eq, ek,
+                     ev);
         for (uint32_t row = 0; row < RK_NCTX; row++) {
             bool written = false;
             for (uint32_t j = 0; j < n; j++) written = written || rows[j] == row;
             if (!written &&
                 (memcmp(fused.k + (size_t)row * kv_dim, fill + (size_t)row * kv_dim, kv_dim * 4) ||
                  memcmp(fused.v + (size_t)row * kv_dim, fill + (size_t)row * kv_dim, kv_dim * 4)))
-                fail_msg("rope_kv: cache row %u, which no column names, was written", row);
+                fail_msg("rope_kv %s: cache row %u, which no column names, was written", tn, row);
         }
         /* each column alone: its q row and cache row as in the batch */
         for (uint32_t j = 0; j < n; j++) {
-            rk_out one = rk_run(env, env->ops, &w, x, g, pos, rows, fill, n, j, 1, nh, nkv, hd, &rp);
+            rk_out one = rk_run(env, env->ops, &w, x, g, pos, rows, fill, n, j, 1, nh, nkv, hd, &rp, kvt);
             assert_int_equal(one.dispatches, 2);
             if (memcmp(one.q + (size_t)j * q_dim, fused.q + (size_t)j * q_dim, q_dim * 4) ||
                 (rows[j] < RK_NCTX &&
                  (memcmp(one.k + (size_t)rows[j] * kv_dim, fused.k + (size_t)rows[j] * kv_dim, kv_dim * 4) ||
                   memcmp(one.v + (size_t)rows[j] * kv_dim, fused.v + (size_t)rows[j] * kv_dim, kv_dim * 4))))
-                fail_msg("rope_kv %u/%u/%u: column %u alone differs from the batch of %u", nh, nkv, hd, j, n);
+                fail_msg("rope_kv %u/%u/%u %s: column %u alone differs from the batch of %u", nh, nkv, hd, tn, j, n);
             rk_free(&one);
         }
         free(yd);

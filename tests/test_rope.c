@@ -429,10 +429,6 @@ static void test_rope_kv_split(void **state) {
 }
 
 static int setup_split(void **state) { return hs_test_setup_range(state, SPLIT_RANGE); }
-/* Packed f16 writes (no 16-bit storage) in windows too. */
-static int setup_split_packed(void **state) {
-    return hs_test_setup_env(state, SPLIT_RANGE, "HS_VK_DISABLE_16BIT_STORAGE", "1");
-}
 
 static void test_rope_bad_args(void **state) {
     hs_test_env *env = *state;
@@ -500,7 +496,6 @@ int main(void) {
     const struct CMUnitTest split_tests[] = {cmocka_unit_test(test_rope_kv_split)};
     int fails = hs_test_run_group("rope", tests, setup, teardown);
     fails += hs_test_run_group("rope_split", split_tests, setup_split, teardown);
-    fails += hs_test_run_group("rope_split_packed", split_tests, setup_split_packed, teardown);
     for (int i = 0; i < N_SPLIT_CASES; i++)
         free(g_split_ref[i]);
     printf("rope: max abs diff to the C reference, with frequency table: %.3g (positions < 8192), %.3g "

@@ -61,7 +61,7 @@ int hs_test_setup(void **state);
 int hs_test_setup_range(void **state, unsigned long bytes);
 /* hs_test_setup with maxStorageBufferRange forced down to `range` (0: as
  * is) and one more environment override name=value (NULL: none), e.g.
- * HS_VK_DISABLE_16BIT_STORAGE or HS_VK_FORCE_NONCOHERENT. Both are put back
+ * HS_VK_DISABLE_SUBGROUP_OPS or HS_VK_FORCE_NONCOHERENT. Both are put back
  * afterwards (previous value or absence), so a switch forced for one group
  * neither leaks into the next nor drops what the whole run was started with. */
 int hs_test_setup_env(void **state, unsigned long range, const char *name, const char *value);

@@ -69,8 +69,8 @@ split_n=$((jobs < 2 ? 2 : jobs))
 run_suite "$here/build" "default (split execution on lavapipe)" 1 "-LE statistical" HS_VK_SPLIT="$split_n"
 run_suite "$here/build" "no split execution, no subgroup operations (portable reductions and products)" "$jobs" \
   "$fallback" HS_VK_DISABLE_SPLIT=1 HS_VK_DISABLE_SUBGROUP_OPS=1
-run_suite "$here/build" "no split execution, no 16-bit storage (packed f16 KV write), no subgroup size control, no texel buffers, storage-buffer activations" "$jobs" "$fallback" \
-  HS_VK_DISABLE_SPLIT=1 HS_VK_DISABLE_16BIT_STORAGE=1 HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL=1 HS_VK_DISABLE_TEXEL_BUFFER=1 HS_TUNING=ubo=0
+run_suite "$here/build" "no split execution, no subgroup size control, no texel buffers, storage-buffer activations" "$jobs" "$fallback" \
+  HS_VK_DISABLE_SPLIT=1 HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL=1 HS_VK_DISABLE_TEXEL_BUFFER=1 HS_TUNING=ubo=0
 
 echo "== build: AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$here" -B "$here/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHS_WERROR=ON -DHS_SANITIZE=ON \
