@@ -2,7 +2,8 @@
  *
  * Every op follows the same steps: validate sizes against the bindings, pick
  * the shader variant (subgroup or portable; f32 or f16 cache), split the rows
- * into dispatches that each fit maxStorageBufferRange, and for each dispatch bind every operand at its offset aligned down to
+ * into dispatches that each fit maxStorageBufferRange, and for each dispatch
+ * bind every operand at its offset aligned down to
  * minStorageBufferOffsetAlignment, passing the remainder (in elements) as a
  * push constant. */
 #include "op_elem.h"
