@@ -314,7 +314,7 @@ int hs_cli_bench(int argc, char **argv) {
         cJSON_AddStringToObject(o, "driver", c->driver_info);
         cJSON_AddNumberToObject(o, "dispatches_per_token", hs_llama_last_dispatches(m));
         cJSON_AddNumberToObject(o, "depth", depth);
-        cJSON_AddStringToObject(o, "kv_type", hs_cli_kv_name(kv_type));
+        cJSON_AddStringToObject(o, "kv_type", hs_type_name(kv_type));
         const hs_tuning *tu = hs_ops_tuning(ops);
         cJSON *tj = cJSON_AddObjectToObject(o, "tuning");
         cJSON_AddStringToObject(tj, "name", tu->name);

@@ -553,7 +553,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
         cJSON_AddStringToObject(o, "head", sm.head ? sm.head_path : "");
         cJSON_AddStringToObject(o, "head_weights", hs_cli_head_weights_name(sm.head));
         cJSON_AddStringToObject(o, "build", HS_BUILD_ID);
-        cJSON_AddStringToObject(o, "kv_type", hs_cli_kv_name(a.kv_type));
+        cJSON_AddStringToObject(o, "kv_type", hs_type_name(a.kv_type));
         cJSON_AddItemToObject(o, "device", hs_bench_device_json(hs_vk_ctx_caps(vk)));
         cJSON_AddNumberToObject(o, "n_predict", a.n_predict);
         cJSON_AddNumberToObject(o, "temperature", a.temps[0]);

@@ -63,8 +63,6 @@ int hs_cli_kv_option(const char *cmd, const char *o, const char *v, hs_type *out
     return 2;
 }
 
-const char *hs_cli_kv_name(hs_type t) { return t == HS_TYPE_F16 ? "f16" : "f32"; }
-
 bool hs_cli_real(const char *cmd, const char *opt, const char *v, double lo, double hi, float *out) {
     char *end;
     errno = 0;

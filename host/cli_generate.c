@@ -229,7 +229,7 @@ int hs_cli_generate(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "n_gen", n_gen);
         cJSON_AddNumberToObject(o, "gen_s", r.gen_s);
         cJSON_AddNumberToObject(o, "dispatches_per_token", hs_llama_last_dispatches(m));
-        cJSON_AddStringToObject(o, "kv_type", hs_cli_kv_name(a.kv_type));
+        cJSON_AddStringToObject(o, "kv_type", hs_type_name(a.kv_type));
         cJSON_AddNumberToObject(o, "n_ctx", hs_llama_n_ctx(m));
         cJSON_AddNumberToObject(o, "split_parts", hs_vk_ctx_caps(vk)->parts);
         cJSON_AddNumberToObject(o, "split_busy_cpus", hs_vk_ctx_caps(vk)->parts_busy);
@@ -250,7 +250,7 @@ int hs_cli_generate(int argc, char **argv) {
                 "\n\n[heterospec] %s on %s%s\n[heterospec] load %.3f s | first token %.3f s | prompt %zu tokens, "
                 "%.1f t/s | generated %d tokens, %.1f t/s | %u dispatches/token | KV cache %s, %u rows\n",
                 model_path, vc->device_name, split, t_load, t_first, n_ids, n_ids / t_prompt, n_gen, gen_tps,
-                hs_llama_last_dispatches(m), hs_cli_kv_name(a.kv_type), hs_llama_n_ctx(m));
+                hs_llama_last_dispatches(m), hs_type_name(a.kv_type), hs_llama_n_ctx(m));
         hs_cli_spec_print(stderr, &sm, &r);
     }
     rc = 0;

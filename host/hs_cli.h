@@ -46,8 +46,6 @@ int hs_cli_kv_option(const char *cmd, const char *o, const char *v, hs_type *out
 #define HS_CLI_KV_HELP                                                                             \
     "  --kv-type T      the target's KV cache: f32 (default) or f16 (half the memory and\n"        \
     "                   attention reads; K and V rounded to f16, as llama.cpp's default)\n"
-/* "f32" or "f16" */
-const char *hs_cli_kv_name(hs_type t);
 bool hs_cli_u64(const char *cmd, const char *opt, const char *v, uint64_t *out);
 /* The whole file at path as a NUL-terminated string (*out, malloc'ed). */
 hs_status hs_cli_read_text(const char *path, char **out);
