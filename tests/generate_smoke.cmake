@@ -7,15 +7,29 @@
 #   cmake -DHS=<heterospec> -DMODEL=<gguf> -DDATA=<bench dir> -DMISFIT_HEAD=<a head of another model>
 #         -DWORK=<dir> -P generate_smoke.cmake
 file(MAKE_DIRECTORY ${WORK})
+# Runs heterospec with the arguments after out_var and err_var and fails unless it exits 0; its
+# standard output and error in out_var and err_var.
+function(hs_ok out_var err_var)
+  execute_process(COMMAND ${HS} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    string(REPLACE ";" " " cmd "${ARGN}")
+    message(FATAL_ERROR "heterospec ${cmd} exited ${rc}:\n${err}")
+  endif()
+  set(${out_var} "${out}" PARENT_SCOPE)
+  set(${err_var} "${err}" PARENT_SCOPE)
+endfunction()
+# Runs heterospec with the arguments after re and fails unless it exits non-zero with an error
+# matching re.
+function(hs_refused re)
+  execute_process(COMMAND ${HS} ${ARGN} RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "${re}")
+    string(REPLACE ";" " " cmd "${ARGN}")
+    message(FATAL_ERROR "heterospec ${cmd} gave rc ${rc}, expected a refusal matching '${re}':\n${err}")
+  endif()
+endfunction()
 set(args generate -m ${MODEL} -p "Once upon a time" -n 48 --json)
-execute_process(COMMAND ${HS} ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE auto ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "generate (default method) exited ${rc}:\n${err}")
-endif()
-execute_process(COMMAND ${HS} ${args} --spec none RESULT_VARIABLE rc OUTPUT_VARIABLE plain ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "generate --spec none exited ${rc}:\n${err}")
-endif()
+hs_ok(auto err ${args})
+hs_ok(plain err ${args} --spec none)
 string(JSON spec GET "${auto}" spec)
 string(JSON none GET "${plain}" spec)
 string(JSON ids_auto GET "${auto}" ids)
@@ -34,33 +48,19 @@ endif()
 # The head's weights as stored or quantized to q4_1 at load: either way plain decoding's output,
 # and the JSON says which; an unknown choice is refused by name.
 foreach(w file q4_1)
-  execute_process(COMMAND ${HS} ${args} --spec chain --head-weights ${w}
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "generate --head-weights ${w} exited ${rc}:\n${err}")
-  endif()
+  hs_ok(out err ${args} --spec chain --head-weights ${w})
   string(JSON ids_w GET "${out}" ids)
   string(JSON hw GET "${out}" head_weights)
   if(NOT ids_w STREQUAL ids_plain OR NOT hw STREQUAL w)
     message(FATAL_ERROR "--head-weights ${w}: head_weights '${hw}', ids ${ids_w} (plain ${ids_plain})")
   endif()
 endforeach()
-execute_process(COMMAND ${HS} ${args} --head-weights q5 RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "--head-weights q5: expected auto, file or q4_1")
-  message(FATAL_ERROR "--head-weights q5 gave rc ${rc}:\n${err}")
-endif()
+hs_refused("--head-weights q5: expected auto, file or q4_1" ${args} --head-weights q5)
 
 # An f16 KV cache: the JSON says so, and the default method's greedy output equals plain decoding's over
 # the same cache; an unknown cache type is refused by name.
-execute_process(COMMAND ${HS} ${args} --kv-type f16 RESULT_VARIABLE rc OUTPUT_VARIABLE a16 ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "generate --kv-type f16 exited ${rc}:\n${err}")
-endif()
-execute_process(COMMAND ${HS} ${args} --kv-type f16 --spec none RESULT_VARIABLE rc OUTPUT_VARIABLE p16
-                ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "generate --kv-type f16 --spec none exited ${rc}:\n${err}")
-endif()
+hs_ok(a16 err ${args} --kv-type f16)
+hs_ok(p16 err ${args} --kv-type f16 --spec none)
 string(JSON ids_a16 GET "${a16}" ids)
 string(JSON ids_p16 GET "${p16}" ids)
 string(JSON kv16 GET "${a16}" kv_type)
@@ -68,10 +68,7 @@ string(JSON kv32 GET "${plain}" kv_type)
 if(NOT kv16 STREQUAL "f16" OR NOT kv32 STREQUAL "f32" OR NOT ids_a16 STREQUAL ids_p16)
   message(FATAL_ERROR "--kv-type f16: kv_type '${kv16}' (default '${kv32}'), ids ${ids_a16} (plain ${ids_p16})")
 endif()
-execute_process(COMMAND ${HS} ${args} --kv-type q8_0 RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "--kv-type q8_0: expected f32 or f16")
-  message(FATAL_ERROR "--kv-type q8_0 gave rc ${rc}:\n${err}")
-endif()
+hs_refused("--kv-type q8_0: expected f32 or f16" ${args} --kv-type q8_0)
 
 # Numbers are parsed whole: a value with trailing characters, not a number, or out of range is refused
 # by name (not read as 12, 0 or a cut tree), and so is a tree the target cannot verify in one pass.
@@ -83,40 +80,30 @@ foreach(bad "-n;12x;-n 12x: expected an integer" "--temp;abc;--temp abc: expecte
   list(GET bad 0 opt)
   list(GET bad 1 val)
   list(GET bad 2 re)
-  execute_process(COMMAND ${HS} ${args} --spec eagle2 ${opt} ${val} RESULT_VARIABLE rc ERROR_VARIABLE err)
-  if(rc EQUAL 0 OR NOT err MATCHES "${re}")
-    message(FATAL_ERROR "generate ${opt} ${val} gave rc ${rc}, expected a refusal matching '${re}':\n${err}")
-  endif()
+  hs_refused("${re}" ${args} --spec eagle2 ${opt} ${val})
 endforeach()
 
 # A head given by name that does not fit the model is refused, naming what differs, also where the
 # calibration beside it (SmolLM2's, which runs without its head on lavapipe) would not load it.
-execute_process(COMMAND ${HS} ${args} --head ${MISFIT_HEAD} RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "head does not fit the target; hidden size")
-  message(FATAL_ERROR "generate --head ${MISFIT_HEAD} (SmolLM2's head, stories260K) gave rc ${rc}:\n${err}")
-endif()
+hs_refused("head does not fit the target; hidden size" ${args} --head ${MISFIT_HEAD})
 
 # A head given as the model is refused as a head, not as a GGUF without a tokenizer.
-execute_process(COMMAND ${HS} generate -m ${MISFIT_HEAD} -p "Once" -n 2 RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "this is an EAGLE-3 draft head \\(architecture 'eagle3'\\), not a model")
-  message(FATAL_ERROR "generate -m ${MISFIT_HEAD} (a head) gave rc ${rc}:\n${err}")
-endif()
+hs_refused("this is an EAGLE-3 draft head \\(architecture 'eagle3'\\), not a model"
+           generate -m ${MISFIT_HEAD} -p "Once" -n 2)
 
 # A calibration made on another model file (SmolLM2's, committed beside its head) still loads, with a
 # warning naming both files' hashes.
 get_filename_component(misfit_dir ${MISFIT_HEAD} DIRECTORY)
-execute_process(COMMAND ${HS} ${args} --calibration ${misfit_dir}/heterospec-greedy.json
-                RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT err MATCHES "warning: calibration [^\n]* was made for another model file \\(fnv1a64 ")
-  message(FATAL_ERROR "generate with SmolLM2's calibration on stories260K (rc ${rc}) gave no warning:\n${err}")
+hs_ok(out err ${args} --calibration ${misfit_dir}/heterospec-greedy.json)
+if(NOT err MATCHES "warning: calibration [^\n]* was made for another model file \\(fnv1a64 ")
+  message(FATAL_ERROR "generate with SmolLM2's calibration on stories260K gave no warning:\n${err}")
 endif()
 
 # A calibration of this device, model and head (one short question), then used.
-execute_process(COMMAND ${HS} calibrate -m ${MODEL} --data ${DATA} --sets gsm8k --questions 1-2 -n 24 -r 1
-                        --no-chat -o ${WORK}/cal.json
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "node records" OR NOT EXISTS ${WORK}/cal.json)
-  message(FATAL_ERROR "calibrate exited ${rc}:\n${out}\n${err}")
+hs_ok(out err calibrate -m ${MODEL} --data ${DATA} --sets gsm8k --questions 1-2 -n 24 -r 1 --no-chat
+      -o ${WORK}/cal.json)
+if(NOT out MATCHES "node records" OR NOT EXISTS ${WORK}/cal.json)
+  message(FATAL_ERROR "calibrate wrote no node records or no file:\n${out}\n${err}")
 endif()
 file(READ ${WORK}/cal.json cal)
 string(JSON kind GET "${cal}" kind)
@@ -131,10 +118,9 @@ if(NOT kind STREQUAL "heterospec-calibration" OR n_strata LESS 1 OR NOT n_verify
   message(FATAL_ERROR "calibration file: kind ${kind}, ${n_strata} strata, ${n_verify} verify costs, "
                       "${n_verify_all} / ${n_verify_all_long} with every head, eager ${eager}:\n${cal}")
 endif()
-execute_process(COMMAND ${HS} generate -m ${MODEL} -p "Once upon a time" -n 48 -q --calibration ${WORK}/cal.json
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT err MATCHES "calibration: [^\n]*cal.json \\(measured on ")
-  message(FATAL_ERROR "generate with the calibration (rc ${rc}) did not name it:\n${err}")
+hs_ok(out err generate -m ${MODEL} -p "Once upon a time" -n 48 -q --calibration ${WORK}/cal.json)
+if(NOT err MATCHES "calibration: [^\n]*cal.json \\(measured on ")
+  message(FATAL_ERROR "generate with the calibration did not name it:\n${err}")
 endif()
 
 # A calibration that found no tree pays here ("plain": true): generate says so
@@ -144,11 +130,7 @@ if(NOT cal MATCHES "\"plain\":[ \t]*(true|false)")
 endif()
 string(REGEX REPLACE "\"plain\":[ \t]*(true|false)" "\"plain\": true" plain_cal "${cal}")
 file(WRITE ${WORK}/plain.json "${plain_cal}")
-execute_process(COMMAND ${HS} ${args} --calibration ${WORK}/plain.json
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "generate with a plain calibration exited ${rc}:\n${err}")
-endif()
+hs_ok(out err ${args} --calibration ${WORK}/plain.json)
 string(JSON spec_p GET "${out}" spec)
 string(JSON ids_p GET "${out}" ids)
 if(NOT err MATCHES "no tree pays on this device when greedy" OR NOT spec_p STREQUAL "none" OR
@@ -159,18 +141,15 @@ endif()
 # A broken calibration: refused by name, non-zero exit, no crash.
 string(REPLACE "\"heterospec-calibration\"" "\"other\"" bad "${cal}")
 file(WRITE ${WORK}/bad.json "${bad}")
-execute_process(COMMAND ${HS} generate -m ${MODEL} -p "Once" -n 4 --calibration ${WORK}/bad.json
-                RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "bad.json: calibration: \"kind\" is not")
-  message(FATAL_ERROR "a bad calibration gave rc ${rc}:\n${err}")
-endif()
+hs_refused("bad.json: calibration: \"kind\" is not" generate -m ${MODEL} -p "Once" -n 4
+           --calibration ${WORK}/bad.json)
 
 # `logits -o`: written on success; on a failure after the file was created
 # (here a bad HS_TUNING, refused when the device is opened) nothing partial stays.
 file(REMOVE ${WORK}/good.hslg ${WORK}/bad.hslg)
-execute_process(COMMAND ${HS} logits -m ${MODEL} -p "Once" -o ${WORK}/good.hslg RESULT_VARIABLE rc ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT EXISTS ${WORK}/good.hslg)
-  message(FATAL_ERROR "logits exited ${rc}:\n${err}")
+hs_ok(out err logits -m ${MODEL} -p "Once" -o ${WORK}/good.hslg)
+if(NOT EXISTS ${WORK}/good.hslg)
+  message(FATAL_ERROR "logits -o wrote no file:\n${err}")
 endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -E env HS_TUNING=bogus=1 ${HS} logits -m ${MODEL} -p "Once"
                         -o ${WORK}/bad.hslg RESULT_VARIABLE rc ERROR_VARIABLE err)
