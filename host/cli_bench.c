@@ -179,7 +179,7 @@ int hs_cli_bench(int argc, char **argv) {
     int reps = 5, depth = 0, pp[MAX_TESTS] = {512}, tg[MAX_TESTS] = {128}, vf[MAX_TESTS], npp = 1, ntg = 1,
         nvf = 0;
     bool json = false, taps = false;
-    hs_type kv_type = HS_TYPE_F32;
+    hs_type kv_type = HS_CLI_KV_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         const int kv = hs_cli_kv_option("bench", o, v, &kv_type);
@@ -191,7 +191,7 @@ int hs_cli_bench(int argc, char **argv) {
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             printf("usage: heterospec bench -m FILE [-p N[,N..]] [-n N[,N..]] [-v N[,N..]] [-d DEPTH] [-r "
                    "REPS] [--taps] "
-                   "[--kv-type f32|f16] [-o md|json]\n\n"
+                   "[--kv-type f16|f32] [-o md|json]\n\n"
                    "llama-bench's tests: ppN (N prompt tokens in one batch, default 512) and tgN (N\n"
                    "decoding steps, default 128); t/s as mean ± std over REPS (default 5) after one\n"
                    "warm-up. -p and -n take lists; 0 skips a test. -d runs every test after DEPTH\n"
@@ -203,7 +203,7 @@ int hs_cli_bench(int argc, char **argv) {
                    "(-p 0 -n 0 -v 1,2,4,8,16,32,64), and the cost of the output head of each further\n"
                    "node acceptance reaches (timed after each pass). --taps loads the model as\n"
                    "speculation does (the hidden states of EAGLE-3's three tap layers kept per\n"
-                   "position). --kv-type f16 keeps the KV cache in halves (default f32).\n",
+                   "position). --kv-type f32 keeps the KV cache in floats (default f16: halves).\n",
                    VERIFY_PASSES);
             return 0;
         } else if (!strcmp(o, "-m") && v) model = argv[++i];
@@ -349,9 +349,9 @@ int hs_cli_bench(int argc, char **argv) {
     } else {
         printf("| model | size | params | backend | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: |\n");
         for (int i = 0; i < nt; i++)
-            printf("| %s | %.2f MiB | %.2f M | heterospec Vulkan (%s%s) | %s | %.2f ± %.2f |\n", name,
-                   n_bytes(g) / 1048576.0, n_params(g) / 1e6, c->device_name,
-                   kv_type == HS_TYPE_F16 ? ", KV f16" : "", tests[i].name, tests[i].mean, tests[i].std);
+            printf("| %s | %.2f MiB | %.2f M | heterospec Vulkan (%s, KV %s) | %s | %.2f ± %.2f |\n", name,
+                   n_bytes(g) / 1048576.0, n_params(g) / 1e6, c->device_name, hs_type_name(kv_type),
+                   tests[i].name, tests[i].mean, tests[i].std);
         /* The pp tests come first, in -p order; the v tests last, in -v order. */
         if (n_curve > 1) print_curve("batch cost curve", tests, n_curve, depth);
         if (n_vcurve > 1) print_curve("verification cost curve", tests + nt - n_vcurve, n_vcurve, depth);

@@ -38,7 +38,7 @@ static void usage(FILE *f) {
                "  --questions F-T    questions F..T of each set, 1-based, in file order (default 1-10)\n"
                "  -n N               most new tokens per question (default 128)\n"
                "  -c N               context size (default: model's, at most 4096)\n"
-               "  --kv-type T        the target's KV cache: f32 (default) or f16\n"
+               "  --kv-type T        the target's KV cache: f16 (default) or f32\n"
                "  --temp T[,T..]     temperatures (default 0: greedy); several run every method at\n"
                "                     each (labels get @tT, speedups are against ar at the same T)\n"
                "  --seed S           sampling seed (default 0)\n"
@@ -101,6 +101,7 @@ static int parse(int argc, char **argv, args *a) {
     memset(a, 0, sizeof *a);
     hs_cli_qset_defaults(&a->q);
     a->methods = "ar,chain,eagle2";
+    a->kv_type = HS_CLI_KV_DEFAULT;
     a->out = "md";
     a->n_predict = 128;
     a->sp = hs_sampler_default_params();
@@ -410,7 +411,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
         const int mode = ms[i].temp > 0;
         if (!hx_loaded[mode]) {
             if (hs_cli_hx_load(hs_vk_ctx_caps(vk), model_path, sm.head_path, a.calib, mode == 1,
-                               &hxs[mode]) != HS_OK)
+                               a.kv_type, &hxs[mode]) != HS_OK)
                 goto fail;
             hx_loaded[mode] = true;
             fprintf(stderr, "[bench-spec] %s calibration: %s\n", mode ? "sampling" : "greedy",

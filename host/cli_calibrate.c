@@ -58,7 +58,10 @@ static void usage(FILE *f) {
             "  --strata B         entropy strata (default 4, at most %d)\n"
             "  --max-verify N     most nodes a HeteroSpec tree verifies (default 64)\n"
             "  -r N               timing passes per measurement (default 5)\n"
-            "  -o FILE            output (default: the cache file for this device, model, head)\n"
+            "  --kv-type T        the target's KV cache: f16 (default) or f32; part of the\n"
+            "                     calibration's key (its costs differ)\n"
+            "  -o FILE            output (default: the cache file for this device, model, head,\n"
+            "                     mode and cache type)\n"
             "  --no-chat          the turn as it is, without the chat template\n",
             HS_HX_MAX_STRATA);
 }
@@ -70,6 +73,7 @@ typedef struct cal_args {
     unsigned rec_k, rec_d, rec_n;
     bool device_only, if_missing;
     hs_sampler_params sp;
+    hs_type kv_type;
 } cal_args;
 
 static int parse(int argc, char **argv, cal_args *a) {
@@ -84,6 +88,7 @@ static int parse(int argc, char **argv, cal_args *a) {
     a->rec_n = 0;
     a->sp = hs_sampler_default_params();
     a->sp.temperature = 0.0f;
+    a->kv_type = HS_CLI_KV_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -96,6 +101,12 @@ static int parse(int argc, char **argv, cal_args *a) {
         }
         if (!strcmp(o, "--if-missing")) {
             a->if_missing = true;
+            continue;
+        }
+        const int kv = hs_cli_kv_option("calibrate", o, v, &a->kv_type);
+        if (kv < 0) return 2;
+        if (kv) {
+            i++;
             continue;
         }
         const int used = hs_cli_qset_option(&a->q, "calibrate", o, v);
@@ -422,7 +433,7 @@ int hs_cli_calibrate(int argc, char **argv) {
     so.depth = (int)a.rec_d;
     so.tree_size = (int)(a.rec_n ? a.rec_n : a.rec_k * a.rec_d); /* 0: sized as the full tree */
     so.lookup = (int)HS_LOOKUP_MAX_LEN; /* every round records its longest lookup chain */
-    hs_llama_options lo = {.max_batch = HS_HX_MAX_N};
+    hs_llama_options lo = {.max_batch = HS_HX_MAX_N, .kv_type = a.kv_type};
     if (hs_cli_spec_load(&so, ops, g, &lo, &sm) != HS_OK) goto fail;
     if (a.rec_n == 0) { /* every root records a tree: the same head, lookup and store, nothing verified */
         hs_tree_policy rp = hs_tree_record(a.rec_k, a.rec_d);
@@ -439,7 +450,7 @@ int hs_cli_calibrate(int argc, char **argv) {
     if (hs_cli_hx_identity(caps, model_path, sm.head_path, &id) != HS_OK) goto fail;
     if (a.out)
         snprintf(out_path, sizeof out_path, "%s", a.out);
-    else if (hs_cli_hx_cache_path(&id, sampling, out_path, sizeof out_path) != HS_OK)
+    else if (hs_cli_hx_cache_path(&id, sampling, a.kv_type, out_path, sizeof out_path) != HS_OK)
         goto fail;
     /* What exists already (this file, else the usual lookup) is the base. */
     FILE *exists = fopen(out_path, "rb");
@@ -451,14 +462,15 @@ int hs_cli_calibrate(int argc, char **argv) {
     }
     /* The question sets, before the device is timed (a wrong --data would fail only after that). */
     if (!a.device_only && hs_cli_qset_read(&a.q, &sets, &n_sets) != HS_OK) goto fail;
-    if (hs_cli_hx_load(caps, model_path, sm.head_path, exists ? out_path : NULL, sampling, &base) != HS_OK)
+    if (hs_cli_hx_load(caps, model_path, sm.head_path, exists ? out_path : NULL, sampling, a.kv_type,
+                       &base) != HS_OK)
         goto fail;
     hs_hx_model m = base.model;
     m.max_depth = a.rec_d;
     m.max_width = a.rec_k;
     m.max_verify = (uint32_t)a.max_verify;
-    printf("calibrate: %s on %s (%s), head %s, %s\n", model_path, caps->device_name, caps->driver_info,
-           sm.head_path, sampling ? "sampling" : "greedy");
+    printf("calibrate: %s on %s (%s), head %s, %s, KV %s\n", model_path, caps->device_name,
+           caps->driver_info, sm.head_path, sampling ? "sampling" : "greedy", hs_type_name(a.kv_type));
 
     /* A cost without t_head timed every row's output head in each pass (before
      * the head ran on demand), one without t_after_head its plain step right
@@ -710,7 +722,7 @@ int hs_cli_calibrate(int argc, char **argv) {
     }
 
     o = hs_hx_model_to_json(&m);
-    cJSON *idj = hs_cli_hx_identity_json(caps, &id, model_path, sm.head_path, sampling);
+    cJSON *idj = hs_cli_hx_identity_json(caps, &id, model_path, sm.head_path, sampling, a.kv_type);
     for (cJSON *it = idj->child; it;) {
         cJSON *next = it->next;
         cJSON_AddItemToObject(o, it->string, cJSON_DetachItemViaPointer(idj, it));

@@ -78,6 +78,7 @@ typedef struct gen_args {
 static int parse(int argc, char **argv, gen_args *a) {
     memset(a, 0, sizeof *a);
     a->n_predict = 128;
+    a->kv_type = HS_CLI_KV_DEFAULT;
     a->sp = hs_sampler_default_params();
     a->sp.temperature = 0.0f;
     hs_cli_spec_defaults(&a->spec);

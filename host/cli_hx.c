@@ -60,18 +60,24 @@ fail:
     return st;
 }
 
-hs_status hs_cli_hx_cache_path(const hs_cli_hx_id *id, bool sampling, char *buf, size_t n) {
+/* kv_name NULL: the name of the files made before the cache type was in the key (all f32). */
+static hs_status cache_path(const hs_cli_hx_id *id, bool sampling, const char *kv_name, char *buf, size_t n) {
     hs_status st = HS_OK;
     char home[1024];
     HS_TRY(hs_home_dir(home, sizeof home));
-    snprintf(buf, n, "%s/calib/%016llx-%016llx-%016llx-%s.json", home, (unsigned long long)id->device,
-             (unsigned long long)id->model, (unsigned long long)id->head, sampling ? "sample" : "greedy");
+    snprintf(buf, n, "%s/calib/%016llx-%016llx-%016llx-%s%s%s.json", home, (unsigned long long)id->device,
+             (unsigned long long)id->model, (unsigned long long)id->head, sampling ? "sample" : "greedy",
+             kv_name ? "-" : "", kv_name ? kv_name : "");
 fail:
     return st;
 }
 
+hs_status hs_cli_hx_cache_path(const hs_cli_hx_id *id, bool sampling, hs_type kv, char *buf, size_t n) {
+    return cache_path(id, sampling, hs_type_name(kv), buf, n);
+}
+
 cJSON *hs_cli_hx_identity_json(const hs_vk_caps *caps, const hs_cli_hx_id *id, const char *model_path,
-                               const char *head_path, bool sampling) {
+                               const char *head_path, bool sampling, hs_type kv) {
     cJSON *o = cJSON_CreateObject();
     cJSON *d = cJSON_AddObjectToObject(o, "device");
     char uuid[2 * VK_UUID_SIZE + 1], hex[17];
@@ -96,11 +102,13 @@ cJSON *hs_cli_hx_identity_json(const hs_vk_caps *caps, const hs_cli_hx_id *id, c
         cJSON_AddStringToObject(m, "fnv1a64", hex);
     }
     cJSON_AddStringToObject(o, "mode", sampling ? "sample" : "greedy");
+    cJSON_AddStringToObject(o, "kv_type", hs_type_name(kv));
     return o;
 }
 
-/* Loads path into out when it exists: 1 loaded, 0 absent, error otherwise. */
-static hs_status try_load(const char *path, hs_cli_hx *out, int *found) {
+/* Loads path into out when it exists: 1 loaded, 0 absent, error otherwise. The source names the cache
+ * type the file was measured with when it is not kv (files without kv_type: f32, made before it). */
+static hs_status try_load(const char *path, hs_type kv, hs_cli_hx *out, int *found) {
     hs_status st = HS_OK;
     char *text = NULL;
     cJSON *o = NULL;
@@ -137,8 +145,12 @@ static hs_status try_load(const char *path, hs_cli_hx *out, int *found) {
     const cJSON *dev = cJSON_GetObjectItemCaseSensitive(dj, "name"),
                 *cpu = cJSON_GetObjectItemCaseSensitive(dj, "host_cpu");
     const char *on = cJSON_IsString(cpu) ? cpu->valuestring : "";
-    snprintf(out->source, sizeof out->source, "%s (measured on %s%s%s)", path,
-             cJSON_IsString(dev) ? dev->valuestring : "an unnamed device", on[0] ? " on " : "", on);
+    const cJSON *kj = cJSON_GetObjectItemCaseSensitive(o, "kv_type");
+    const char *file_kv = cJSON_IsString(kj) ? kj->valuestring : "f32";
+    const bool other_kv = strcmp(file_kv, hs_type_name(kv)) != 0;
+    snprintf(out->source, sizeof out->source, "%s (measured on %s%s%s%s%s%s)", path,
+             cJSON_IsString(dev) ? dev->valuestring : "an unnamed device", on[0] ? " on " : "", on,
+             other_kv ? " with an " : "", other_kv ? file_kv : "", other_kv ? " KV cache" : "");
     *found = 1;
 fail:
     cJSON_Delete(o);
@@ -160,14 +172,14 @@ static void warn_other_model(const hs_cli_hx *hx, uint64_t model_hash) {
 }
 
 hs_status hs_cli_hx_load(const hs_vk_caps *caps, const char *model_path, const char *head_path,
-                         const char *given, bool sampling, hs_cli_hx *out) {
+                         const char *given, bool sampling, hs_type kv, hs_cli_hx *out) {
     hs_status st = HS_OK;
     memset(out, 0, sizeof *out);
     hs_hx_model_default(&out->model);
     int found = 0;
     if (given) {
         uint64_t model_hash;
-        HS_TRY(try_load(given, out, &found));
+        HS_TRY(try_load(given, kv, out, &found));
         if (!found) return HS_FAIL(HS_ERR_IO, "--calibration %s: no such file", given);
         HS_TRY(file_hash(model_path, &model_hash));
         warn_other_model(out, model_hash);
@@ -176,18 +188,29 @@ hs_status hs_cli_hx_load(const hs_vk_caps *caps, const char *model_path, const c
     hs_cli_hx_id id;
     char path[1400];
     HS_TRY(hs_cli_hx_identity(caps, model_path, head_path, &id));
-    /* This device's own calibration, in the mode asked, then greedy's. */
-    for (int mode = sampling ? 1 : 0; mode >= 0 && !found; mode--) {
-        HS_TRY(hs_cli_hx_cache_path(&id, mode == 1, path, sizeof path));
-        HS_TRY(try_load(path, out, &found));
+    /* This device's own calibration in the mode asked, then greedy's (acceptance depends on the mode
+     * most); in each, for this cache type, then the other (whose costs differ less). f32's files also go
+     * by the name they had before the type was in the key. */
+    const hs_type other = kv == HS_TYPE_F16 ? HS_TYPE_F32 : HS_TYPE_F16;
+    const char *names[3];
+    int n_names = 0;
+    for (int k = 0; k < 2; k++) {
+        const hs_type t = k ? other : kv;
+        names[n_names++] = hs_type_name(t);
+        if (t == HS_TYPE_F32) names[n_names++] = NULL;
     }
+    for (int mode = sampling ? 1 : 0; mode >= 0 && !found; mode--)
+        for (int k = 0; k < n_names && !found; k++) {
+            HS_TRY(cache_path(&id, mode == 1, names[k], path, sizeof path));
+            HS_TRY(try_load(path, kv, out, &found));
+        }
     /* The defaults committed beside the head. */
     const char *slash = strrchr(head_path, '/');
     const int dir_len = slash ? (int)(slash - head_path) : 1;
     for (int mode = sampling ? 1 : 0; mode >= 0 && !found; mode--) {
         snprintf(path, sizeof path, "%.*s/heterospec-%s.json", dir_len, slash ? head_path : ".",
                  mode ? "sample" : "greedy");
-        HS_TRY(try_load(path, out, &found));
+        HS_TRY(try_load(path, kv, out, &found));
     }
     if (!found)
         snprintf(

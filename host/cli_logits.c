@@ -56,6 +56,7 @@ typedef struct logits_args {
 static int parse(int argc, char **argv, logits_args *a) {
     memset(a, 0, sizeof *a);
     a->batch = 512;
+    a->kv_type = HS_CLI_KV_DEFAULT;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;

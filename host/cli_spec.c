@@ -291,7 +291,7 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
     }
     if (!strcmp(out->policy.name ? out->policy.name : "", "heterospec")) {
         HS_TRY(hs_cli_hx_load(hs_vk_ctx_caps(hs_ops_vk(ops)), hs_gguf_name(model), out->head_path, s->calib,
-                              s->sampling, &out->hx));
+                              s->sampling, opt.kv_type, &out->hx));
         if (out->hx.model.plain) { /* no tree pays here: no head, no taps */
             fprintf(stderr,
                     "[heterospec] calibration: %s\n[heterospec] it found that no tree pays on this device "

@@ -42,10 +42,14 @@ bool hs_cli_real(const char *cmd, const char *opt, const char *v, double lo, dou
 /* --kv-type f32|f16 (the target's KV cache, hs_llama_options.kv_type): 0 when o is not it, 2 when it
  * consumed o and v, -1 on a missing or unknown value (printed with cmd's name). */
 int hs_cli_kv_option(const char *cmd, const char *o, const char *v, hs_type *out);
+/* The commands' cache type when --kv-type is not given: f16 (half the memory and the attention
+ * reads of f32, and as fast or faster at every depth measured; the library's default,
+ * hs_llama_options' zero, stays f32, the exact reference). */
+#define HS_CLI_KV_DEFAULT HS_TYPE_F16
 /* The help line of --kv-type, for the commands that take it. */
 #define HS_CLI_KV_HELP                                                                             \
-    "  --kv-type T      the target's KV cache: f32 (default) or f16 (half the memory and\n"        \
-    "                   attention reads; K and V rounded to f16, as llama.cpp's default)\n"
+    "  --kv-type T      the target's KV cache: f16 (default: K and V rounded to halves, as\n"     \
+    "                   llama.cpp's default) or f32 (twice the memory and attention reads)\n"
 bool hs_cli_u64(const char *cmd, const char *opt, const char *v, uint64_t *out);
 /* The whole file at path as a NUL-terminated string (*out, malloc'ed). */
 hs_status hs_cli_read_text(const char *path, char **out);
@@ -125,8 +129,9 @@ hs_status hs_cli_store_open(const char *given, const hs_gguf *model, const char 
 
 /* HeteroSpec calibrations (host/cli_hx.c). A calibration file is keyed by
  * the device (UUID, driver version and info), the model file and the head
- * file (FNV-1a 64 of their bytes) and the mode (greedy or sample):
- * $HS_HOME/calib/<device>-<model>-<head>-<mode>.json. */
+ * file (FNV-1a 64 of their bytes), the mode (greedy or sample) and the
+ * target's KV cache type (its costs differ):
+ * $HS_HOME/calib/<device>-<model>-<head>-<mode>-<kv>.json. */
 typedef struct hs_cli_hx_id {
     uint64_t device, model, head;
 } hs_cli_hx_id;
@@ -139,15 +144,17 @@ typedef struct hs_cli_hx {
 } hs_cli_hx;
 hs_status hs_cli_hx_identity(const hs_vk_caps *caps, const char *model_path, const char *head_path,
                              hs_cli_hx_id *id);
-hs_status hs_cli_hx_cache_path(const hs_cli_hx_id *id, bool sampling, char *buf, size_t n);
-/* device, model, head and mode fields of a calibration file. */
+hs_status hs_cli_hx_cache_path(const hs_cli_hx_id *id, bool sampling, hs_type kv, char *buf, size_t n);
+/* device, model, head, mode and kv_type fields of a calibration file. */
 cJSON *hs_cli_hx_identity_json(const hs_vk_caps *caps, const hs_cli_hx_id *id, const char *model_path,
-                               const char *head_path, bool sampling);
+                               const char *head_path, bool sampling, hs_type kv);
 /* given (must exist) or: this device's calibration in the cache (the mode
- * asked, then greedy), the defaults committed beside the head
- * (heterospec-sample.json / heterospec-greedy.json), the built-in defaults. */
+ * asked, then greedy; in each, the cache type kv, then the other), the
+ * defaults committed beside the head (heterospec-sample.json /
+ * heterospec-greedy.json), the built-in defaults. The source says which,
+ * and the cache type it was measured with when that is not kv. */
 hs_status hs_cli_hx_load(const hs_vk_caps *caps, const char *model_path, const char *head_path,
-                         const char *given, bool sampling, hs_cli_hx *out);
+                         const char *given, bool sampling, hs_type kv, hs_cli_hx *out);
 
 /* The target (with taps when speculating), its head and the round. */
 typedef struct hs_cli_spec_models {

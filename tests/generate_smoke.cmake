@@ -57,16 +57,16 @@ foreach(w file q4_1)
 endforeach()
 hs_refused("--head-weights q5: expected auto, file or q4_1" ${args} --head-weights q5)
 
-# An f16 KV cache: the JSON says so, and the default method's greedy output equals plain decoding's over
-# the same cache; an unknown cache type is refused by name.
-hs_ok(a16 err ${args} --kv-type f16)
-hs_ok(p16 err ${args} --kv-type f16 --spec none)
-string(JSON ids_a16 GET "${a16}" ids)
-string(JSON ids_p16 GET "${p16}" ids)
-string(JSON kv16 GET "${a16}" kv_type)
-string(JSON kv32 GET "${plain}" kv_type)
-if(NOT kv16 STREQUAL "f16" OR NOT kv32 STREQUAL "f32" OR NOT ids_a16 STREQUAL ids_p16)
-  message(FATAL_ERROR "--kv-type f16: kv_type '${kv16}' (default '${kv32}'), ids ${ids_a16} (plain ${ids_p16})")
+# The cache type: f16 by default, f32 when asked, and the JSON says which; the default method's greedy
+# output equals plain decoding's over an f32 cache too; an unknown cache type is refused by name.
+hs_ok(a32 err ${args} --kv-type f32)
+hs_ok(p32 err ${args} --kv-type f32 --spec none)
+string(JSON ids_a32 GET "${a32}" ids)
+string(JSON ids_p32 GET "${p32}" ids)
+string(JSON kv32 GET "${a32}" kv_type)
+string(JSON kv_default GET "${plain}" kv_type)
+if(NOT kv32 STREQUAL "f32" OR NOT kv_default STREQUAL "f16" OR NOT ids_a32 STREQUAL ids_p32)
+  message(FATAL_ERROR "--kv-type f32: kv_type '${kv32}' (default '${kv_default}'), ids ${ids_a32} (plain ${ids_p32})")
 endif()
 hs_refused("--kv-type q8_0: expected f32 or f16" ${args} --kv-type q8_0)
 
@@ -113,10 +113,12 @@ string(JSON n_verify LENGTH "${cal}" cost verify_s)
 string(JSON n_verify_all ERROR_VARIABLE no_all LENGTH "${cal}" cost verify_all_s)
 string(JSON n_verify_all_long ERROR_VARIABLE no_all_long LENGTH "${cal}" cost verify_all_long_s)
 string(JSON eager ERROR_VARIABLE no_eager GET "${cal}" eager)
+string(JSON cal_kv ERROR_VARIABLE no_kv GET "${cal}" kv_type)
 if(NOT kind STREQUAL "heterospec-calibration" OR n_strata LESS 1 OR NOT n_verify EQUAL 128
-   OR NOT n_verify_all EQUAL 8 OR NOT n_verify_all_long EQUAL 8 OR no_eager)
+   OR NOT n_verify_all EQUAL 8 OR NOT n_verify_all_long EQUAL 8 OR no_eager OR NOT cal_kv STREQUAL "f16")
   message(FATAL_ERROR "calibration file: kind ${kind}, ${n_strata} strata, ${n_verify} verify costs, "
-                      "${n_verify_all} / ${n_verify_all_long} with every head, eager ${eager}:\n${cal}")
+                      "${n_verify_all} / ${n_verify_all_long} with every head, eager ${eager}, "
+                      "kv_type '${cal_kv}':\n${cal}")
 endif()
 hs_ok(out err generate -m ${MODEL} -p "Once upon a time" -n 48 -q --calibration ${WORK}/cal.json)
 if(NOT err MATCHES "calibration: [^\n]*cal.json \\(measured on ")

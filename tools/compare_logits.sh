@@ -30,7 +30,7 @@
 #     --data DIR        bench data (default: <repo>/../shared/data/bench)
 #     --heterospec BIN  (default: $HS_BIN or <repo>/build/heterospec)
 #     --keep DIR        keep the .hslg files and the ids there (default: a temporary folder, removed)
-#     --kv-type f32|f16 heterospec's KV cache (default f32; the reference keeps f32)
+#     --kv-type f16|f32 heterospec's KV cache (default f16, as heterospec's; the reference keeps f32)
 #
 # Needs: jq (JSONL), cc (builds hslg_compare into $HS_HOME/peer/bin when missing or older than its
 # source), awk, hs-oracle ($HS_HOME/peer/bin/hs-oracle; tools/oracle/build.sh).
@@ -47,7 +47,7 @@ data="$repo/../shared/data/bench"
 hs="${HS_BIN:-$repo/build/heterospec}"
 keep=""
 ref=cpu
-kv=f32
+kv=f16
 while (($#)); do
   case "$1" in
     -m) model="$2"; shift 2 ;;

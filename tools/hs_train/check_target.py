@@ -71,7 +71,9 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as td:
         for i, text in enumerate(prompts):
             out = os.path.join(td, f"{i}.hslg")
-            cmd = [a.hs, "logits", "-m", a.model, "-p", text, "-o", out] + (["--chat"] if a.chat else [])
+            # An f32 cache, as the JAX target keeps (heterospec's default is f16).
+            cmd = [a.hs, "logits", "-m", a.model, "--kv-type", "f32", "-p", text, "-o", out] + (
+                ["--chat"] if a.chat else [])
             subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
             toks, ref = read_hslg(out)
             got = np.asarray(fwd(params, jnp.asarray(toks[None])))[0]
