@@ -191,16 +191,10 @@ hs_status hs_cli_hx_load(const hs_vk_caps *caps, const char *model_path, const c
     /* This device's own calibration in the mode asked, then greedy's (acceptance depends on the mode
      * most); in each, for this cache type, then the other (whose costs differ less). f32's files also go
      * by the name they had before the type was in the key. */
-    const hs_type other = kv == HS_TYPE_F16 ? HS_TYPE_F32 : HS_TYPE_F16;
-    const char *names[3];
-    int n_names = 0;
-    for (int k = 0; k < 2; k++) {
-        const hs_type t = k ? other : kv;
-        names[n_names++] = hs_type_name(t);
-        if (t == HS_TYPE_F32) names[n_names++] = NULL;
-    }
+    const char *const f32_first[] = {"f32", NULL, "f16"}, *const f16_first[] = {"f16", "f32", NULL};
+    const char *const *names = kv == HS_TYPE_F32 ? f32_first : f16_first; /* NULL: the old name */
     for (int mode = sampling ? 1 : 0; mode >= 0 && !found; mode--)
-        for (int k = 0; k < n_names && !found; k++) {
+        for (int k = 0; k < 3 && !found; k++) {
             HS_TRY(cache_path(&id, mode == 1, names[k], path, sizeof path));
             HS_TRY(try_load(path, kv, out, &found));
         }
