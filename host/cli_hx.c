@@ -147,10 +147,10 @@ static hs_status try_load(const char *path, hs_type kv, hs_cli_hx *out, int *fou
     const char *on = cJSON_IsString(cpu) ? cpu->valuestring : "";
     const cJSON *kj = cJSON_GetObjectItemCaseSensitive(o, "kv_type");
     const char *file_kv = cJSON_IsString(kj) ? kj->valuestring : "f32";
-    const bool other_kv = strcmp(file_kv, hs_type_name(kv)) != 0;
-    snprintf(out->source, sizeof out->source, "%s (measured on %s%s%s%s%s%s)", path,
-             cJSON_IsString(dev) ? dev->valuestring : "an unnamed device", on[0] ? " on " : "", on,
-             other_kv ? " with an " : "", other_kv ? file_kv : "", other_kv ? " KV cache" : "");
+    char kv_note[64] = "";
+    if (strcmp(file_kv, hs_type_name(kv))) snprintf(kv_note, sizeof kv_note, " with an %.16s KV cache", file_kv);
+    snprintf(out->source, sizeof out->source, "%s (measured on %s%s%s%s)", path,
+             cJSON_IsString(dev) ? dev->valuestring : "an unnamed device", on[0] ? " on " : "", on, kv_note);
     *found = 1;
 fail:
     cJSON_Delete(o);
