@@ -43,10 +43,12 @@ static void usage(FILE *f) {
                "                     each (labels get @tT, speedups are against ar at the same T)\n"
                "  --seed S           sampling seed (default 0)\n"
                "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
-               "                     ar | chain[/dD] | static[/B1xB2x..] | eagle2[/kK][/dD][/nN]\n"
+               "                     ar | chain[/dD] | static[/B1xB2x..]\n"
+               "                     | eagle2[/kK][/dD][/nN][/pP][/rR]\n"
                "                     | heterospec[/lL][/f0][/h1][/s0] | eagle2-tuned\n"
                "                     | lookup[/lL][/mM], each but eagle2-tuned also [/eN]\n"
-               "                     (d: depth, k: draft top-k, n: tree size, l: context lookup\n"
+               "                     (d: depth, k: draft top-k, n: tree size, p: --p-min in\n"
+               "                     percent, r: --rest, l: context lookup\n"
                "                     chain length, 0 off; f0: heterospec without its acceptance\n"
                "                     feedback; h1: with the head where the calibration drops it;\n"
                "                     s0: without the n-gram store's chains; eN: lists of up to\n"
@@ -212,6 +214,7 @@ static hs_status parse_method(const char *text, method *m) {
     hs_cli_spec_defaults(&s);
     s.method = name;
     char tree[64] = "";
+    int p_pct = 0; /* eagle2's /pP: the floor on path probability in percent */
     for (char *part; (part = strtok_r(NULL, "/", &save));) {
         int *dst = part[0] == 'd'   ? &s.depth
                    : part[0] == 'k' ? &s.top_k
@@ -222,6 +225,8 @@ static hs_status parse_method(const char *text, method *m) {
                    : part[0] == 'h' && !strcmp(name, "heterospec")                             ? &m->with_head
                    : part[0] == 's' && !strcmp(name, "heterospec")                             ? &m->store
                    : part[0] == 'e'                                                            ? &m->eager
+                   : part[0] == 'p' && !strcmp(name, "eagle2")                                 ? &p_pct
+                   : part[0] == 'r' && !strcmp(name, "eagle2")                                 ? &s.rest
                                     : NULL;
         if (!strcmp(name, "static") && part[0] != 'e') {
             snprintf(tree, sizeof tree, "%s", part);
@@ -238,6 +243,10 @@ static hs_status parse_method(const char *text, method *m) {
             if (dst == &m->eager && *dst > (int)HS_TREE_EAGER_MAX)
                 return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: e is 0..%u (list entries)", text,
                                HS_TREE_EAGER_MAX);
+            if (dst == &p_pct && *dst > 99)
+                return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: p is 0..99 (percent)", text);
+            if (dst == &s.rest && *dst > HS_HX_MAX_REST)
+                return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: r is 0..%d (rounds)", text, HS_HX_MAX_REST);
             if (dst == &m->with_head && *dst != 1)
                 return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: h1 (with the head) is the only h option",
                                text);
@@ -251,6 +260,7 @@ static hs_status parse_method(const char *text, method *m) {
         }
     }
     s.lookup = m->lookup;
+    s.p_min = (float)p_pct / 100;
     HS_TRY(hs_cli_spec_policy(&s, &m->policy));
     if (m->eager >= 0) m->policy.eager = (uint32_t)m->eager;
 fail:
@@ -447,8 +457,12 @@ int hs_cli_bench_spec(int argc, char **argv) {
         } else if (hxs[mode].have_eagle2) {
             ms[i].policy = hxs[mode].eagle2;
             const size_t len = strlen(ms[i].label);
-            snprintf(ms[i].label + len, sizeof ms[i].label - len, " (k%u/d%u/n%u%s)", ms[i].policy.top_k,
-                     ms[i].policy.depth, ms[i].policy.total, ms[i].policy.eager ? "/eager" : "");
+            char floor_text[32] = ""; /* the floor in percent, as eagle2's /pP takes it */
+            if (ms[i].policy.p_min > 0 || ms[i].policy.rest)
+                snprintf(floor_text, sizeof floor_text, "/p%g/r%u", 100 * (double)ms[i].policy.p_min,
+                         ms[i].policy.rest);
+            snprintf(ms[i].label + len, sizeof ms[i].label - len, " (k%u/d%u/n%u%s%s)", ms[i].policy.top_k,
+                     ms[i].policy.depth, ms[i].policy.total, ms[i].policy.eager ? "/eager" : "", floor_text);
         } else {
             HS_FAIL(HS_ERR_INVALID_ARG,
                     "eagle2-tuned: the calibration (%s) chose no EAGLE-2 setting; run heterospec "

@@ -134,9 +134,18 @@ static hs_status try_load(const char *path, hs_type kv, hs_cli_hx *out, int *fou
         const cJSON *ea = cJSON_GetObjectItemCaseSensitive(e, "eager"); /* files before it: 0 */
         if (ea && (!cJSON_IsNumber(ea) || ea->valueint < 0 || ea->valueint > (int)HS_TREE_EAGER_MAX))
             HS_TRY(HS_FAIL(HS_ERR_FORMAT, "%s: eagle2_tuned.eager must be 0..%u", path, HS_TREE_EAGER_MAX));
+        /* Files before them: no floor, no rest. */
+        const cJSON *pm = cJSON_GetObjectItemCaseSensitive(e, "p_min"),
+                    *re = cJSON_GetObjectItemCaseSensitive(e, "rest");
+        if (pm && (!cJSON_IsNumber(pm) || !(pm->valuedouble >= 0 && pm->valuedouble < 1)))
+            HS_TRY(HS_FAIL(HS_ERR_FORMAT, "%s: eagle2_tuned.p_min must be in [0, 1)", path));
+        if (re && (!cJSON_IsNumber(re) || re->valueint < 0 || re->valueint > HS_HX_MAX_REST))
+            HS_TRY(HS_FAIL(HS_ERR_FORMAT, "%s: eagle2_tuned.rest must be 0..%d", path, HS_HX_MAX_REST));
         out->have_eagle2 = true;
         out->eagle2 = hs_tree_eagle2((uint32_t)k->valueint, (uint32_t)d->valueint, (uint32_t)n->valueint);
         out->eagle2.eager = ea ? (uint32_t)ea->valueint : 0;
+        out->eagle2.p_min = pm ? (float)pm->valuedouble : 0.0f;
+        out->eagle2.rest = re ? (uint32_t)re->valueint : 0;
     }
     const cJSON *fm =
         cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "model"), "fnv1a64");

@@ -27,7 +27,7 @@ void hs_cli_spec_defaults(hs_cli_spec *s) {
 int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     const char *const valued[] = {"--spec",      "--head", "--depth",        "--draft-top-k", "--tree-size",
                                   "--tree",      "--calibration", "--head-weights", "--lookup", "--store",
-                                  "--eager"};
+                                  "--eager",     "--p-min", "--rest"};
     const int which = hs_cli_option_index(o, valued, (int)(sizeof valued / sizeof valued[0]));
     if (which < 0) return 0;
     if (!v) {
@@ -46,6 +46,8 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     case 8: return hs_cli_int(NULL, o, v, 0, HS_LOOKUP_MAX_LEN, &s->lookup) ? 2 : -1; /* 0: off */
     case 9: s->store = v; break;
     case 10: return hs_cli_int(NULL, o, v, 0, HS_TREE_EAGER_MAX, &s->eager) ? 2 : -1;
+    case 11: return hs_cli_real(NULL, o, v, 0, 0.999, &s->p_min) ? 2 : -1;
+    case 12: return hs_cli_int(NULL, o, v, 0, HS_HX_MAX_REST, &s->rest) ? 2 : -1;
     }
     return 2;
 }
@@ -80,6 +82,8 @@ bool hs_cli_spec_builds(const char *method) { return spec_method(method) >= 0; }
 
 hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out) {
     hs_status st = HS_OK;
+    if ((s->p_min > 0 || s->rest > 0) && spec_method(s->method) != SPEC_EAGLE2)
+        return HS_FAIL(HS_ERR_INVALID_ARG, "--p-min and --rest are eagle2's options, not %s's", s->method);
     switch (spec_method(s->method)) {
     case SPEC_CHAIN: {
         const int d = pick(s->depth, 4);
@@ -98,6 +102,8 @@ hs_status hs_cli_spec_policy(const hs_cli_spec *s, hs_tree_policy *out) {
             return HS_FAIL(HS_ERR_INVALID_ARG, "--depth %d: must be 1..%u", d, HS_TREE_MAX_DEPTH - 2);
         if (n < 1) return HS_FAIL(HS_ERR_INVALID_ARG, "--tree-size %d: must be >= 1", n);
         *out = hs_tree_eagle2((uint32_t)k, (uint32_t)d, (uint32_t)n);
+        out->p_min = s->p_min;
+        out->rest = (uint32_t)s->rest;
         break;
     }
     case SPEC_LOOKUP: {

@@ -599,10 +599,27 @@ bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_rep
     return hs_hx_replay_speedup(headless) > hs_hx_replay_speedup(with_head) * (1 + 1e-6);
 }
 
+/* The floors on path probability hs_hx_search_eagle2 tries (0: none). */
+static const float eagle2_p_mins[] = {0.0f, 0.05f, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f};
+
+/* Replays p; when it beats *best (tokens per modelled second), p becomes *out. */
+static hs_status try_eagle2(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
+                            double *best, hs_hx_eagle2_setting *out) {
+    hs_hx_replay_result r;
+    const hs_status st = hs_hx_replay(p, cost, rounds, n, &r);
+    if (st == HS_OK && hs_hx_replay_tps(&r) > *best) {
+        *best = hs_hx_replay_tps(&r);
+        *out = (hs_hx_eagle2_setting){p->top_k, p->depth, p->total, p->eager, p->p_min, p->rest, r};
+    }
+    return st;
+}
+
 hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
                               hs_hx_eagle2_setting *out) {
     hs_status st = HS_OK;
     static const uint32_t ks[] = {1, 2, 4, 8, 10}, ds[] = {1, 2, 3, 4, 5, 6}, ns[] = {1, 2, 4, 8, 16, 32, 60};
+    static const uint32_t rests[] = {0, 1, 2, 3, 4, 6, 8};
+    const uint32_t n_p = sizeof eagle2_p_mins / sizeof *eagle2_p_mins;
     memset(out, 0, sizeof *out);
     double best = -1;
     for (uint32_t a = 0; a < sizeof ks / sizeof *ks; a++)
@@ -610,17 +627,24 @@ hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds,
             for (uint32_t c = 0; c < sizeof ns / sizeof *ns; c++) {
                 /* Each setting also with every head in the pass, where its lists are short enough. */
                 const uint32_t list = ns[c] + 1;
-                for (uint32_t e = 0; e < (hs_hx_eager(cost, HS_TREE_EAGER_MAX, list) ? 2 : 1); e++) {
-                    hs_tree_policy p = hs_tree_eagle2(ks[a], ds[b], ns[c]);
-                    p.eager = e ? list : 0;
-                    hs_hx_replay_result r;
-                    HS_TRY(hs_hx_replay(&p, cost, rounds, n, &r));
-                    if (hs_hx_replay_tps(&r) > best) {
-                        best = hs_hx_replay_tps(&r);
-                        *out = (hs_hx_eagle2_setting){ks[a], ds[b], ns[c], p.eager, r};
+                for (uint32_t e = 0; e < (hs_hx_eager(cost, HS_TREE_EAGER_MAX, list) ? 2 : 1); e++)
+                    for (uint32_t f = 0; f < n_p; f++) {
+                        hs_tree_policy p = hs_tree_eagle2(ks[a], ds[b], ns[c]);
+                        p.eager = e ? list : 0;
+                        p.p_min = eagle2_p_mins[f];
+                        HS_TRY(try_eagle2(&p, cost, rounds, n, &best, out));
                     }
-                }
             }
+    /* Rest rounds after a round that verified nothing, with the floor again (a floor makes such rounds). */
+    const hs_hx_eagle2_setting grid = *out;
+    for (uint32_t f = 0; f < n_p; f++)
+        for (uint32_t r = 1; r < sizeof rests / sizeof *rests; r++) {
+            hs_tree_policy p = hs_tree_eagle2(grid.top_k, grid.depth, grid.total);
+            p.eager = grid.eager;
+            p.p_min = eagle2_p_mins[f];
+            p.rest = rests[r];
+            HS_TRY(try_eagle2(&p, cost, rounds, n, &best, out));
+        }
 fail:
     return st;
 }

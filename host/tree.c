@@ -256,13 +256,18 @@ static bool better(const hs_tree *t, uint32_t a, uint32_t b) {
     return a < b;
 }
 
-/* The candidates matching (depth == level, or any depth when level is 0),
- * best first, into idx; returns their count. Insertion sort: a tree has a
- * few hundred candidates at most. */
-static uint32_t ranked(const hs_tree *t, uint32_t level, uint32_t *idx) {
+/* The candidates matching (depth == level, or any depth when level is 0)
+ * whose path probability is at least p_min (0: all), best first, into idx;
+ * returns their count. Insertion sort: a tree has a few hundred candidates
+ * at most. A floor keeps a selection closed under ancestors: S only falls
+ * along a path. */
+static uint32_t ranked(const hs_tree *t, uint32_t level, float p_min, uint32_t *idx) {
+    const float floor_s = p_min > 0 ? logf(p_min) : -INFINITY;
     uint32_t m = 0;
     for (uint32_t v = 1; v < t->n; v++) {
-        if ((level != 0 && t->nodes[v].depth != level) || !(t->nodes[v].src & HS_NODE_HEAD)) continue;
+        if ((level != 0 && t->nodes[v].depth != level) || !(t->nodes[v].src & HS_NODE_HEAD) ||
+            t->nodes[v].path_logp < floor_s)
+            continue;
         uint32_t i = m++;
         for (; i > 0 && better(t, v, idx[i - 1]); i--)
             idx[i] = idx[i - 1];
@@ -280,7 +285,7 @@ static uint32_t expand_ranked(const hs_tree_policy *p, const hs_tree *t, uint32_
                               uint32_t cap) {
     uint32_t *idx = malloc(sizeof *idx * t->n);
     if (!idx) return 0;
-    uint32_t m = ranked(t, level, idx), w = 0;
+    uint32_t m = ranked(t, level, p->p_min, idx), w = 0;
     for (uint32_t i = 0; i < m && w < p->top_k && w < cap; i++)
         sel[w++] = idx[i];
     free(idx);
@@ -297,7 +302,7 @@ static uint32_t eagle2_select(const hs_tree_policy *p, const hs_tree *t, uint32_
     uint8_t *in = calloc(t->n, 1);
     uint32_t n = 0;
     if (idx && in) {
-        uint32_t m = ranked(t, 0, idx);
+        uint32_t m = ranked(t, 0, p->p_min, idx);
         in[0] = 1;
         for (uint32_t i = 0; i < m && n < p->total && n < cap; i++) {
             const uint32_t v = idx[i];

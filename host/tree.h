@@ -133,6 +133,11 @@ struct hs_tree_policy {
     uint32_t depth;                     /* chain/static/eagle2: deepest drafted token */
     uint32_t top_k;                     /* eagle2: nodes expanded per level */
     uint32_t total;                     /* eagle2: most verified candidates */
+    /* eagle2: a floor on a candidate's path probability exp(S) (llama.cpp's
+     * --draft-p-min, over the path): candidates below it are neither drafted
+     * nor verified, so a round whose best draft is unlikely verifies the root
+     * alone (and rest rounds may follow); 0: off. */
+    float p_min;
     uint32_t branch[HS_TREE_MAX_DEPTH]; /* static: children kept per node at depth d + 1 */
     void *state;                        /* for other policies */
     /* After a round that verified no candidate, this many rounds decode
@@ -230,7 +235,8 @@ hs_tree_policy hs_tree_static(const uint32_t *branch, uint32_t depth);
 hs_status hs_tree_static_parse(const char *text, hs_tree_policy *out);
 /* EAGLE-2: each level expands the top_k candidates of the newest level by S,
  * depth expansions; the total candidates of highest S are verified. Levels
- * whose nodes could not be among them (level >= total) are not drafted. */
+ * whose nodes could not be among them (level >= total) are not drafted.
+ * Set p_min on the result for a floor on the candidates' path probability. */
 hs_tree_policy hs_tree_eagle2(uint32_t top_k, uint32_t depth, uint32_t total);
 
 /* Recording at every root (calibration, `--record K/D/0`): drafts as EAGLE-2

@@ -1,5 +1,6 @@
 # bench-spec end to end on stories260K with its committed head: every method
-# (heterospec and eagle2-tuned with a calibration file written here) runs on
+# (heterospec and eagle2-tuned with a calibration file written here, the
+# latter with a floor on path probability and rest rounds) runs on
 # the same questions (also heterospec without its context lookup and prompt
 # lookup without a head), exits 0, and in the JSON report every method's greedy
 # output equals ar's on every question, and tau >= 1; then two temperatures
@@ -7,10 +8,11 @@
 #   cmake -DHS=<heterospec> -DMODEL=<gguf> -DDATA=<bench dir> -DWORK=<dir> -P bench_spec_smoke.cmake
 file(MAKE_DIRECTORY ${WORK})
 # Only the EAGLE-2 choice: heterospec keeps its built-in strata and costs.
-file(WRITE ${WORK}/cal.json "{\"kind\": \"heterospec-calibration\", \"eagle2_tuned\": {\"top_k\": 2, \"depth\": 3, \"total\": 6}}")
-# The last two: every output head in the target's pass (eager lists; a static tree takes /eN too).
+file(WRITE ${WORK}/cal.json "{\"kind\": \"heterospec-calibration\", \"eagle2_tuned\": {\"top_k\": 2, \"depth\": 3, \"total\": 6, \"p_min\": 0.2, \"rest\": 1}}")
+# Then: every output head in the target's pass (eager lists; a static tree takes /eN too); the last, EAGLE-2
+# with a floor of 0.6 on path probability (rounds with no candidate above it) and rest rounds after them.
 set(methods "chain/d3,ar,eagle2/k4/d3/n8,static/2x2,heterospec,eagle2-tuned,heterospec/l0,lookup/l6/m1")
-set(methods "${methods},chain/d3/e4,static/2x2/e7")
+set(methods "${methods},chain/d3/e4,static/2x2/e7,eagle2/k4/d3/n8/p60/r2")
 execute_process(COMMAND ${HS} bench-spec -m ${MODEL} --no-chat --data ${DATA} --sets gsm8k,alpaca --questions 1-2
                         -n 12 --methods ${methods}
                         --calibration ${WORK}/cal.json -o json
@@ -22,11 +24,11 @@ if(NOT err MATCHES "\\[bench-spec\\] alpaca 2/2  question 2/2")
   message(FATAL_ERROR "bench-spec printed no progress line:\n${err}")
 endif()
 string(JSON n LENGTH "${out}" all)
-if(NOT n EQUAL 10)
-  message(FATAL_ERROR "expected 10 methods in \"all\", got ${n}:\n${out}")
+if(NOT n EQUAL 11)
+  message(FATAL_ERROR "expected 11 methods in \"all\", got ${n}:\n${out}")
 endif()
 string(JSON tuned GET "${out}" all 5 method)
-if(NOT tuned STREQUAL "eagle2-tuned (k2/d3/n6)")
+if(NOT tuned STREQUAL "eagle2-tuned (k2/d3/n6/p20/r1)")
   message(FATAL_ERROR "the calibration's EAGLE-2 setting was not used: ${tuned}")
 endif()
 math(EXPR last "${n} - 1")
@@ -40,6 +42,15 @@ foreach(i RANGE ${last})
     message(FATAL_ERROR "${method}: ${q} questions, ${eq} of ${cmp} equal to ar, tau ${tau}")
   endif()
   message("${method}: 4 questions equal to ar, tau ${tau}")
+endforeach()
+# Only the methods with rest rounds (eagle2-tuned's r1, the last one's r2) rested.
+foreach(i RANGE ${last})
+  string(JSON method GET "${out}" all ${i} method)
+  string(JSON share GET "${out}" all ${i} rest_share)
+  if((method MATCHES "/r[0-9]" AND NOT share GREATER 0) OR (NOT method MATCHES "/r[0-9]|^heterospec" AND share GREATER 0))
+    message(FATAL_ERROR "${method}: rest_share ${share}")
+  endif()
+  message("${method}: rest_share ${share}")
 endforeach()
 # The eager methods ran rounds with every head in the pass, the others none.
 foreach(i RANGE ${last})
@@ -118,7 +129,7 @@ if(NOT rc EQUAL 0 OR NOT spec STREQUAL "heterospec" OR NOT no_head OR NOT err MA
 endif()
 message("a headless calibration: heterospec without the head (and /h1 with it), equal to ar")
 # A method that does not exist is refused by its name, before anything runs.
-foreach(bad foo none chain/x2 chain/d3/e9)
+foreach(bad foo none chain/x2 chain/d3/e9 chain/p20 eagle2/p100 eagle2/r99)
   execute_process(COMMAND ${HS} bench-spec -m ${MODEL} --no-chat --data ${DATA} --sets gsm8k --questions 1-1
                           -n 4 --methods ar,${bad}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

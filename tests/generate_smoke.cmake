@@ -76,12 +76,15 @@ foreach(bad "-n;12x;-n 12x: expected an integer" "--temp;abc;--temp abc: expecte
             "--seed;-3;--seed -3: expected an unsigned integer"
             "--depth;5x;--depth 5x: expected an integer 1\\.\\."
             "--tree-size;100000;--tree-size 100000: the target verifies at most [0-9]+ tokens per pass"
-            "--eager;9;--eager 9: expected an integer 0\\.\\.8")
+            "--eager;9;--eager 9: expected an integer 0\\.\\.8"
+            "--p-min;1;--p-min 1: expected a number 0\\.\\.0\\.999" "--rest;17;--rest 17: expected an integer 0\\.\\.16")
   list(GET bad 0 opt)
   list(GET bad 1 val)
   list(GET bad 2 re)
   hs_refused("${re}" ${args} --spec eagle2 ${opt} ${val})
 endforeach()
+# eagle2's floor on path probability and rest rounds are refused for the other methods.
+hs_refused("--p-min and --rest are eagle2's options, not chain's" ${args} --spec chain --p-min 0.2)
 
 # A head given by name that does not fit the model is refused, naming what differs, also where the
 # calibration beside it (SmolLM2's, which runs without its head on lavapipe) would not load it.
@@ -114,11 +117,15 @@ string(JSON n_verify_all ERROR_VARIABLE no_all LENGTH "${cal}" cost verify_all_s
 string(JSON n_verify_all_long ERROR_VARIABLE no_all_long LENGTH "${cal}" cost verify_all_long_s)
 string(JSON eager ERROR_VARIABLE no_eager GET "${cal}" eager)
 string(JSON cal_kv ERROR_VARIABLE no_kv GET "${cal}" kv_type)
+# The EAGLE-2 setting chosen, with its floor on path probability and rest rounds.
+string(JSON e2_p_min ERROR_VARIABLE no_p_min GET "${cal}" eagle2_tuned p_min)
+string(JSON e2_rest ERROR_VARIABLE no_rest GET "${cal}" eagle2_tuned rest)
 if(NOT kind STREQUAL "heterospec-calibration" OR n_strata LESS 1 OR NOT n_verify EQUAL 128
-   OR NOT n_verify_all EQUAL 8 OR NOT n_verify_all_long EQUAL 8 OR no_eager OR NOT cal_kv STREQUAL "f16")
+   OR NOT n_verify_all EQUAL 8 OR NOT n_verify_all_long EQUAL 8 OR no_eager OR NOT cal_kv STREQUAL "f16"
+   OR no_p_min OR no_rest OR e2_p_min LESS 0 OR NOT e2_p_min LESS 1)
   message(FATAL_ERROR "calibration file: kind ${kind}, ${n_strata} strata, ${n_verify} verify costs, "
                       "${n_verify_all} / ${n_verify_all_long} with every head, eager ${eager}, "
-                      "kv_type '${cal_kv}':\n${cal}")
+                      "kv_type '${cal_kv}', eagle2_tuned p_min '${e2_p_min}' rest '${e2_rest}':\n${cal}")
 endif()
 hs_ok(out err generate -m ${MODEL} -p "Once upon a time" -n 48 -q --calibration ${WORK}/cal.json)
 if(NOT err MATCHES "calibration: [^\n]*cal.json \\(measured on ")

@@ -656,6 +656,47 @@ static void chain_round(float top, float ent, bool follows, hs_hx_round *r) {
     hs_tree_free(&t);
 }
 
+/* The EAGLE-2 grid's floor on path probability: where unlikely drafts (top
+ * 0.3) are never accepted and likely ones (0.9) always, the search picks a
+ * floor between the two, which replays faster than the same tree without
+ * it, and does not rest (an easy round follows every hard one); on rounds
+ * that never pay it verifies nothing and rests the longest it tries. */
+static void test_search_eagle2_floor(void **state) {
+    (void)state;
+    hs_hx_round hard, easy;
+    chain_round(0.3f, 0.9f, false, &hard);
+    chain_round(0.9f, 0.1f, true, &easy);
+    hs_hx_model m = two_strata(0.9f, 0.1f);
+    set_cost(&m, 0.3);
+    m.cost.t_consume = 0.2;
+    m.cost.t_consume_cache = 0.05;
+    hs_hx_round rounds[12];
+    for (int i = 0; i < 12; i++)
+        rounds[i] = i % 3 ? easy : hard;
+    hs_hx_eagle2_setting e;
+    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 12, &e));
+    assert_true(e.p_min > 0.3f && e.p_min <= 0.9f);
+    assert_int_equal(e.rest, 0);
+    assert_true(e.replay.tokens > 12 + 8); /* the easy rounds accepted drafts */
+    hs_tree_policy p = hs_tree_eagle2(e.top_k, e.depth, e.total);
+    p.eager = e.eager;
+    hs_hx_replay_result r;
+    HS_CHECK(hs_hx_replay(&p, &m.cost, rounds, 12, &r));
+    assert_true(hs_hx_replay_tps(&r) < hs_hx_replay_tps(&e.replay));
+    p.p_min = e.p_min;
+    HS_CHECK(hs_hx_replay(&p, &m.cost, rounds, 12, &r));
+    assert_float_equal(hs_hx_replay_tps(&r), hs_hx_replay_tps(&e.replay), 1e-9);
+    for (int i = 0; i < 12; i++)
+        rounds[i] = hard;
+    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 12, &e));
+    assert_true(e.p_min > 0.3f);
+    assert_int_equal(e.rest, 8);
+    assert_float_equal(e.replay.tokens, 12, 0);
+    assert_float_equal(e.replay.verified, e.replay.rounds, 0); /* the root alone, every round */
+    hs_hx_round_free(&hard);
+    hs_hx_round_free(&easy);
+}
+
 /* Rest: replay prices a round that selects nothing, then p.rest plain rounds
  * of one token at t_consume_cache + t_verify(1); the search rests the longest
  * on rounds that never pay and not at all when good rounds follow bad ones. */
@@ -1612,6 +1653,7 @@ int main(void) {
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_records_and_replay),
         cmocka_unit_test(test_rest),
+        cmocka_unit_test(test_search_eagle2_floor),
         cmocka_unit_test(test_plain_decision),
         cmocka_unit_test(test_lookup_values_and_select),
         cmocka_unit_test(test_lookup_replay_and_records),

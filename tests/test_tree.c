@@ -212,6 +212,82 @@ static void test_eagle2_small_total(void **state) {
     }
 }
 
+/* A node's path from the root as a number (FNV-1a over its tokens), to
+ * match nodes of two trees grown differently. */
+static uint64_t path_key(const hs_tree *t, uint32_t v) {
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t x = (int32_t)v; x > 0; x = t->nodes[x].parent)
+        h = (h ^ (uint64_t)(uint32_t)t->nodes[x].token) * 1099511628211ull;
+    return h;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A floor on path probability: only candidates at or above it are drafted
+ * and verified, and the verified ones are the `total` best of the candidates
+ * above it in the tree grown without a floor (by brute force there: the
+ * same candidates pass in both trees, S only falls along a path). A floor
+ * above every candidate drafts and verifies nothing. */
+static void test_eagle2_p_min(void **state) {
+    (void)state;
+    const float floors[] = {1e-9f, 0.03f, 0.1f, 0.2f, 0.5f};
+    hs_tree t0;
+    HS_CHECK(hs_tree_init(&t0, 1024));
+    const uint32_t total = 12;
+    const hs_tree_policy p0 = hs_tree_eagle2(3, 4, total);
+    uint32_t ex[32][64], w[32], sel[64];
+    const uint32_t levels0 = grow(&t0, &p0, K, ex, w);
+    const uint32_t n0 = p0.select(&p0, &t0, sel, 64);
+    uint32_t sizes[sizeof floors / sizeof *floors];
+    for (uint32_t f = 0; f < sizeof floors / sizeof *floors; f++) {
+        hs_tree t;
+        HS_CHECK(hs_tree_init(&t, 1024));
+        hs_tree_policy p = p0;
+        p.p_min = floors[f];
+        const float floor_s = logf(floors[f]);
+        const uint32_t levels = grow(&t, &p, K, ex, w);
+        assert_true(levels <= levels0);
+        for (uint32_t l = 0; l < levels; l++)
+            for (uint32_t i = 0; i < w[l]; i++)
+                assert_true(t.nodes[ex[l][i]].path_logp >= floor_s);
+        const uint32_t n = p.select(&p, &t, sel, 64);
+        /* Brute force on the tree without a floor. */
+        double(*sc)[2] = malloc(sizeof *sc * t0.n);
+        uint32_t m = 0;
+        for (uint32_t v = 1; v < t0.n; v++)
+            if (t0.nodes[v].path_logp >= floor_s) {
+                sc[m][0] = t0.nodes[v].path_logp - 1e-6 * t0.nodes[v].depth; /* ties: shallower first */
+                sc[m++][1] = v;
+            }
+        qsort(sc, m, sizeof *sc, cmp_desc);
+        const uint32_t want = m < total ? m : total;
+        assert_int_equal(n, want);
+        uint64_t got_keys[64], want_keys[64];
+        for (uint32_t i = 0; i < n; i++) {
+            assert_true(t.nodes[sel[i]].path_logp >= floor_s);
+            got_keys[i] = path_key(&t, sel[i]);
+            want_keys[i] = path_key(&t0, (uint32_t)sc[i][1]);
+        }
+        qsort(got_keys, n, sizeof *got_keys, cmp_u64);
+        qsort(want_keys, n, sizeof *want_keys, cmp_u64);
+        assert_memory_equal(got_keys, want_keys, n * sizeof *got_keys);
+        int32_t tokens[64], parents[64];
+        uint32_t nodes[64];
+        HS_CHECK(hs_tree_verify_list(&t, sel, n, tokens, parents, nodes));
+        free(sc);
+        sizes[f] = n;
+        hs_tree_free(&t);
+    }
+    /* The floors cover the cases: no effect, a cut inside the tree, nothing passing. */
+    assert_int_equal(sizes[0], n0);
+    assert_true(sizes[2] > 0 && sizes[2] < n0);
+    assert_int_equal(sizes[sizeof floors / sizeof *floors - 1], 0);
+    hs_tree_free(&t0);
+}
+
 static void test_verify_list_errors(void **state) {
     (void)state;
     hs_tree t;
@@ -408,6 +484,7 @@ int main(void) {
         cmocka_unit_test(test_static),
         cmocka_unit_test(test_eagle2),
         cmocka_unit_test(test_eagle2_small_total),
+        cmocka_unit_test(test_eagle2_p_min),
         cmocka_unit_test(test_verify_list_errors),
         cmocka_unit_test(test_heads_k),
         cmocka_unit_test(test_lookup),
