@@ -738,7 +738,7 @@ int hs_cli_calibrate(int argc, char **argv) {
         cJSON_AddNumberToObject(e, "depth", e2.depth);
         cJSON_AddNumberToObject(e, "total", e2.total);
         cJSON_AddNumberToObject(e, "eager", e2.eager);
-        cJSON_AddNumberToObject(e, "p_min", round(e2.p_min * 1e4) / 1e4); /* the grid's value, not its float */
+        cJSON_AddNumberToObject(e, "p_min", round(e2.p_min * 1e4) / 1e4); /* the grid's value */
         cJSON_AddNumberToObject(e, "rest", e2.rest);
         cJSON_AddNumberToObject(e, "replay_tokens_per_s", hs_hx_replay_tps(&e2.replay));
     }

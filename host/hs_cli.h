@@ -100,7 +100,7 @@ typedef struct hs_cli_spec {
     int lookup; /* --lookup N: heterospec's context lookup chain length (0: off); -1: the calibration's */
     int eager;  /* --eager N: hs_tree_policy.eager (0: off); -1: the method's (heterospec: calibrated) */
     float p_min; /* --p-min P: eagle2's floor on path probability (hs_tree_policy.p_min; 0: off) */
-    int rest;    /* --rest R: eagle2's rest rounds after a round that verified nothing (hs_tree_policy.rest) */
+    int rest;    /* --rest R: eagle2's plain rounds after one that verified nothing (hs_tree_policy.rest) */
     bool sampling;
 } hs_cli_spec;
 void hs_cli_spec_defaults(hs_cli_spec *s);

@@ -603,8 +603,8 @@ bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_rep
 static const float eagle2_p_mins[] = {0.0f, 0.05f, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f};
 
 /* Replays p; when it beats *best (tokens per modelled second), p becomes *out. */
-static hs_status try_eagle2(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
-                            double *best, hs_hx_eagle2_setting *out) {
+static hs_status try_eagle2(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds,
+                            uint32_t n, double *best, hs_hx_eagle2_setting *out) {
     hs_hx_replay_result r;
     const hs_status st = hs_hx_replay(p, cost, rounds, n, &r);
     if (st == HS_OK && hs_hx_replay_tps(&r) > *best) {
@@ -618,7 +618,7 @@ hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds,
                               hs_hx_eagle2_setting *out) {
     hs_status st = HS_OK;
     static const uint32_t ks[] = {1, 2, 4, 8, 10}, ds[] = {1, 2, 3, 4, 5, 6}, ns[] = {1, 2, 4, 8, 16, 32, 60};
-    static const uint32_t rests[] = {0, 1, 2, 3, 4, 6, 8};
+    static const uint32_t rests[] = {1, 2, 3, 4, 6, 8};
     const uint32_t n_p = sizeof eagle2_p_mins / sizeof *eagle2_p_mins;
     memset(out, 0, sizeof *out);
     double best = -1;
@@ -638,7 +638,7 @@ hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds,
     /* Rest rounds after a round that verified nothing, with the floor again (a floor makes such rounds). */
     const hs_hx_eagle2_setting grid = *out;
     for (uint32_t f = 0; f < n_p; f++)
-        for (uint32_t r = 1; r < sizeof rests / sizeof *rests; r++) {
+        for (uint32_t r = 0; r < sizeof rests / sizeof *rests; r++) {
             hs_tree_policy p = hs_tree_eagle2(grid.top_k, grid.depth, grid.total);
             p.eager = grid.eager;
             p.p_min = eagle2_p_mins[f];
