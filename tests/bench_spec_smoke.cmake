@@ -43,21 +43,15 @@ foreach(i RANGE ${last})
   endif()
   message("${method}: 4 questions equal to ar, tau ${tau}")
 endforeach()
-# Only the methods with rest rounds (eagle2-tuned's r1, the last one's r2) rested.
-foreach(i RANGE ${last})
-  string(JSON method GET "${out}" all ${i} method)
-  string(JSON share GET "${out}" all ${i} rest_share)
-  if((method MATCHES "/r[0-9]" AND NOT share GREATER 0) OR (NOT method MATCHES "/r[0-9]|^heterospec" AND share GREATER 0))
-    message(FATAL_ERROR "${method}: rest_share ${share}")
-  endif()
-  message("${method}: rest_share ${share}")
-endforeach()
-# The eager methods ran rounds with every head in the pass, the others none.
+# The eager methods ran rounds with every head in the pass, the others none; only the methods with rest rounds
+# (eagle2-tuned's r1, the last one's r2) rested.
 foreach(i RANGE ${last})
   string(JSON method GET "${out}" all ${i} method)
   string(JSON share GET "${out}" all ${i} eager_share)
-  if((method MATCHES "/e[0-9]$" AND NOT share GREATER 0) OR (NOT method MATCHES "/e[0-9]$" AND share GREATER 0))
-    message(FATAL_ERROR "${method}: eager_share ${share}")
+  string(JSON rest GET "${out}" all ${i} rest_share)
+  if((method MATCHES "/e[0-9]$" AND NOT share GREATER 0) OR (NOT method MATCHES "/e[0-9]$" AND share GREATER 0)
+     OR (method MATCHES "/r[0-9]" AND NOT rest GREATER 0) OR (NOT method MATCHES "/r[0-9]|^heterospec" AND rest GREATER 0))
+    message(FATAL_ERROR "${method}: eager_share ${share}, rest_share ${rest}")
   endif()
 endforeach()
 

@@ -656,6 +656,19 @@ static void chain_round(float top, float ent, bool follows, hs_hx_round *r) {
     hs_tree_free(&t);
 }
 
+/* The rounds and model of the rest and floor tests: a hard round (top 0.3,
+ * never accepted), an easy one (top 0.9, always accepted), costs where a
+ * consume is dear and a cache-only consume cheap. */
+static hs_hx_model hard_easy(hs_hx_round *hard, hs_hx_round *easy) {
+    chain_round(0.3f, 0.9f, false, hard);
+    chain_round(0.9f, 0.1f, true, easy);
+    hs_hx_model m = two_strata(0.9f, 0.1f);
+    set_cost(&m, 0.3);
+    m.cost.t_consume = 0.2;
+    m.cost.t_consume_cache = 0.05;
+    return m;
+}
+
 /* The EAGLE-2 grid's floor on path probability: where unlikely drafts (top
  * 0.3) are never accepted and likely ones (0.9) always, the search picks a
  * floor between the two, which replays faster than the same tree without
@@ -664,12 +677,7 @@ static void chain_round(float top, float ent, bool follows, hs_hx_round *r) {
 static void test_search_eagle2_floor(void **state) {
     (void)state;
     hs_hx_round hard, easy;
-    chain_round(0.3f, 0.9f, false, &hard);
-    chain_round(0.9f, 0.1f, true, &easy);
-    hs_hx_model m = two_strata(0.9f, 0.1f);
-    set_cost(&m, 0.3);
-    m.cost.t_consume = 0.2;
-    m.cost.t_consume_cache = 0.05;
+    hs_hx_model m = hard_easy(&hard, &easy);
     hs_hx_round rounds[12];
     for (int i = 0; i < 12; i++)
         rounds[i] = i % 3 ? easy : hard;
@@ -703,12 +711,7 @@ static void test_search_eagle2_floor(void **state) {
 static void test_rest(void **state) {
     (void)state;
     hs_hx_round hard, easy;
-    chain_round(0.3f, 0.9f, false, &hard);
-    chain_round(0.9f, 0.1f, true, &easy);
-    hs_hx_model m = two_strata(0.9f, 0.1f);
-    set_cost(&m, 0.3);
-    m.cost.t_consume = 0.2;
-    m.cost.t_consume_cache = 0.05;
+    hs_hx_model m = hard_easy(&hard, &easy);
     hs_hx_round rounds[40];
     for (int i = 0; i < 40; i++)
         rounds[i] = hard;
