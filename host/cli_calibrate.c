@@ -697,11 +697,12 @@ int hs_cli_calibrate(int argc, char **argv) {
             printf("| (without the head: no feedback) |\n");
         printf("| (heterospec rests %u rounds after a round without candidates: %.0f%% of its rounds) |\n",
                m.rest, r_tuned.rounds ? 100 * r_tuned.rest_rounds / r_tuned.rounds : 0.0);
+        const hs_tree_policy *ep = &e2.policy;
         char floor_text[64] = "";
-        if (e2.p_min > 0)
-            snprintf(floor_text, sizeof floor_text, ", path probability >= %g, rest %u", e2.p_min, e2.rest);
-        snprintf(label, sizeof label, "eagle2 best: k%u/d%u/n%u%s%s", e2.top_k, e2.depth, e2.total,
-                 e2.eager ? ", every head in the pass" : "", floor_text);
+        if (ep->p_min > 0)
+            snprintf(floor_text, sizeof floor_text, ", path probability >= %g, rest %u", ep->p_min, ep->rest);
+        snprintf(label, sizeof label, "eagle2 best: k%u/d%u/n%u%s%s", ep->top_k, ep->depth, ep->total,
+                 ep->eager ? ", every head in the pass" : "", floor_text);
         print_replay(label, &e2.replay);
         print_replay("eagle2 k10/d5/n60", &r_e2d);
         snprintf(label, sizeof label, "lookup without the head, best: l%u/m%u", lk_len, lk_min);
@@ -734,12 +735,12 @@ int hs_cli_calibrate(int argc, char **argv) {
     cJSON_Delete(idj);
     if (have_e2) {
         cJSON *e = cJSON_AddObjectToObject(o, "eagle2_tuned");
-        cJSON_AddNumberToObject(e, "top_k", e2.top_k);
-        cJSON_AddNumberToObject(e, "depth", e2.depth);
-        cJSON_AddNumberToObject(e, "total", e2.total);
-        cJSON_AddNumberToObject(e, "eager", e2.eager);
-        cJSON_AddNumberToObject(e, "p_min", round(e2.p_min * 1e4) / 1e4); /* the grid's value */
-        cJSON_AddNumberToObject(e, "rest", e2.rest);
+        cJSON_AddNumberToObject(e, "top_k", e2.policy.top_k);
+        cJSON_AddNumberToObject(e, "depth", e2.policy.depth);
+        cJSON_AddNumberToObject(e, "total", e2.policy.total);
+        cJSON_AddNumberToObject(e, "eager", e2.policy.eager);
+        cJSON_AddNumberToObject(e, "p_min", round(e2.policy.p_min * 1e4) / 1e4); /* the grid's value */
+        cJSON_AddNumberToObject(e, "rest", e2.policy.rest);
         cJSON_AddNumberToObject(e, "replay_tokens_per_s", hs_hx_replay_tps(&e2.replay));
     }
     cJSON *cal = cJSON_AddObjectToObject(o, "calibration");

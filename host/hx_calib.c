@@ -609,7 +609,7 @@ static hs_status try_eagle2(const hs_tree_policy *p, const hs_hx_cost *cost, con
     const hs_status st = hs_hx_replay(p, cost, rounds, n, &r);
     if (st == HS_OK && hs_hx_replay_tps(&r) > *best) {
         *best = hs_hx_replay_tps(&r);
-        *out = (hs_hx_eagle2_setting){p->top_k, p->depth, p->total, p->eager, p->p_min, p->rest, r};
+        *out = (hs_hx_eagle2_setting){*p, r};
     }
     return st;
 }
@@ -635,12 +635,12 @@ hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds,
                         HS_TRY(try_eagle2(&p, cost, rounds, n, &best, out));
                     }
             }
-    /* Rest rounds after a round that verified nothing, with the floor again (a floor makes such rounds). */
-    const hs_hx_eagle2_setting grid = *out;
-    for (uint32_t f = 0; f < n_p; f++)
+    /* Rest rounds after a round that verified nothing, with every floor again (only a floor makes such
+     * rounds: without one, rest changes nothing). */
+    const hs_tree_policy grid = out->policy;
+    for (uint32_t f = 1; f < n_p; f++)
         for (uint32_t r = 0; r < sizeof rests / sizeof *rests; r++) {
-            hs_tree_policy p = hs_tree_eagle2(grid.top_k, grid.depth, grid.total);
-            p.eager = grid.eager;
+            hs_tree_policy p = grid;
             p.p_min = eagle2_p_mins[f];
             p.rest = rests[r];
             HS_TRY(try_eagle2(&p, cost, rounds, n, &best, out));

@@ -171,17 +171,14 @@ void hs_hx_take_headless(hs_hx_model *m, const hs_hx_model *h, bool chosen);
 bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_replay_result *headless);
 
 typedef struct hs_hx_eagle2_setting {
-    uint32_t top_k, depth, total;
-    uint32_t eager; /* hs_tree_policy.eager: total + 1 or 0 */
-    float p_min;    /* hs_tree_policy.p_min: the floor on path probability (0: none) */
-    uint32_t rest;  /* hs_tree_policy.rest */
+    hs_tree_policy policy; /* hs_tree_eagle2(top_k, depth, total) with its eager, p_min and rest */
     hs_hx_replay_result replay;
 } hs_hx_eagle2_setting;
 /* The EAGLE-2 setting of the grid top_k {1,2,4,8,10} x depth {1..6} x total
  * {1,2,4,8,16,32,60} (within the recording) x floor on path probability
  * p_min {0, 0.05, 0.1, 0.2 .. 0.7}, each with its lists' output heads in the
  * pass (eager) and after it where the cost has the pass measured, then for
- * the best of those every floor with rest {1,2,3,4,6,8}: the one with the
+ * the best of those every floor above 0 with rest {1,2,3,4,6,8}: the one with the
  * most tokens per modelled second. */
 hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
                               hs_hx_eagle2_setting *out);

@@ -683,22 +683,22 @@ static void test_search_eagle2_floor(void **state) {
         rounds[i] = i % 3 ? easy : hard;
     hs_hx_eagle2_setting e;
     HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 12, &e));
-    assert_true(e.p_min > 0.3f && e.p_min <= 0.9f);
-    assert_int_equal(e.rest, 0);
+    assert_true(e.policy.p_min > 0.3f && e.policy.p_min <= 0.9f);
+    assert_int_equal(e.policy.rest, 0);
     assert_true(e.replay.tokens > 12 + 8); /* the easy rounds accepted drafts */
-    hs_tree_policy p = hs_tree_eagle2(e.top_k, e.depth, e.total);
-    p.eager = e.eager;
+    hs_tree_policy p = e.policy;
+    p.p_min = 0;
     hs_hx_replay_result r;
     HS_CHECK(hs_hx_replay(&p, &m.cost, rounds, 12, &r));
     assert_true(hs_hx_replay_tps(&r) < hs_hx_replay_tps(&e.replay));
-    p.p_min = e.p_min;
+    p.p_min = e.policy.p_min;
     HS_CHECK(hs_hx_replay(&p, &m.cost, rounds, 12, &r));
     assert_float_equal(hs_hx_replay_tps(&r), hs_hx_replay_tps(&e.replay), 1e-9);
     for (int i = 0; i < 12; i++)
         rounds[i] = hard;
     HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 12, &e));
-    assert_true(e.p_min > 0.3f);
-    assert_int_equal(e.rest, 8);
+    assert_true(e.policy.p_min > 0.3f);
+    assert_int_equal(e.policy.rest, 8);
     assert_float_equal(e.replay.tokens, 12, 0);
     assert_float_equal(e.replay.verified, e.replay.rounds, 0); /* the root alone, every round */
     hs_hx_round_free(&hard);
