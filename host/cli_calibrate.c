@@ -191,6 +191,11 @@ static void fill(double *t, uint32_t lo, uint32_t hi, double v) {
         t[i] = v;
 }
 
+/* The modelled speedup over plain decoding the tuned EAGLE-2 setting should
+ * reach on every question set (hs_hx_groups.want): a margin above 1 for
+ * what the cost model misses. */
+#define E2_WANT 1.03
+
 #define CTX_ROWS 256  /* context before the timed passes: a typical point of a generation */
 #define CTX_LONG 1024 /* ... and the verification passes again after a long prompt */
 /* Verification is timed at the target's graph sizes (hs_model_tree_bucket):
@@ -360,6 +365,24 @@ fail:
     return st;
 }
 
+/* An EAGLE-2 setting's row label: what, then k/d/n, eager, the floor and rest. */
+static void e2_label(const char *what, const hs_tree_policy *p, char *buf, size_t size) {
+    char floor_text[64] = "";
+    if (p->p_min > 0)
+        snprintf(floor_text, sizeof floor_text, ", path probability >= %g, rest %u", p->p_min, p->rest);
+    snprintf(buf, size, "%s: k%u/d%u/n%u%s%s", what, p->top_k, p->depth, p->total,
+             p->eager ? ", every head in the pass" : "", floor_text);
+}
+
+/* Closes the question set `set`'s group of recorded rounds at round `end`
+ * (stb_ds arrays; nothing when it recorded none). */
+static void end_group(uint32_t **ends, int **set_of, uint32_t end, int set) {
+    if (end > (stbds_arrlen(*ends) ? (*ends)[stbds_arrlen(*ends) - 1] : 0)) {
+        stbds_arrput(*ends, end);
+        stbds_arrput(*set_of, set);
+    }
+}
+
 /* The speedup is over plain decoding of the same tokens, a plain step each
  * at the round's context. */
 static void print_replay(const char *what, const hs_hx_replay_result *r) {
@@ -519,12 +542,17 @@ int hs_cli_calibrate(int argc, char **argv) {
     printf("\n");
     print_chain_bounds(&m.cost, m.max_verify);
 
-    hs_hx_eagle2_setting e2 = {0};
+    hs_hx_eagle2_setting e2 = {0}, e2_pooled = {0};
     bool have_e2 = false;
+    /* The recorded rounds per question set (stb_ds arrays: where each set's rounds end, and its index; a
+     * set whose questions were all skipped has none). */
+    uint32_t *group_ends = NULL;
+    int *group_set = NULL;
     if (!a.device_only) {
         hs_spec_set_observer(sm.spec, hs_hx_recorder_observe, &rec);
         uint32_t n_questions = 0;
         for (int si = 0; si < n_sets; si++) {
+            if (si) end_group(&group_ends, &group_set, (uint32_t)stbds_arrlen(rec.rounds), si - 1);
             const char *set = sets[si].name;
             const hs_cli_question *qs = sets[si].qs;
             const int nq = sets[si].n;
@@ -555,6 +583,7 @@ int hs_cli_calibrate(int argc, char **argv) {
         }
         fprintf(stderr, "\r%70s\r", "");
         const uint32_t n_rounds = (uint32_t)stbds_arrlen(rec.rounds);
+        end_group(&group_ends, &group_set, n_rounds, n_sets - 1);
         for (uint32_t i = 0; i < n_rounds; i++)
             if (hs_hx_round_records(&rec.rounds[i], &records) != HS_OK ||
                 hs_hx_round_lookup_records(&rec.rounds[i], &lk_records) != HS_OK)
@@ -584,7 +613,12 @@ int hs_cli_calibrate(int argc, char **argv) {
         fprintf(stderr, "[calibrate] searching pruning thresholds and depth caps\n");
         if (hs_hx_search(&m, rec.rounds, n_rounds, &r_tuned) != HS_OK) goto fail;
         fprintf(stderr, "[calibrate] searching the EAGLE-2 grid\n");
-        if (hs_hx_search_eagle2(&m.cost, rec.rounds, n_rounds, &e2) != HS_OK) goto fail;
+        /* Tuned for every set: the fastest setting whose every set replays at E2_WANT or faster. */
+        const hs_hx_groups groups = {
+            .ends = group_ends, .n = (uint32_t)stbds_arrlen(group_ends), .want = E2_WANT};
+        if (hs_hx_search_eagle2(&m.cost, rec.rounds, n_rounds, &groups, &e2) != HS_OK ||
+            hs_hx_search_eagle2(&m.cost, rec.rounds, n_rounds, NULL, &e2_pooled) != HS_OK)
+            goto fail;
         have_e2 = true;
         hs_hx_model nolk = m;
         nolk.lookup.max_len = 0;
@@ -675,7 +709,7 @@ int hs_cli_calibrate(int argc, char **argv) {
                "| policy | tokens/s | vs ar | tau | verified/round |\n| --- | ---: | ---: | ---: | ---: |\n");
         print_replay("heterospec (fitted)", &r_fit);
         print_replay("heterospec (tuned)", &r_tuned);
-        char label[96];
+        char label[160];
         snprintf(label, sizeof label, "heterospec (tuned, without the head: chains of %u after %u+)",
                  m.headless_len, m.headless_min);
         print_replay(label, &r_hl);
@@ -697,16 +731,34 @@ int hs_cli_calibrate(int argc, char **argv) {
             printf("| (without the head: no feedback) |\n");
         printf("| (heterospec rests %u rounds after a round without candidates: %.0f%% of its rounds) |\n",
                m.rest, r_tuned.rounds ? 100 * r_tuned.rest_rounds / r_tuned.rounds : 0.0);
-        const hs_tree_policy *ep = &e2.policy;
-        char floor_text[64] = "";
-        if (ep->p_min > 0)
-            snprintf(floor_text, sizeof floor_text, ", path probability >= %g, rest %u", ep->p_min, ep->rest);
-        snprintf(label, sizeof label, "eagle2 best: k%u/d%u/n%u%s%s", ep->top_k, ep->depth, ep->total,
-                 ep->eager ? ", every head in the pass" : "", floor_text);
+        e2_label("eagle2 best on every set", &e2.policy, label, sizeof label);
         print_replay(label, &e2.replay);
+        e2_label("eagle2 fastest over all", &e2_pooled.policy, label, sizeof label);
+        print_replay(label, &e2_pooled.replay);
         print_replay("eagle2 k10/d5/n60", &r_e2d);
         snprintf(label, sizeof label, "lookup without the head, best: l%u/m%u", lk_len, lk_min);
         print_replay(label, &r_lk);
+        printf("\nEAGLE-2's modelled speedup over plain decoding per set (calibrate keeps the fastest setting "
+               "whose every set reaches %.2fx, else the one whose slowest set is fastest):\n\n| setting |",
+               E2_WANT);
+        for (ptrdiff_t k = 0; k < stbds_arrlen(group_set); k++)
+            printf(" %s |", sets[group_set[k]].name);
+        printf("\n| --- |");
+        for (ptrdiff_t k = 0; k < stbds_arrlen(group_set); k++)
+            printf(" ---: |");
+        for (int which = 0; which < 2; which++) {
+            e2_label(which ? "fastest over all" : "best on every set", which ? &e2_pooled.policy : &e2.policy,
+                     label, sizeof label);
+            printf("\n| %s |", label);
+            for (ptrdiff_t k = 0; k < stbds_arrlen(group_ends); k++) {
+                const uint32_t lo = k ? group_ends[k - 1] : 0;
+                if (hs_hx_replay(which ? &e2_pooled.policy : &e2.policy, &m.cost, rec.rounds + lo,
+                                 group_ends[k] - lo, &r) != HS_OK)
+                    goto fail;
+                printf(" %.2fx |", hs_hx_replay_speedup(&r));
+            }
+        }
+        printf("\n");
         if (hs_hx_prefer_headless(&r_tuned, &r_hl_rec)) {
             printf("\nthe head does not pay here: on the recorded rounds HeteroSpec without it replays at %.2fx "
                    "plain decoding, with it %.2fx; generation with this calibration loads no head "
@@ -742,6 +794,11 @@ int hs_cli_calibrate(int argc, char **argv) {
         cJSON_AddNumberToObject(e, "p_min", round(e2.policy.p_min * 1e4) / 1e4); /* the grid's value */
         cJSON_AddNumberToObject(e, "rest", e2.policy.rest);
         cJSON_AddNumberToObject(e, "replay_tokens_per_s", hs_hx_replay_tps(&e2.replay));
+        cJSON_AddNumberToObject(e, "replay_speedup", hs_hx_replay_speedup(&e2.replay));
+        if (stbds_arrlen(group_set)) { /* its slowest set on the recording */
+            cJSON_AddStringToObject(e, "replay_slowest_set", sets[group_set[e2.worst_group]].name);
+            cJSON_AddNumberToObject(e, "replay_slowest_speedup", e2.worst);
+        }
     }
     cJSON *cal = cJSON_AddObjectToObject(o, "calibration");
     cJSON_AddStringToObject(cal, "sets", a.q.sets);
@@ -775,6 +832,8 @@ fail:
     stbds_arrfree(lk_records);
     hs_hx_rounds_free(&text_rounds);
     stbds_arrfree(text_lk_records);
+    stbds_arrfree(group_ends);
+    stbds_arrfree(group_set);
     hs_cli_sets_free(sets, n_sets);
     hs_cli_spec_unload(&sm);
     hs_ops_destroy(ops);

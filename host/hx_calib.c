@@ -1,6 +1,7 @@
 /* hx_calib: records, replay and search for HeteroSpec calibration (hx_calib.h). */
 #include "hx_calib.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -602,26 +603,72 @@ bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_rep
 /* The floors on path probability hs_hx_search_eagle2 tries (0: none). */
 static const float eagle2_p_mins[] = {0.0f, 0.05f, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f};
 
-/* Replays p; when it beats *best (tokens per modelled second), p becomes *out. */
-static hs_status try_eagle2(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds,
-                            uint32_t n, double *best, hs_hx_eagle2_setting *out) {
-    hs_hx_replay_result r;
-    const hs_status st = hs_hx_replay(p, cost, rounds, n, &r);
-    if (st == HS_OK && hs_hx_replay_tps(&r) > *best) {
-        *best = hs_hx_replay_tps(&r);
-        *out = (hs_hx_eagle2_setting){*p, r};
+/* Whether setting x beats y (hs_hx_search_eagle2's order): with groups,
+ * first the slowest group's speedup up to groups->want, then tokens per
+ * modelled second. */
+static bool eagle2_better(const hs_hx_eagle2_setting *x, const hs_hx_eagle2_setting *y,
+                          const hs_hx_groups *g) {
+    if (g && g->n) {
+        const double wx = fmin(x->worst, g->want), wy = fmin(y->worst, g->want);
+        if (wx != wy) return wx > wy;
     }
+    return hs_hx_replay_tps(&x->replay) > hs_hx_replay_tps(&y->replay);
+}
+
+static void replay_add(hs_hx_replay_result *to, const hs_hx_replay_result *r) {
+    to->tokens += r->tokens;
+    to->time_s += r->time_s;
+    to->verified += r->verified;
+    to->rounds += r->rounds;
+    to->unknown += r->unknown;
+    to->rest_rounds += r->rest_rounds;
+    to->plain_s += r->plain_s;
+    to->skipped += r->skipped;
+}
+
+/* Replays p (group by group, the sum the whole replay); when it beats *out
+ * (all zero: nothing yet), p becomes *out. */
+static hs_status try_eagle2(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds,
+                            uint32_t n, const hs_hx_groups *g, hs_hx_eagle2_setting *out) {
+    hs_status st = HS_OK;
+    hs_hx_eagle2_setting s = {.policy = *p, .worst = INFINITY};
+    if (g && g->n) {
+        for (uint32_t k = 0; k < g->n; k++) {
+            const uint32_t lo = k ? g->ends[k - 1] : 0;
+            hs_hx_replay_result r;
+            HS_TRY(hs_hx_replay(p, cost, rounds + lo, g->ends[k] - lo, &r));
+            replay_add(&s.replay, &r);
+            if (hs_hx_replay_speedup(&r) < s.worst) {
+                s.worst = hs_hx_replay_speedup(&r);
+                s.worst_group = k;
+            }
+        }
+    } else {
+        HS_TRY(hs_hx_replay(p, cost, rounds, n, &s.replay));
+    }
+    if (out->replay.time_s == 0 || eagle2_better(&s, out, g)) *out = s;
+fail:
     return st;
 }
 
 hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
-                              hs_hx_eagle2_setting *out) {
+                              const hs_hx_groups *groups, hs_hx_eagle2_setting *out) {
     hs_status st = HS_OK;
     static const uint32_t ks[] = {1, 2, 4, 8, 10}, ds[] = {1, 2, 3, 4, 5, 6}, ns[] = {1, 2, 4, 8, 16, 32, 60};
     static const uint32_t rests[] = {1, 2, 3, 4, 6, 8};
     const uint32_t n_p = sizeof eagle2_p_mins / sizeof *eagle2_p_mins;
     memset(out, 0, sizeof *out);
-    double best = -1;
+    if (groups && groups->n) {
+        if (groups->ends[groups->n - 1] != n)
+            return HS_FAIL(HS_ERR_INVALID_ARG, "hs_hx_search_eagle2: the groups end at round %u of %u",
+                           groups->ends[groups->n - 1], n);
+        for (uint32_t k = 0; k < groups->n; k++) {
+            const uint32_t lo = k ? groups->ends[k - 1] : 0;
+            if (groups->ends[k] <= lo || !rounds[lo].first)
+                return HS_FAIL(HS_ERR_INVALID_ARG,
+                               "hs_hx_search_eagle2: group %u is empty or does not start a generation", k);
+        }
+    }
     for (uint32_t a = 0; a < sizeof ks / sizeof *ks; a++)
         for (uint32_t b = 0; b < sizeof ds / sizeof *ds; b++)
             for (uint32_t c = 0; c < sizeof ns / sizeof *ns; c++) {
@@ -632,7 +679,7 @@ hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds,
                         hs_tree_policy p = hs_tree_eagle2(ks[a], ds[b], ns[c]);
                         p.eager = e ? list : 0;
                         p.p_min = eagle2_p_mins[f];
-                        HS_TRY(try_eagle2(&p, cost, rounds, n, &best, out));
+                        HS_TRY(try_eagle2(&p, cost, rounds, n, groups, out));
                     }
             }
     /* Rest rounds after a round that verified nothing, with every floor again (only a floor makes such
@@ -643,7 +690,7 @@ hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds,
             hs_tree_policy p = grid;
             p.p_min = eagle2_p_mins[f];
             p.rest = rests[r];
-            HS_TRY(try_eagle2(&p, cost, rounds, n, &best, out));
+            HS_TRY(try_eagle2(&p, cost, rounds, n, groups, out));
         }
 fail:
     return st;

@@ -170,17 +170,32 @@ void hs_hx_take_headless(hs_hx_model *m, const hs_hx_model *h, bool chosen);
  * replay different rounds: hs_hx_text_rounds). */
 bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_replay_result *headless);
 
+/* Rounds in groups (calibrate: one per question set): group g holds
+ * rounds [g ? ends[g - 1] : 0, ends[g]), ends increasing to the rounds'
+ * count, each group starting with a generation's first round (a replay
+ * starts afresh there, so the groups' replays add up to the whole one's). */
+typedef struct hs_hx_groups {
+    const uint32_t *ends;
+    uint32_t n;
+    double want; /* the modelled speedup over plain decoding every group should reach (e.g. 1.03) */
+} hs_hx_groups;
+
 typedef struct hs_hx_eagle2_setting {
     hs_tree_policy policy; /* hs_tree_eagle2(top_k, depth, total) with its eager, p_min and rest */
     hs_hx_replay_result replay;
+    /* With groups: the slowest group's modelled speedup over plain decoding and its index. */
+    double worst;
+    uint32_t worst_group;
 } hs_hx_eagle2_setting;
 /* The EAGLE-2 setting of the grid top_k {1,2,4,8,10} x depth {1..6} x total
  * {1,2,4,8,16,32,60} (within the recording) x floor on path probability
  * p_min {0, 0.05, 0.1, 0.2 .. 0.7}, each with its lists' output heads in the
  * pass (eager) and after it where the cost has the pass measured, then for
- * the best of those every floor above 0 with rest {1,2,3,4,6,8}: the one with the
- * most tokens per modelled second. */
+ * the best of those every floor above 0 with rest {1,2,3,4,6,8}. Best: the
+ * most tokens per modelled second; with groups (NULL or n = 0: none), the
+ * most among the settings whose every group replays at groups->want or
+ * faster, and where none does, the one whose slowest group is fastest. */
 hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
-                              hs_hx_eagle2_setting *out);
+                              const hs_hx_groups *groups, hs_hx_eagle2_setting *out);
 
 #endif

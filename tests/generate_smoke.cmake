@@ -120,12 +120,18 @@ string(JSON cal_kv ERROR_VARIABLE no_kv GET "${cal}" kv_type)
 # The EAGLE-2 setting chosen, with its floor on path probability and rest rounds.
 string(JSON e2_p_min ERROR_VARIABLE no_p_min GET "${cal}" eagle2_tuned p_min)
 string(JSON e2_rest ERROR_VARIABLE no_rest GET "${cal}" eagle2_tuned rest)
+# ... chosen for every question set (here the one), whose slowest it names.
+string(JSON e2_slowest ERROR_VARIABLE no_slowest GET "${cal}" eagle2_tuned replay_slowest_set)
+if(NOT out MATCHES "per set [^\n]*\n\n\\| setting \\| gsm8k \\|")
+  message(FATAL_ERROR "calibrate printed no per-set table of EAGLE-2's settings:\n${out}")
+endif()
 if(NOT kind STREQUAL "heterospec-calibration" OR n_strata LESS 1 OR NOT n_verify EQUAL 128
    OR NOT n_verify_all EQUAL 8 OR NOT n_verify_all_long EQUAL 8 OR no_eager OR NOT cal_kv STREQUAL "f16"
-   OR no_p_min OR no_rest OR e2_p_min LESS 0 OR NOT e2_p_min LESS 1)
+   OR no_p_min OR no_rest OR e2_p_min LESS 0 OR NOT e2_p_min LESS 1 OR NOT e2_slowest STREQUAL "gsm8k")
   message(FATAL_ERROR "calibration file: kind ${kind}, ${n_strata} strata, ${n_verify} verify costs, "
                       "${n_verify_all} / ${n_verify_all_long} with every head, eager ${eager}, "
-                      "kv_type '${cal_kv}', eagle2_tuned p_min '${e2_p_min}' rest '${e2_rest}':\n${cal}")
+                      "kv_type '${cal_kv}', eagle2_tuned p_min '${e2_p_min}' rest '${e2_rest}' slowest set "
+                      "'${e2_slowest}':\n${cal}")
 endif()
 hs_ok(out err generate -m ${MODEL} -p "Once upon a time" -n 48 -q --calibration ${WORK}/cal.json)
 if(NOT err MATCHES "calibration: [^\n]*cal.json \\(measured on ")
