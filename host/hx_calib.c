@@ -603,15 +603,20 @@ bool hs_hx_prefer_headless(const hs_hx_replay_result *with_head, const hs_hx_rep
 /* The floors on path probability hs_hx_search_eagle2 tries (0: none). */
 static const float eagle2_p_mins[] = {0.0f, 0.05f, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f};
 
-/* Whether setting x beats y (hs_hx_search_eagle2's order): with groups,
- * first the slowest group's speedup up to groups->want, then tokens per
- * modelled second. */
+/* How far setting s goes toward faster decoding on every group: 2 with
+ * every group at g->want or faster, 1 with every group faster than plain
+ * decoding, else 0 (and 0 without groups). */
+static int eagle2_tier(const hs_hx_eagle2_setting *s, const hs_hx_groups *g) {
+    if (!g || !g->n) return 0;
+    return s->worst >= g->want ? 2 : s->worst > 1.0 ? 1 : 0;
+}
+
+/* Whether setting x beats y (hs_hx_search_eagle2's order): the tier, then
+ * tokens per modelled second. */
 static bool eagle2_better(const hs_hx_eagle2_setting *x, const hs_hx_eagle2_setting *y,
                           const hs_hx_groups *g) {
-    if (g && g->n) {
-        const double wx = fmin(x->worst, g->want), wy = fmin(y->worst, g->want);
-        if (wx != wy) return wx > wy;
-    }
+    const int tx = eagle2_tier(x, g), ty = eagle2_tier(y, g);
+    if (tx != ty) return tx > ty;
     return hs_hx_replay_tps(&x->replay) > hs_hx_replay_tps(&y->replay);
 }
 

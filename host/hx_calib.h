@@ -194,7 +194,9 @@ typedef struct hs_hx_eagle2_setting {
  * the best of those every floor above 0 with rest {1,2,3,4,6,8}. Best: the
  * most tokens per modelled second; with groups (NULL or n = 0: none), the
  * most among the settings whose every group replays at groups->want or
- * faster, and where none does, the one whose slowest group is fastest. */
+ * faster, where none does among those whose every group replays faster than
+ * plain decoding, and where none does either among all (a setting that
+ * trades speed on every group for less loss on one is not chosen). */
 hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
                               const hs_hx_groups *groups, hs_hx_eagle2_setting *out);
 
