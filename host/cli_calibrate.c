@@ -616,9 +616,7 @@ int hs_cli_calibrate(int argc, char **argv) {
         /* Tuned for every set where a setting replays faster than plain decoding on each (hs_hx_groups). */
         const hs_hx_groups groups = {
             .ends = group_ends, .n = (uint32_t)stbds_arrlen(group_ends), .want = E2_WANT};
-        if (hs_hx_search_eagle2(&m.cost, rec.rounds, n_rounds, &groups, &e2) != HS_OK ||
-            hs_hx_search_eagle2(&m.cost, rec.rounds, n_rounds, NULL, &e2_pooled) != HS_OK)
-            goto fail;
+        if (hs_hx_search_eagle2(&m.cost, rec.rounds, n_rounds, &groups, &e2, &e2_pooled) != HS_OK) goto fail;
         have_e2 = true;
         hs_hx_model nolk = m;
         nolk.lookup.max_len = 0;
@@ -751,10 +749,9 @@ int hs_cli_calibrate(int argc, char **argv) {
             e2_label(which ? "fastest over all" : "best on every set", which ? &e2_pooled.policy : &e2.policy,
                      label, sizeof label);
             printf("\n| %s |", label);
-            for (ptrdiff_t k = 0; k < stbds_arrlen(group_ends); k++) {
-                const uint32_t lo = k ? group_ends[k - 1] : 0;
-                if (hs_hx_replay(which ? &e2_pooled.policy : &e2.policy, &m.cost, rec.rounds + lo,
-                                 group_ends[k] - lo, &r) != HS_OK)
+            for (uint32_t k = 0; k < groups.n; k++) {
+                if (hs_hx_replay_group(which ? &e2_pooled.policy : &e2.policy, &m.cost, rec.rounds, &groups, k,
+                                       &r) != HS_OK)
                     goto fail;
                 printf(" %.2fx |", hs_hx_replay_speedup(&r));
             }

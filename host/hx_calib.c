@@ -631,17 +631,19 @@ static void replay_add(hs_hx_replay_result *to, const hs_hx_replay_result *r) {
     to->skipped += r->skipped;
 }
 
-/* Replays p (group by group, the sum the whole replay); when it beats *out
- * (all zero: nothing yet), p becomes *out. */
+/* Replays p (group by group, the sum the whole replay). It becomes *out
+ * (may be NULL) when it beats it in hs_hx_search_eagle2's order, and *fast
+ * (may be NULL) when it has more tokens per modelled second; either all zero:
+ * nothing yet. */
 static hs_status try_eagle2(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds,
-                            uint32_t n, const hs_hx_groups *g, hs_hx_eagle2_setting *out) {
+                            uint32_t n, const hs_hx_groups *g, hs_hx_eagle2_setting *out,
+                            hs_hx_eagle2_setting *fast) {
     hs_status st = HS_OK;
     hs_hx_eagle2_setting s = {.policy = *p, .worst = INFINITY};
     if (g && g->n) {
         for (uint32_t k = 0; k < g->n; k++) {
-            const uint32_t lo = k ? g->ends[k - 1] : 0;
             hs_hx_replay_result r;
-            HS_TRY(hs_hx_replay(p, cost, rounds + lo, g->ends[k] - lo, &r));
+            HS_TRY(hs_hx_replay_group(p, cost, rounds, g, k, &r));
             replay_add(&s.replay, &r);
             if (hs_hx_replay_speedup(&r) < s.worst) {
                 s.worst = hs_hx_replay_speedup(&r);
@@ -651,17 +653,33 @@ static hs_status try_eagle2(const hs_tree_policy *p, const hs_hx_cost *cost, con
     } else {
         HS_TRY(hs_hx_replay(p, cost, rounds, n, &s.replay));
     }
-    if (out->replay.time_s == 0 || eagle2_better(&s, out, g)) *out = s;
+    if (out && (out->replay.time_s == 0 || eagle2_better(&s, out, g))) *out = s;
+    if (fast && (fast->replay.time_s == 0 || hs_hx_replay_tps(&s.replay) > hs_hx_replay_tps(&fast->replay)))
+        *fast = s;
 fail:
     return st;
 }
 
+hs_status hs_hx_replay_group(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds,
+                             const hs_hx_groups *g, uint32_t k, hs_hx_replay_result *out) {
+    const uint32_t lo = k ? g->ends[k - 1] : 0;
+    return hs_hx_replay(p, cost, rounds + lo, g->ends[k] - lo, out);
+}
+
+/* Whether two settings of the grid are the same (the fields the grid sets). */
+static bool same_grid_setting(const hs_tree_policy *a, const hs_tree_policy *b) {
+    return a->top_k == b->top_k && a->depth == b->depth && a->total == b->total && a->eager == b->eager &&
+           a->p_min == b->p_min;
+}
+
 hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
-                              const hs_hx_groups *groups, hs_hx_eagle2_setting *out) {
+                              const hs_hx_groups *groups, hs_hx_eagle2_setting *out,
+                              hs_hx_eagle2_setting *fastest) {
     hs_status st = HS_OK;
     static const uint32_t ks[] = {1, 2, 4, 8, 10}, ds[] = {1, 2, 3, 4, 5, 6}, ns[] = {1, 2, 4, 8, 16, 32, 60};
     static const uint32_t rests[] = {1, 2, 3, 4, 6, 8};
     const uint32_t n_p = sizeof eagle2_p_mins / sizeof *eagle2_p_mins;
+    hs_hx_eagle2_setting fast = {0};
     memset(out, 0, sizeof *out);
     if (groups && groups->n) {
         if (groups->ends[groups->n - 1] != n)
@@ -684,19 +702,23 @@ hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds,
                         hs_tree_policy p = hs_tree_eagle2(ks[a], ds[b], ns[c]);
                         p.eager = e ? list : 0;
                         p.p_min = eagle2_p_mins[f];
-                        HS_TRY(try_eagle2(&p, cost, rounds, n, groups, out));
+                        HS_TRY(try_eagle2(&p, cost, rounds, n, groups, out, &fast));
                     }
             }
     /* Rest rounds after a round that verified nothing, with every floor again (only a floor makes such
-     * rounds: without one, rest changes nothing). */
-    const hs_tree_policy grid = out->policy;
-    for (uint32_t f = 1; f < n_p; f++)
-        for (uint32_t r = 0; r < sizeof rests / sizeof *rests; r++) {
-            hs_tree_policy p = grid;
-            p.p_min = eagle2_p_mins[f];
-            p.rest = rests[r];
-            HS_TRY(try_eagle2(&p, cost, rounds, n, groups, out));
-        }
+     * rounds: without one, rest changes nothing): from the best grid setting for *out, and from the
+     * fastest for *fastest when that is another, so that each is what a search of its own would find. */
+    const hs_tree_policy grid = out->policy, grid_fast = fast.policy;
+    const bool one = same_grid_setting(&grid, &grid_fast);
+    for (int pass = 0; pass < (one || !fastest ? 1 : 2); pass++)
+        for (uint32_t f = 1; f < n_p; f++)
+            for (uint32_t r = 0; r < sizeof rests / sizeof *rests; r++) {
+                hs_tree_policy p = pass ? grid_fast : grid;
+                p.p_min = eagle2_p_mins[f];
+                p.rest = rests[r];
+                HS_TRY(try_eagle2(&p, cost, rounds, n, groups, pass ? NULL : out, pass || one ? &fast : NULL));
+            }
+    if (fastest) *fastest = fast;
 fail:
     return st;
 }

@@ -180,6 +180,10 @@ typedef struct hs_hx_groups {
     double want; /* the modelled speedup over plain decoding every group should reach (e.g. 1.03) */
 } hs_hx_groups;
 
+/* Replays p on group k's rounds alone into *out. */
+hs_status hs_hx_replay_group(const hs_tree_policy *p, const hs_hx_cost *cost, const hs_hx_round *rounds,
+                             const hs_hx_groups *g, uint32_t k, hs_hx_replay_result *out);
+
 typedef struct hs_hx_eagle2_setting {
     hs_tree_policy policy; /* hs_tree_eagle2(top_k, depth, total) with its eager, p_min and rest */
     hs_hx_replay_result replay;
@@ -196,8 +200,11 @@ typedef struct hs_hx_eagle2_setting {
  * most among the settings whose every group replays at groups->want or
  * faster, where none does among those whose every group replays faster than
  * plain decoding, and where none does either among all (a setting that
- * trades speed on every group for less loss on one is not chosen). */
+ * trades speed on every group for less loss on one is not chosen).
+ * fastest (may be NULL) receives, from the same replays, the setting the
+ * search finds without groups: the most tokens per modelled second. */
 hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
-                              const hs_hx_groups *groups, hs_hx_eagle2_setting *out);
+                              const hs_hx_groups *groups, hs_hx_eagle2_setting *out,
+                              hs_hx_eagle2_setting *fastest);
 
 #endif

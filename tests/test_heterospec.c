@@ -682,7 +682,7 @@ static void test_search_eagle2_floor(void **state) {
     for (int i = 0; i < 12; i++)
         rounds[i] = i % 3 ? easy : hard;
     hs_hx_eagle2_setting e;
-    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 12, NULL, &e));
+    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 12, NULL, &e, NULL));
     assert_true(e.policy.p_min > 0.3f && e.policy.p_min <= 0.9f);
     assert_int_equal(e.policy.rest, 0);
     assert_true(e.replay.tokens > 12 + 8); /* the easy rounds accepted drafts */
@@ -696,7 +696,7 @@ static void test_search_eagle2_floor(void **state) {
     assert_float_equal(hs_hx_replay_tps(&r), hs_hx_replay_tps(&e.replay), 1e-9);
     for (int i = 0; i < 12; i++)
         rounds[i] = hard;
-    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 12, NULL, &e));
+    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 12, NULL, &e, NULL));
     assert_true(e.policy.p_min > 0.3f);
     assert_int_equal(e.policy.rest, 8);
     assert_float_equal(e.replay.tokens, 12, 0);
@@ -716,7 +716,9 @@ static void test_search_eagle2_floor(void **state) {
  * and the choice is the fastest over all again; with a want no setting
  * reaches, the fastest whose every group beats plain decoding; where no
  * setting beats plain decoding on group 1 (hard rounds alone), the fastest
- * over all. */
+ * over all. Each grouped search also returns the fastest over all, as the
+ * search without groups finds it, also where that rests and the grouped
+ * choice starts its rest pass elsewhere. */
 static void test_search_eagle2_groups(void **state) {
     (void)state;
     hs_hx_round hard, easy, first;
@@ -729,10 +731,13 @@ static void test_search_eagle2_groups(void **state) {
         rounds[i] = i < 12 ? easy : first;
     rounds[0].first = rounds[12].first = true;
     const uint32_t ends[2] = {12, 24};
-    hs_hx_eagle2_setting all, each, other;
-    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, NULL, &all));
+    hs_hx_eagle2_setting all, each, other, fastest;
+    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, NULL, &all, NULL));
     hs_hx_groups g = {.ends = ends, .n = 2, .want = 1.03};
-    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &each));
+    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &each, &fastest));
+    /* The same replays also give what the search without groups finds. */
+    assert_true(fastest.policy.depth == all.policy.depth && fastest.policy.rest == all.policy.rest);
+    assert_float_equal(hs_hx_replay_tps(&fastest.replay), hs_hx_replay_tps(&all.replay), 1e-9);
     hs_hx_replay_result r0, r1, whole;
     HS_CHECK(hs_hx_replay(&all.policy, &m.cost, rounds + 12, 12, &r1));
     assert_true(hs_hx_replay_speedup(&r1) < 1);
@@ -749,28 +754,41 @@ static void test_search_eagle2_groups(void **state) {
     assert_float_equal(each.replay.tokens, whole.tokens, 1e-9);
     assert_true(hs_hx_replay_tps(&each.replay) < hs_hx_replay_tps(&all.replay));
     g.want = 0;
-    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &other));
+    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &other, NULL));
     /* (the groups' sums may break an exact tie of the whole replay the other way) */
     assert_float_equal(hs_hx_replay_tps(&other.replay), hs_hx_replay_tps(&all.replay), 1e-9);
     g.want = 5;
-    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &other));
+    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &other, NULL));
     assert_true(other.worst > 1);
     assert_true(hs_hx_replay_tps(&other.replay) >= hs_hx_replay_tps(&each.replay));
+    /* Group 0 repeating hard, hard, first-only, first-only: over all rounds the fastest drafts a deeper
+     * chain and rests after a floored round, the grouped search a shallower one; its fastest is the
+     * other's, rest included (the rest pass from the fastest grid setting as well). */
+    const hs_hx_round *cycle[4] = {&hard, &hard, &first, &first};
+    for (int i = 0; i < 24; i++)
+        rounds[i] = i < 12 ? *cycle[i % 4] : easy;
+    rounds[0].first = rounds[12].first = true;
+    g.want = 1.03;
+    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, NULL, &all, NULL));
+    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &other, &fastest));
+    assert_true(all.policy.rest > 0 && other.policy.depth < all.policy.depth);
+    assert_true(fastest.policy.depth == all.policy.depth && fastest.policy.rest == all.policy.rest);
+    assert_float_equal(hs_hx_replay_tps(&fastest.replay), hs_hx_replay_tps(&all.replay), 1e-9);
     /* Hard rounds alone in group 1: no setting beats plain decoding there. */
     for (int i = 12; i < 24; i++)
         rounds[i] = hard;
     rounds[12].first = true;
-    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, NULL, &all));
-    g.want = 1.03;
-    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &other));
+    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, NULL, &all, NULL));
+    HS_CHECK(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &other, &fastest));
     assert_true(other.worst < 1);
+    assert_float_equal(hs_hx_replay_tps(&fastest.replay), hs_hx_replay_tps(&all.replay), 1e-9);
     assert_float_equal(hs_hx_replay_tps(&other.replay), hs_hx_replay_tps(&all.replay), 1e-9);
     /* Groups that do not end at the last round, or do not start a generation. */
     const uint32_t short_ends[2] = {12, 20}, odd_ends[2] = {10, 24};
     g = (hs_hx_groups){.ends = short_ends, .n = 2, .want = 1.03};
-    assert_int_equal(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &other), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &other, NULL), HS_ERR_INVALID_ARG);
     g.ends = odd_ends;
-    assert_int_equal(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &other), HS_ERR_INVALID_ARG);
+    assert_int_equal(hs_hx_search_eagle2(&m.cost, rounds, 24, &g, &other, NULL), HS_ERR_INVALID_ARG);
     hs_hx_round_free(&hard);
     hs_hx_round_free(&easy);
 }
