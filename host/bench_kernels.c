@@ -278,8 +278,11 @@ static hs_status bench_small(hs_ops *ops, hs_bench *b, int reps, const char *onl
         {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 4, CTX - 4, HS_TYPE_F32},
         {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, 8, CTX - 8, HS_TYPE_F32},
         {"attention", "ctx 1024, 9/3 heads x 64", rec_attention, TREE, CTX - TREE, HS_TYPE_F32},
-        /* the same over an f16 cache (--kv-type f16) */
+        /* the same over an f16 cache (--kv-type f16, the default) */
         {"attention", "ctx 1024 f16, 9/3 heads x 64", rec_attention, 1, CTX - 1, HS_TYPE_F16},
+        {"attention", "ctx 1024 f16, 9/3 heads x 64", rec_attention, 2, CTX - 2, HS_TYPE_F16},
+        {"attention", "ctx 1024 f16, 9/3 heads x 64", rec_attention, 4, CTX - 4, HS_TYPE_F16},
+        {"attention", "ctx 1024 f16, 9/3 heads x 64", rec_attention, 8, CTX - 8, HS_TYPE_F16},
         {"attention", "ctx 1024 f16, 9/3 heads x 64", rec_attention, TREE, CTX - TREE, HS_TYPE_F16},
         /* a tree alone (no prefix): what each query costs whatever its keys */
         {"attention", "tree only, 9/3 heads x 64", rec_attention, 8, 0, HS_TYPE_F32},

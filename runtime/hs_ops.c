@@ -103,15 +103,17 @@ static const struct {
      * the N = 64 batch 1.35-1.45x, tg128 1.1-1.25x). The Q/K/V product rotates
      * and writes the KV cache in its epilogue (ropepass 0): one dispatch and
      * barrier fewer per layer. GPUs take no 8-bit activations, so they run the
-     * RoPE + KV pass whatever this value says. Attention keeps one query per
-     * workgroup (attnqb 0), whose 8 lanes are one subgroup and merge their
-     * states through shuffles: the blocks of queries that share each prefix
-     * row's loads must merge through shared memory, where every access loops
-     * over the lanes, and that cost every query a fixed ~27 us per layer
-     * (measured: bench-ops attention, 8 queries over no prefix 45 us against
-     * 260 blocked, 64 over 1024 rows 6.8-7.2 ms against 6.4-6.6; SmolLM2
-     * `bench -v 16,64 -d 256` 111 / 433 ms against 122 / 488, pp512 148-154
-     * against 138-139 t/s). GPUs keep one query per workgroup too. Products on 8-bit
+     * RoPE + KV pass whatever this value says. Attention over two or more
+     * queries takes blocks of up to 4 that share each prefix row's loads
+     * (attnqb 4; one query keeps a workgroup of its own, whose 8 lanes are one
+     * subgroup and merge their states through shuffles). Measured on a 2-core
+     * Zen 4 EPYC, 2026-12-06, f16 cache: bench-ops attention at ctx 1024,
+     * N = 4 184-193 us against 238-297 one query per workgroup, N = 8 333-370
+     * against 500-560, N = 64 2.58-2.68 ms against 3.73-4.35; SmolLM2 `bench
+     * -p 512 -v 64 -d 1024` pp512 348-361 t/s against 322, v64 232-239 ms
+     * against 282-298; N = 1 .. 3 the same. (On an earlier kernel whose
+     * blocks merged through shared memory in one part, blocks cost every query
+     * a fixed ~27 us per layer and were off.) GPUs keep one query per workgroup. Products on 8-bit
      * activations take up to 16 columns per workgroup (x8cols 16): their loops
      * over a tile's rows and columns are [[unroll]]ed, so a wide tile's
      * activations and sums stay in registers rather than in arrays indexed at
@@ -126,8 +128,8 @@ static const struct {
      * against 189-242 t/s; N = 16 47-61 against 56-138 ms; N <= 8 takes a tile
      * of its own width either way). On the Intel Xeon measured (Sapphire Rapids) the
      * wider tile was faster (pp512 269 against 254 t/s with 8 columns). */
-    {0x10005, NULL, "AMD", {"lavapipe-amd", 4, 4, 8, 1, 1, 1, 1, 0, 0, 8}},
-    {0x10005, NULL, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0, 0, 16}},
+    {0x10005, NULL, "AMD", {"lavapipe-amd", 4, 4, 8, 1, 1, 1, 1, 0, 4, 8}},
+    {0x10005, NULL, NULL, {"lavapipe", 4, 4, 8, 1, 1, 1, 1, 0, 4, 16}},
     /* GPUs (none measured here; each line says why): storage-buffer loads are
      * as wide as texel fetches and skip the texture path, so weights stay in
      * storage buffers everywhere below. A fused prologue rereads x from cache,

@@ -46,7 +46,7 @@
  * on llvmpipe a texel fetch is one gather where a storage-buffer load loops
  * over the lanes (bench-ops attention, ctx 1024: about 2x faster at N = 1 and
  * N = 64). Same bits loaded, same results.
- * QBLOCK = 1 (KV_F16 = 0, KV_CHUNKS = 1): the queries of a tree share the
+ * QBLOCK = 1 (KV_F16 = 0 or 4, KV_CHUNKS = 1): the queries of a tree share the
  * prefix's K/V loads. A workgroup takes QB queries (spec constant 4) and runs
  * for each exactly the lanes above: invocation (lane, j) is lane `lane` of
  * query j, with the same keys (ordinals lane, lane + LANES, ...), the same
@@ -63,7 +63,9 @@
  * chain (prompt processing, a chain's verification): there every live query
  * sees nodes 0 .. its own, so a node's ordinal is its row for all of them and
  * the block shares those rows' loads as well, each query folding only the
- * rows it sees (the others are exact no-ops). Needs HEAD_DIM % (4 QB) == 0.
+ * rows it sees (the others are exact no-ops). Units are shuffled as loaded
+ * (eight halves of an f16 cache as one uvec4) and unpacked after, which is
+ * exact. Needs KV_PER_ROW % QB == 0.
  * Spec constants: 0 = workgroup size (== LANES, QBLOCK: LANES * QB), 1 =
  * LANES, 2 = HEAD_DIM (multiple of 4), 3 = HPW (divides n_head / n_kv_head),
  * 4 = QB (QBLOCK).
@@ -84,8 +86,8 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #endif
 #if QBLOCK
-#if KV_F16 != 0 || (defined(KV_CHUNKS) && KV_CHUNKS != 1)
-#error QBLOCK reads an unsplit f32 cache
+#if (KV_F16 != 0 && KV_F16 != 4) || (defined(KV_CHUNKS) && KV_CHUNKS != 1)
+#error QBLOCK reads an unsplit f32 cache or an f16 one in eight-half units
 #endif
 #endif
 
@@ -540,7 +542,11 @@ void main() {
  * interleaved so that each shuffled K or V unit is used by all heads at once
  * (no copy of the row is kept: fewer live registers). CHECK: rows past a
  * slot's visible keys (t >= n_vis) leave its state as it was. */
-#if KV_TEXEL
+#if KV_TEXEL && KV_F16 == 4
+#define HS_KV_UNIT(KB, VB, i)                                                                      \
+    kp[i] = texelFetch(KT, int(KB + j + i * QB));                                                  \
+    vp[i] = texelFetch(VT, int(VB + j + i * QB));
+#elif KV_TEXEL
 #define HS_KV_UNIT(KB, VB, i)                                                                      \
     kp[i] = uintBitsToFloat(texelFetch(KT, int(KB + j + i * QB)));                                 \
     vp[i] = uintBitsToFloat(texelFetch(VT, int(VB + j + i * QB)));
@@ -549,17 +555,34 @@ void main() {
     kp[i] = kc[KB + j + i * QB];                                                                   \
     vp[i] = vc[VB + j + i * QB];
 #endif
+/* A shuffled cache unit as the vec4 columns it holds: one (f32) or two
+ * (eight halves, low half first; unpacking is exact). */
+#if KV_F16 == 4
+#define VPU 2u
+#define KV_SH uvec4
+#define UNPACK_UNIT(u, out0, out1)                                                                 \
+    out0 = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));                                         \
+    out1 = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
+#else
+#define VPU 1u
+#define KV_SH vec4
+#define UNPACK_UNIT(u, out0, out1) out0 = u;
+#endif
 #define HS_SHARED_ROW(CHECK)                                                                       \
     {                                                                                              \
         const uint kb = p.k_off + (t * p.n_kv_head + g_kvh) * KV_PER_ROW;                          \
         const uint vb = p.v_off + (t * p.n_kv_head + g_kvh) * KV_PER_ROW;                          \
-        vec4 kp[PU], vp[PU];                                                                       \
+        KV_SH kp[PU], vp[PU];                                                                      \
         [[unroll]] for (uint i = 0u; i < PU; i++) { HS_KV_UNIT(kb, vb, i) }                        \
         precise vec4 a[HPW];                                                                       \
         [[unroll]] for (uint hh = 0u; hh < HPW; hh++) a[hh] = vec4(0.0);                           \
-        [[unroll]] for (uint c = 0u; c < D4; c++) {                                                \
-            const vec4 k = subgroupShuffle(kp[c / QB], first + c % QB);                            \
-            [[unroll]] for (uint hh = 0u; hh < HPW; hh++) a[hh] = fma(g_q[hh * D4 + c], k, a[hh]); \
+        [[unroll]] for (uint u = 0u; u < KV_PER_ROW; u++) {                                        \
+            const KV_SH ku = subgroupShuffle(kp[u / QB], first + u % QB);                          \
+            vec4 kk[2];                                                                            \
+            UNPACK_UNIT(ku, kk[0], kk[1])                                                          \
+            [[unroll]] for (uint e = 0u; e < VPU; e++)                                             \
+                [[unroll]] for (uint hh = 0u; hh < HPW; hh++)                                      \
+                    a[hh] = fma(g_q[hh * D4 + u * VPU + e], kk[e], a[hh]);                         \
         }                                                                                          \
         const bool vis = !(CHECK) || t < n_vis;                                                    \
         float pr[HPW], al[HPW];                                                                    \
@@ -567,13 +590,17 @@ void main() {
             precise float s = (a[hh].x + a[hh].y) + (a[hh].z + a[hh].w);                           \
             al[hh] = rescale_vis(hh, s, vis, pr[hh]);                                              \
         }                                                                                          \
-        [[unroll]] for (uint c = 0u; c < D4; c++) {                                                \
-            const vec4 v = subgroupShuffle(vp[c / QB], first + c % QB);                            \
-            [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {                                        \
-                precise vec4 x = g_acc[hh * D4 + c] * al[hh];                                      \
-                precise vec4 y = fma(vec4(pr[hh]), v, x);                                          \
-                g_acc[hh * D4 + c] = vis ? y : g_acc[hh * D4 + c];                                 \
-            }                                                                                      \
+        [[unroll]] for (uint u = 0u; u < KV_PER_ROW; u++) {                                        \
+            const KV_SH vu = subgroupShuffle(vp[u / QB], first + u % QB);                          \
+            vec4 vv[2];                                                                            \
+            UNPACK_UNIT(vu, vv[0], vv[1])                                                          \
+            [[unroll]] for (uint e = 0u; e < VPU; e++)                                             \
+                [[unroll]] for (uint hh = 0u; hh < HPW; hh++) {                                    \
+                    const uint c = u * VPU + e;                                                    \
+                    precise vec4 x = g_acc[hh * D4 + c] * al[hh];                                  \
+                    precise vec4 y = fma(vec4(pr[hh]), vv[e], x);                                  \
+                    g_acc[hh * D4 + c] = vis ? y : g_acc[hh * D4 + c];                             \
+                }                                                                                  \
         }                                                                                          \
     }
 

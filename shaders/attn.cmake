@@ -28,11 +28,16 @@ hs_shader(attention_f16x8_tx_q8 attention.comp DEFINES KV_F16=4 KV_TEXEL=1 OUT_Q
 hs_shader(attention_f16x8_tx_sg attention.comp DEFINES KV_F16=4 KV_TEXEL=1 SG_MERGE=1)
 hs_shader(attention_f16x8_tx_sg_q8 attention.comp DEFINES KV_F16=4 KV_TEXEL=1 SG_MERGE=1 OUT_Q8=1)
 # _qb: QB queries per workgroup share the prefix rows' loads through subgroup
-# shuffles (an unsplit f32 cache; the same bits as the kernels above).
+# shuffles (an unsplit cache; the same bits as the kernels above).
 hs_shader(attention_f32_qb attention.comp DEFINES KV_F16=0 QBLOCK=1)
 hs_shader(attention_f32_tx_qb attention.comp DEFINES KV_F16=0 KV_TEXEL=1 QBLOCK=1)
 hs_shader(attention_f32_qb_q8 attention.comp DEFINES KV_F16=0 QBLOCK=1 OUT_Q8=1)
 hs_shader(attention_f32_tx_qb_q8 attention.comp DEFINES KV_F16=0 KV_TEXEL=1 QBLOCK=1 OUT_Q8=1)
+# ... and over an f16 cache read eight halves per unit (head_dim % 8 == 0).
+hs_shader(attention_f16x8_qb attention.comp DEFINES KV_F16=4 QBLOCK=1)
+hs_shader(attention_f16x8_tx_qb attention.comp DEFINES KV_F16=4 KV_TEXEL=1 QBLOCK=1)
+hs_shader(attention_f16x8_qb_q8 attention.comp DEFINES KV_F16=4 QBLOCK=1 OUT_Q8=1)
+hs_shader(attention_f16x8_tx_qb_q8 attention.comp DEFINES KV_F16=4 KV_TEXEL=1 QBLOCK=1 OUT_Q8=1)
 hs_shader(tree_mask tree_mask.comp)
 hs_shader(kv_gather_u1 kv_gather.comp DEFINES VEC4=0)
 hs_shader(kv_gather_u4 kv_gather.comp DEFINES VEC4=1)

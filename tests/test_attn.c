@@ -820,6 +820,18 @@ static void test_attention_qblock(void **state) {
         /* fewer queries than the block: one block of 4 (n = 3) or 8 (n = 5) with dead slots */
         {{9, 3, 64, 400, HS_TYPE_F32}, 3, 260, 3, 0, 0, 0},
         {{9, 3, 64, 400, HS_TYPE_F32}, 5, 90, 5, 0, 0, 1},
+        /* an f16 cache: blocks where it is read eight halves per unit (no pad: case % 3 != 1) */
+        {{9, 3, 64, 400, HS_TYPE_F16}, 13, 300, 13, 0, 0, 0},
+        {{9, 3, 64, 400, HS_TYPE_F16}, 64, 270, 60, 0, 0, 0},
+        {{9, 3, 64, 400, HS_TYPE_F16}, 11, 37, 9, 0, 1, 0},
+        {{9, 3, 64, 400, HS_TYPE_F16}, 10, 41, 30, 6, 2, 0},
+        {{9, 3, 64, 400, HS_TYPE_F16}, 29, 250, 29, 0, 1, 1},
+        {{4, 1, 128, 200, HS_TYPE_F16}, 9, 150, 9, 0, 0, 0},
+        {{6, 2, 48, 200, HS_TYPE_F16}, 6, 77, 5, 0, 0, 0},
+        {{9, 3, 64, 400, HS_TYPE_F16}, 16, 40, 16, 0, 0, 1},
+        {{9, 3, 64, 400, HS_TYPE_F16}, 3, 260, 3, 0, 0, 0},
+        {{9, 3, 64, 400, HS_TYPE_F16}, 24, 100, 24, 20, 2, 2},
+        {{9, 3, 64, 400, HS_TYPE_F16}, 4, 700, 4, 0, 0, 1},
     };
     static const uint32_t qbs[] = {2, 4, 8};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -890,24 +902,29 @@ static void test_attention_qblock(void **state) {
                              cases[ci].kind, s->n_head, s->n_kv, s->hd, n, cases[ci].n_prefix, qbs[qi], tx);
                 free(got);
             }
-        /* Which kernels ran: the blocked one wherever a block of 2 fits the subgroup and head_dim, and
-         * (split execution) leaves a block of queries for each part. */
-        const bool can = c->subgroup_ops && c->subgroup_size % 2 == 0 && (s->hd / 4) % 2 == 0 && n >= 2 &&
-                         (n + 1) / 2 >= c->parts;
-        if (can && !hs_ops_made_pipeline(ops, "attention_f32_qb") &&
-            !hs_ops_made_pipeline(ops, "attention_f32_tx_qb"))
-            fail_msg("attention n %u hd %u: attnqb made no query-block pipeline", n, s->hd);
+        /* Which kernels ran: the blocked one wherever a block of 2 fits the subgroup and the 16-byte
+         * units of a head's cache row (an f16 cache at an offset of whole units only), and (split
+         * execution) leaves a block of queries for each part. */
+        const bool f16 = s->type == HS_TYPE_F16, x8 = !f16 || (s->hd % 8 == 0 && ci % 3 != 1);
+        const char *names[2][3] = {{"attention_f32_qb", "attention_f32_tx_qb", "attention_f32_tx_sg"},
+                                   {"attention_f16x8_qb", "attention_f16x8_tx_qb", "attention_f16x8_tx_sg"}};
+        const bool can = x8 && c->subgroup_ops && c->subgroup_size % 2 == 0 && (s->hd / (f16 ? 8 : 4)) % 2 == 0 &&
+                         n >= 2 && (n + 1) / 2 >= c->parts;
+        if (can && !hs_ops_made_pipeline(ops, names[f16][0]) && !hs_ops_made_pipeline(ops, names[f16][1]))
+            fail_msg("attention %s n %u hd %u: attnqb made no query-block pipeline", f16 ? "f16" : "f32", n,
+                     s->hd);
         /* ... and the merge through shuffles wherever texel reads are on and the lanes are one subgroup */
-        const bool sg = c->max_texel_elements && c->subgroup_ops && c->subgroup_size_control &&
+        const bool sg = x8 && c->max_texel_elements && c->subgroup_ops && c->subgroup_size_control &&
                         saved.reduce_wg_size == c->subgroup_size;
-        if (sg && !hs_ops_made_pipeline(ops, "attention_f32_tx_sg"))
-            fail_msg("attention n %u hd %u: no one-query pipeline merging through shuffles", n, s->hd);
+        if (sg && !hs_ops_made_pipeline(ops, names[f16][2]))
+            fail_msg("attention %s n %u hd %u: no one-query pipeline merging through shuffles", f16 ? "f16" : "f32",
+                     n, s->hd);
         free(want);
         attn_dev_free(&a);
         free(q), free(k), free(v), free(mask);
     }
     hs_ops_destroy(ops);
-    printf("attention: query blocks of 2, 4 and 8 equal one query per workgroup bitwise (%s)\n",
+    printf("attention: query blocks of 2, 4 and 8 equal one query per workgroup bitwise, f32 and f16 caches (%s)\n",
            c->subgroup_ops ? "with subgroups" : "no subgroups: the one-query kernel throughout");
 }
 
