@@ -820,7 +820,8 @@ static void test_attention_qblock(void **state) {
         /* fewer queries than the block: one block of 4 (n = 3) or 8 (n = 5) with dead slots */
         {{9, 3, 64, 400, HS_TYPE_F32}, 3, 260, 3, 0, 0, 0},
         {{9, 3, 64, 400, HS_TYPE_F32}, 5, 90, 5, 0, 0, 1},
-        /* an f16 cache: blocks where it is read eight halves per unit (no pad: case % 3 != 1) */
+        /* an f16 cache: blocks where it is read eight halves per unit (the cases with ci % 3 == 1 place
+         * it off the 16-byte units, where the one-query kernel reads four halves at a time) */
         {{9, 3, 64, 400, HS_TYPE_F16}, 13, 300, 13, 0, 0, 0},
         {{9, 3, 64, 400, HS_TYPE_F16}, 64, 270, 60, 0, 0, 0},
         {{9, 3, 64, 400, HS_TYPE_F16}, 11, 37, 9, 0, 1, 0},
