@@ -168,8 +168,9 @@ hs_tuning hs_tuning_for(const hs_vk_caps *c) {
 void hs_feature_uses(const hs_vk_caps *c, hs_feature_use out[HS_FEATURE_COUNT]) {
     const hs_feature_use t[HS_FEATURE_COUNT] = {
         {"subgroup operations", "HS_VK_DISABLE_SUBGROUP_OPS", c->subgroup_ops,
-         "products, RMSNorm, softmax, argmax, Top-K, attention's merge of its lanes (lavapipe)",
-         "portable shared-memory twins, bitwise the same results"},
+         "products, RMSNorm, softmax, argmax, Top-K, attention's merge of its lanes and its query blocks, "
+         "which share a tree's prefix rows through shuffles (lavapipe)",
+         "portable shared-memory twins and one query per workgroup, bitwise the same results"},
         {"subgroup size control", "HS_VK_DISABLE_SUBGROUP_SIZE_CONTROL", c->subgroup_size_control,
          "argmax and Top-K, which pin the subgroup size, and attention's merge through shuffles, which needs "
          "its lanes in one subgroup",
@@ -180,7 +181,8 @@ void hs_feature_uses(const hs_vk_caps *c, hs_feature_use out[HS_FEATURE_COUNT]) 
         {"int8 dot product", "HS_VK_DISABLE_INT8_DOT", c->int8_dot, NULL, NULL},
         {"cooperative matrix", "HS_VK_DISABLE_COOPMAT", c->coopmat, NULL, NULL},
         {"uniform texel buffers", "HS_VK_DISABLE_TEXEL_BUFFER", c->max_texel_elements > 0,
-         "products' weight loads, attention's query and f32 cache reads, argmax's and Top-K's logits (where the "
+         "products' weight loads, attention's query and cache reads (f32, or f16 eight halves per texel), "
+         "argmax's and Top-K's logits (where the "
          "tuning table asks for them: lavapipe)",
          "storage-buffer loads of the same bits, bitwise the same results"},
     };
