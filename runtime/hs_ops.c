@@ -110,7 +110,7 @@ static const struct {
      * Zen 4 EPYC, 2026-12-06, f16 cache: bench-ops attention at ctx 1024,
      * N = 4 184-193 us against 238-297 one query per workgroup, N = 8 333-370
      * against 500-560, N = 64 2.58-2.68 ms against 3.73-4.35; SmolLM2 `bench
-     * -p 512 -v 64 -d 1024` pp512 348-361 t/s against 322, v64 232-239 ms
+     * -p 512` pp512 348-361 t/s against 322, `bench -v 64 -d 1024` 232-239 ms
      * against 282-298; N = 1 .. 3 the same. (On an earlier kernel whose
      * blocks merged through shared memory in one part, blocks cost every query
      * a fixed ~27 us per layer and were off.) GPUs keep one query per workgroup. Products on 8-bit
