@@ -112,10 +112,11 @@ static uint64_t attn_shared_bytes(uint32_t lanes, uint32_t heads, uint32_t head_
  * this call: the largest power of two up to the tuning's attnqb that is below
  * 2 n (so n = 3 takes one block of 4 with a dead slot rather than blocks of 2,
  * which load the prefix twice for the same four query slots), divides the
- * subgroup and the 16-byte cache units of a head's row (head_dim / 4 of an
- * f32 cache, head_dim / 8 of an f16 one read eight halves per unit; the
- * f16 cache in four-half units has no such kernel) and fits the device; 0 for one query per
- * workgroup (any choice gives the same bits). Under split execution
+ * subgroup and `units`, the 16-byte cache loads of a head's row that the
+ * slots deal among themselves (head_dim / 4 of an f32 cache, head_dim / 8 of
+ * an f16 one read eight halves per unit; 0 where no such kernel reads the
+ * cache), and fits the device; 0 for one query per workgroup (any choice
+ * gives the same bits). Under split execution
  * (vk_seq.c), where the gx head blocks divide too unevenly among the parts
  * for hs_vk_split_dim to keep them (SmolLM2's 3 among 2), also small enough
  * to leave a query block for each part, along which the dispatch is then
@@ -125,11 +126,10 @@ static uint64_t attn_shared_bytes(uint32_t lanes, uint32_t heads, uint32_t head_
  * N = 4 at ctx 1024 about 10 % less). *parts: the fewest merge parts
  * (dividing head_dim / 4) whose shared memory fits. */
 static uint32_t attn_qblock(const hs_ops *ops, const attn_plan *pl, uint32_t head_dim, uint32_t n, uint32_t gx,
-                            bool unsplit, uint32_t unit_bytes, uint32_t elem_bytes, bool q8, uint32_t *parts) {
+                            uint32_t units, bool q8, uint32_t *parts) {
     const hs_vk_caps *c = hs_ops_caps(ops);
-    /* units: the cache loads of one row of a head (vec4s, or uvec4s of eight halves), dealt among the slots */
-    const uint32_t sg = c->subgroup_size, d4 = head_dim / 4, units = head_dim * elem_bytes / unit_bytes;
-    if (!unsplit || unit_bytes != 16 || !c->subgroup_ops || sg == 0) return 0;
+    const uint32_t sg = c->subgroup_size, d4 = head_dim / 4;
+    if (units == 0 || !c->subgroup_ops || sg == 0) return 0;
     /* query blocks wanted: one per part where the split would leave the head blocks for an even
      * count of query blocks */
     const uint32_t even_q[3] = {gx, c->parts, 1};
@@ -299,8 +299,9 @@ static hs_status attention(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, 
            16}}}};
     uint32_t parts = 1;
     const bool sg = kv_tx && c->subgroup_ops && c->subgroup_size_control && pl.lanes == c->subgroup_size;
-    const uint32_t qb = attn_qblock(ops, &pl, hd, n, gx, sp.chunks == 1 && type_index < 2,
-                                    variants[0][0][type_index].unit, (uint32_t)esize, q8, &parts);
+    /* the blocked kernels read an unsplit cache in 16-byte units (f32, or f16 eight halves at a time) */
+    const uint32_t qb_units = sp.chunks == 1 && type_index < 2 ? (uint32_t)(hd * esize / 16) : 0;
+    const uint32_t qb = attn_qblock(ops, &pl, hd, n, gx, qb_units, q8, &parts);
     if (qb) variant = &qb_variants[type_index][kv_tx][q8];
     if (kv_tx) {
         if (!qb) variant = sg ? &sg_variants[type_index][q8] : &tx_variants[type_index][q8];
