@@ -672,12 +672,30 @@ static bool same_grid_setting(const hs_tree_policy *a, const hs_tree_policy *b) 
            a->p_min == b->p_min;
 }
 
+/* Rest rounds after a round that verified nothing, from grid setting `from`
+ * with every floor above 0 (only a floor makes such rounds: without one, rest
+ * changes nothing), each tried for *out and *fast as try_eagle2 does. */
+static hs_status try_rests(const hs_tree_policy *from, const hs_hx_cost *cost, const hs_hx_round *rounds,
+                           uint32_t n, const hs_hx_groups *g, hs_hx_eagle2_setting *out,
+                           hs_hx_eagle2_setting *fast) {
+    hs_status st = HS_OK;
+    static const uint32_t rests[] = {1, 2, 3, 4, 6, 8};
+    for (uint32_t f = 1; f < sizeof eagle2_p_mins / sizeof *eagle2_p_mins; f++)
+        for (uint32_t r = 0; r < sizeof rests / sizeof *rests; r++) {
+            hs_tree_policy p = *from;
+            p.p_min = eagle2_p_mins[f];
+            p.rest = rests[r];
+            HS_TRY(try_eagle2(&p, cost, rounds, n, g, out, fast));
+        }
+fail:
+    return st;
+}
+
 hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds, uint32_t n,
                               const hs_hx_groups *groups, hs_hx_eagle2_setting *out,
                               hs_hx_eagle2_setting *fastest) {
     hs_status st = HS_OK;
     static const uint32_t ks[] = {1, 2, 4, 8, 10}, ds[] = {1, 2, 3, 4, 5, 6}, ns[] = {1, 2, 4, 8, 16, 32, 60};
-    static const uint32_t rests[] = {1, 2, 3, 4, 6, 8};
     const uint32_t n_p = sizeof eagle2_p_mins / sizeof *eagle2_p_mins;
     hs_hx_eagle2_setting fast = {0};
     memset(out, 0, sizeof *out);
@@ -705,19 +723,12 @@ hs_status hs_hx_search_eagle2(const hs_hx_cost *cost, const hs_hx_round *rounds,
                         HS_TRY(try_eagle2(&p, cost, rounds, n, groups, out, &fast));
                     }
             }
-    /* Rest rounds after a round that verified nothing, with every floor again (only a floor makes such
-     * rounds: without one, rest changes nothing): from the best grid setting for *out, and from the
-     * fastest for *fastest when that is another, so that each is what a search of its own would find. */
+    /* Rest rounds from the best grid setting for *out, and from the fastest for *fastest when that is
+     * another, so that each is what a search of its own would find. */
     const hs_tree_policy grid = out->policy, grid_fast = fast.policy;
     const bool one = same_grid_setting(&grid, &grid_fast);
-    for (int pass = 0; pass < (one || !fastest ? 1 : 2); pass++)
-        for (uint32_t f = 1; f < n_p; f++)
-            for (uint32_t r = 0; r < sizeof rests / sizeof *rests; r++) {
-                hs_tree_policy p = pass ? grid_fast : grid;
-                p.p_min = eagle2_p_mins[f];
-                p.rest = rests[r];
-                HS_TRY(try_eagle2(&p, cost, rounds, n, groups, pass ? NULL : out, pass || one ? &fast : NULL));
-            }
+    HS_TRY(try_rests(&grid, cost, rounds, n, groups, out, one ? &fast : NULL));
+    if (fastest && !one) HS_TRY(try_rests(&grid_fast, cost, rounds, n, groups, NULL, &fast));
     if (fastest) *fastest = fast;
 fail:
     return st;
