@@ -861,6 +861,15 @@ static hs_status get_num(const cJSON *o, const char *key, double lo, double hi, 
     return HS_OK;
 }
 
+/* An optional number: get_num's where o has the key, else dflt (files from before it). */
+static hs_status get_opt_num(const cJSON *o, const char *key, double lo, double hi, double dflt, double *out) {
+    if (!cJSON_GetObjectItemCaseSensitive(o, key)) {
+        *out = dflt;
+        return HS_OK;
+    }
+    return get_num(o, key, lo, hi, out);
+}
+
 /* [[i, seconds], ...] with i = 1, 2, ... in order into t[1 .. n]. */
 static hs_status get_table(const cJSON *a, const char *key, uint32_t max, double *t, uint32_t *n) {
     if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) < 1 || cJSON_GetArraySize(a) > (int)max)
@@ -894,20 +903,12 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
         HS_TRY(get_num(o, "max_verify", 1, HS_HX_MAX_N - 1, &d));
         r.max_verify = (uint32_t)d;
     }
-    if (cJSON_GetObjectItemCaseSensitive(o, "rest")) {
-        HS_TRY(get_num(o, "rest", 0, HS_HX_MAX_REST, &d));
-        r.rest = (uint32_t)d;
-    }
-    r.heads = 0; /* files before it: the default */
-    if (cJSON_GetObjectItemCaseSensitive(o, "heads")) {
-        HS_TRY(get_num(o, "heads", 0, HS_TREE_HEADS_MAX, &d));
-        r.heads = (uint32_t)d;
-    }
-    r.eager = 0; /* files before it: never */
-    if (cJSON_GetObjectItemCaseSensitive(o, "eager")) {
-        HS_TRY(get_num(o, "eager", 0, HS_TREE_EAGER_MAX, &d));
-        r.eager = (uint32_t)d;
-    }
+    HS_TRY(get_opt_num(o, "rest", 0, HS_HX_MAX_REST, r.rest, &d));
+    r.rest = (uint32_t)d;
+    HS_TRY(get_opt_num(o, "heads", 0, HS_TREE_HEADS_MAX, 0, &d)); /* files before it: the default */
+    r.heads = (uint32_t)d;
+    HS_TRY(get_opt_num(o, "eager", 0, HS_TREE_EAGER_MAX, 0, &d)); /* files before it: never */
+    r.eager = (uint32_t)d;
     const cJSON *plain = cJSON_GetObjectItemCaseSensitive(o, "plain");
     if (plain && !cJSON_IsBool(plain))
         return HS_FAIL(HS_ERR_FORMAT, "calibration: \"plain\" must be true or false");
@@ -959,10 +960,8 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
             s->depth_cap = (uint32_t)d;
             HS_TRY(get_num(j, "prune", 0, 1, &d));
             s->prune = (float)d;
-            if (cJSON_GetObjectItemCaseSensitive(j, "records")) {
-                HS_TRY(get_num(j, "records", 0, 4e9, &d));
-                s->records = (uint32_t)d;
-            }
+            HS_TRY(get_opt_num(j, "records", 0, 4e9, s->records, &d));
+            s->records = (uint32_t)d;
             const cJSON *map = cJSON_GetObjectItemCaseSensitive(j, "map"), *p;
             if (!cJSON_IsArray(map) || cJSON_GetArraySize(map) > HS_HX_MAP_POINTS)
                 return HS_FAIL(HS_ERR_FORMAT,
@@ -999,11 +998,8 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
         l->min_match = (uint32_t)d;
         HS_TRY(get_num(lk, "nodraft", 0, HS_LOOKUP_MAX_MATCH, &d));
         l->nodraft = (uint32_t)d;
-        l->records = 0;
-        if (cJSON_GetObjectItemCaseSensitive(lk, "records")) {
-            HS_TRY(get_num(lk, "records", 0, 4e9, &d));
-            l->records = (uint32_t)d;
-        }
+        HS_TRY(get_opt_num(lk, "records", 0, 4e9, 0, &d));
+        l->records = (uint32_t)d;
         if (!read_table(cJSON_GetObjectItemCaseSensitive(lk, "accept"), HS_HX_LK_MATCH, l->accept))
             return HS_FAIL(HS_ERR_FORMAT,
                            "calibration: lookup.accept must be %d rows of %d [lookup only, with the head, any] "
@@ -1015,10 +1011,8 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
         if (cJSON_GetObjectItemCaseSensitive(lk, "store_len")) {
             HS_TRY(get_num(lk, "store_len", 0, HS_LOOKUP_MAX_LEN, &d));
             l->store_len = (uint32_t)d;
-            if (cJSON_GetObjectItemCaseSensitive(lk, "store_records")) {
-                HS_TRY(get_num(lk, "store_records", 0, 4e9, &d));
-                l->store_records = (uint32_t)d;
-            }
+            HS_TRY(get_opt_num(lk, "store_records", 0, 4e9, 0, &d));
+            l->store_records = (uint32_t)d;
             if (!read_table(cJSON_GetObjectItemCaseSensitive(lk, "store_accept"), HS_NGRAM_CONF,
                             l->store_accept))
                 return HS_FAIL(HS_ERR_FORMAT,
@@ -1037,18 +1031,10 @@ hs_status hs_hx_model_from_json(const cJSON *o, hs_hx_model *m) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "cost");
     if (c) {
         HS_TRY(get_num(c, "t_consume_s", 0, 1e3, &r.cost.t_consume));
-        r.cost.t_consume_cache = 0;
-        if (cJSON_GetObjectItemCaseSensitive(c, "t_consume_cache_s"))
-            HS_TRY(get_num(c, "t_consume_cache_s", 0, 1e3, &r.cost.t_consume_cache));
-        r.cost.t_plain = 0;
-        if (cJSON_GetObjectItemCaseSensitive(c, "t_plain_s"))
-            HS_TRY(get_num(c, "t_plain_s", 0, 1e3, &r.cost.t_plain));
-        r.cost.t_head = 0;
-        if (cJSON_GetObjectItemCaseSensitive(c, "t_head_s"))
-            HS_TRY(get_num(c, "t_head_s", 0, 1e3, &r.cost.t_head));
-        r.cost.t_after_head = 0;
-        if (cJSON_GetObjectItemCaseSensitive(c, "t_after_head_s"))
-            HS_TRY(get_num(c, "t_after_head_s", 0, 1e3, &r.cost.t_after_head));
+        HS_TRY(get_opt_num(c, "t_consume_cache_s", 0, 1e3, 0, &r.cost.t_consume_cache));
+        HS_TRY(get_opt_num(c, "t_plain_s", 0, 1e3, 0, &r.cost.t_plain));
+        HS_TRY(get_opt_num(c, "t_head_s", 0, 1e3, 0, &r.cost.t_head));
+        HS_TRY(get_opt_num(c, "t_after_head_s", 0, 1e3, 0, &r.cost.t_after_head));
         HS_TRY(get_table(cJSON_GetObjectItemCaseSensitive(c, "verify_s"), "verify_s", HS_HX_MAX_N,
                          r.cost.t_verify, &r.cost.n_verify));
         r.cost.ctx0 = r.cost.ctx1 = 0;

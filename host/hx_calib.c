@@ -547,10 +547,25 @@ fail:
     return st;
 }
 
+/* The headless policy's context lookup: chains of up to `lens` tokens after matches of 1 .. 4. */
+static hs_status search_headless_lookup(hs_hx_model *h, const hs_hx_round *rounds, uint32_t n,
+                                        hs_hx_replay_result *best) {
+    hs_status st = HS_OK;
+    static const uint32_t lens[] = {0, 1, 2, 3, 4, 6, 8, 12, 16};
+    for (uint32_t a = 0; a < sizeof lens / sizeof *lens; a++)
+        for (uint32_t b = 1; b <= 4; b++) {
+            hs_hx_model t = *h;
+            t.headless_len = lens[a];
+            t.headless_min = b;
+            HS_TRY(try_model(h, &t, rounds, n, best));
+        }
+fail:
+    return st;
+}
+
 hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds, uint32_t n, hs_hx_model *h,
                                 hs_hx_replay_result *out) {
     hs_status st = HS_OK;
-    static const uint32_t lens[] = {0, 1, 2, 3, 4, 6, 8, 12, 16};
     *h = *m;
     h->headless = true;
     /* m's feedback was tuned for the policy with the head: this one starts from the built-in feedback
@@ -562,23 +577,11 @@ hs_status hs_hx_search_headless(const hs_hx_model *m, const hs_hx_round *rounds,
     const hs_tree_policy p = hs_heterospec_policy(h);
     HS_TRY(hs_hx_replay(&p, &h->cost, rounds, n, out));
     HS_TRY(search_heads(h, rounds, n, out));
-    for (uint32_t a = 0; a < sizeof lens / sizeof *lens; a++)
-        for (uint32_t b = 1; b <= 4; b++) {
-            hs_hx_model t = *h;
-            t.headless_len = lens[a];
-            t.headless_min = b;
-            HS_TRY(try_model(h, &t, rounds, n, out));
-        }
+    HS_TRY(search_headless_lookup(h, rounds, n, out));
     HS_TRY(search_store(h, rounds, n, out));
     HS_TRY(search_feedback(h, rounds, n, out));
     /* The lookup's once more, with the store's chains where it has none, and the feedback. */
-    for (uint32_t a = 0; a < sizeof lens / sizeof *lens; a++)
-        for (uint32_t b = 1; b <= 4; b++) {
-            hs_hx_model t = *h;
-            t.headless_len = lens[a];
-            t.headless_min = b;
-            HS_TRY(try_model(h, &t, rounds, n, out));
-        }
+    HS_TRY(search_headless_lookup(h, rounds, n, out));
     HS_TRY(search_heads(h, rounds, n, out));
 fail:
     return st;

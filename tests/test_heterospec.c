@@ -434,6 +434,23 @@ static void test_json(void **state) {
         assert_int_equal(hs_hx_model_from_json(p2, &back), HS_ERR_FORMAT);
         assert_non_null(strstr(hs_last_error(), "eager"));
         cJSON_Delete(p2);
+        /* Fields newer than the first files: absent, they read as those files meant (no heads in the pass,
+         * never eager, no cost after the head), over what the model held before; present, they are
+         * checked like the others. */
+        cJSON *p3 = cJSON_Duplicate(p, 1);
+        cJSON_DeleteItemFromObject(p3, "heads");
+        cJSON_DeleteItemFromObject(p3, "eager");
+        cJSON_DeleteItemFromObject(cJSON_GetObjectItem(p3, "cost"), "t_after_head_s");
+        HS_CHECK(hs_hx_model_from_json(p, &back));
+        assert_int_equal(back.heads, 2);
+        HS_CHECK(hs_hx_model_from_json(p3, &back));
+        assert_int_equal(back.heads, 0);
+        assert_int_equal(back.eager, 0);
+        assert_float_equal(back.cost.t_after_head, 0, 0);
+        cJSON_SetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(p3, "cost"), "t_head_s"), -1);
+        assert_int_equal(hs_hx_model_from_json(p3, &back), HS_ERR_FORMAT);
+        assert_non_null(strstr(hs_last_error(), "t_head_s"));
+        cJSON_Delete(p3);
         HS_CHECK(hs_hx_model_from_json(p, &back));
     }
     for (uint32_t k = 1; k <= HS_HX_MAX_HEADS; k *= 2)
@@ -1538,6 +1555,15 @@ static void test_headless(void **state) {
     assert_true(hs.headless);
     assert_true(hs.headless_len >= 2);
     assert_float_equal(rs.tokens, 20 * 3, 0);
+    {
+        /* ... also from a model whose lookup is off: the chains are the search's own. */
+        hs_hx_model m0 = m, h0;
+        hs_hx_replay_result r0;
+        m0.headless_len = 0;
+        HS_CHECK(hs_hx_search_headless(&m0, bad, 20, &h0, &r0));
+        assert_true(h0.headless_len >= 2);
+        assert_float_equal(r0.tokens, 20 * 3, 0);
+    }
     /* It starts from the built-in feedback, not the head policy's (m's is off here), so a head tuned
      * otherwise (feedback 16 / 0.5) leads it to the same policy and the same replay. */
     hs_hx_model dflt, m_fb = m, hs_fb;
