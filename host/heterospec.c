@@ -862,7 +862,8 @@ static hs_status get_num(const cJSON *o, const char *key, double lo, double hi, 
 }
 
 /* An optional number: get_num's where o has the key, else dflt (files from before it). */
-static hs_status get_opt_num(const cJSON *o, const char *key, double lo, double hi, double dflt, double *out) {
+static hs_status get_opt_num(const cJSON *o, const char *key, double lo, double hi, double dflt,
+                             double *out) {
     if (!cJSON_GetObjectItemCaseSensitive(o, key)) {
         *out = dflt;
         return HS_OK;
