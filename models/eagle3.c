@@ -69,6 +69,7 @@ struct hs_eagle3 {
     hs_vk_buffer *att;    /* (rows, q_dim) */
     hs_vk_buffer *gub;    /* (rows, 2 ff) */
     hs_vk_buffer *xs;     /* (rows, max(dim, ff)): the products' split prologue (x') */
+    hs_vk_buffer *xn;     /* (rows, dim / 32 blocks of 80 bytes): x8n of x for the MLP (NULL: dim % 32) */
     hs_vk_buffer *logits; /* (rows, n_draft_vocab) */
     hs_vk_buffer *hidden; /* (1 + max_nodes, dim): each slot's layer output, its children's input */
     /* Host-visible step data, written before each submit at slot-aligned
@@ -418,6 +419,7 @@ hs_status hs_eagle3_load(hs_ops *ops, const hs_gguf *g, hs_llama *target, const 
         if (xs_cols < q_dim) xs_cols = q_dim;
         HS_TRY(alloc(h, R * xs_cols * 4, HS_MEM_DEVICE, &h->xs));
     }
+    if (c->dim % 32 == 0) HS_TRY(alloc(h, R * (c->dim / 32) * 80, HS_MEM_DEVICE, &h->xn));
     HS_TRY(alloc(h, R * c->n_draft_vocab * 4, HS_MEM_DEVICE, &h->logits));
     HS_TRY(alloc(h, (1ull + h->max_nodes) * c->dim * 4, HS_MEM_DEVICE, &h->hidden));
     const uint64_t arr = align_up(R * 4, h->slot);
@@ -452,8 +454,9 @@ void hs_eagle3_destroy(hs_eagle3 *h) {
     hs_weight *w[] = {h->fc, h->qkv_e, h->qkv_x, h->wo, h->gu, h->wdown, h->out};
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
         hs_weight_destroy(w[i]);
-    hs_vk_buffer *bufs[] = {h->vecs, h->k_cache, h->v_cache, h->fcin,   h->x,      h->e,    h->qkv,    h->q,
-                            h->att,  h->gub,     h->xs,      h->logits, h->hidden, h->step, h->records};
+    hs_vk_buffer *bufs[] = {h->vecs, h->k_cache, h->v_cache, h->fcin,   h->x,      h->e,    h->qkv,
+                            h->q,    h->att,     h->gub,     h->xs,     h->xn,     h->logits, h->hidden,
+                            h->step, h->records};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         hs_vk_buffer_destroy(bufs[i]);
     free(h->d2t);
@@ -557,17 +560,42 @@ static hs_status record_layer(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, uint32_t
     hs_vk_binding mask = B(h->step, h->off_mask, (uint64_t)cap * hs_attn_mask_words(n_cols) * 4);
     const hs_vk_binding xs = B(h->xs, 0, 0);
     HS_TRY(record_qkv(h, s, cap, &io));
-    HS_TRY(hs_op_attention_cols(ops, s, &io.q, &io.kv, c->n_head, &io.info, &mask, cap, n_cols,
-                                1.0f / sqrtf((float)c->head_dim), &io.att));
     hs_matmul_opts resid = {.residual = true, .res = io.x, .scratch = xs, .act_q8 = h->act_q8};
-    HS_TRY(hs_op_matmul(ops, s, h->wo, io.att, cap, io.x, &resid));
     hs_matmul_opts nf = {
         .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_FFN_NORM, c->dim), .eps = c->eps, .scratch = xs,
         .act_q8 = h->act_q8};
-    HS_TRY(hs_op_matmul(ops, s, h->gu, io.x, cap, io.gu, &nf));
     hs_matmul_opts down = {
         .prologue = HS_MATMUL_SWIGLU, .residual = true, .res = io.x, .scratch = xs, .act_q8 = h->act_q8};
-    HS_TRY(hs_op_matmul(ops, s, h->wdown, io.gu, cap, io.x, &down));
+    /* On 8-bit activations, as the target's layers (models/llama.c): attention writes the output
+     * projection's x in that form (into the scratch), the output projection writes x8n of its output
+     * for the MLP's deferred norm, and gate/up writes down's x, so that none of the three products
+     * runs a pass of its own. Each form is bitwise what that pass makes, so the drafts do not change. */
+    resid.x_q8 = hs_matmul_act_q8(h->wo, &resid) && c->head_dim % 32 == 0;
+    const bool ffn_x8n = h->xn && hs_matmul_act_q8(h->gu, &nf);
+    const hs_vk_binding xn = B(h->xn, 0, (uint64_t)cap * (c->dim / 32) * 80);
+    if (ffn_x8n) {
+        resid.q8_out = xn;
+        resid.q8_norm = nf.norm;
+    }
+    const hs_vk_binding wo_x = resid.x_q8 ? xs : io.att;
+    HS_TRY((resid.x_q8 ? hs_op_attention_cols_q8 : hs_op_attention_cols)(
+        ops, s, &io.q, &io.kv, c->n_head, &io.info, &mask, cap, n_cols, 1.0f / sqrtf((float)c->head_dim),
+        &wo_x));
+    HS_TRY(hs_op_matmul(ops, s, h->wo, wo_x, cap, io.x, &resid));
+    hs_vk_binding gu_x = io.x, down_x = io.gu;
+    if (ffn_x8n) {
+        nf.x_q8 = true;
+        nf.scratch = (hs_vk_binding){0};
+        gu_x = xn;
+        if (c->ff % 32 == 0 && hs_matmul_act_q8(h->wdown, &down)) {
+            nf.swiglu_q8 = xs;
+            down.prologue = HS_MATMUL_PLAIN;
+            down.x_q8 = true;
+            down_x = xs;
+        }
+    }
+    HS_TRY(hs_op_matmul(ops, s, h->gu, gu_x, cap, io.gu, &nf));
+    HS_TRY(hs_op_matmul(ops, s, h->wdown, down_x, cap, io.x, &down));
 fail:
     return st;
 }

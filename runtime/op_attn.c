@@ -384,6 +384,12 @@ hs_status hs_op_attention_cols(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding 
     return attention(ops, seq, q, kv, n_head, info, mask, n, n_cols, HS_ATTN_INFO_N_LIVE, scale, out, false);
 }
 
+hs_status hs_op_attention_cols_q8(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
+                                  uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask,
+                                  uint32_t n, uint32_t n_cols, float scale, const hs_vk_binding *out) {
+    return attention(ops, seq, q, kv, n_head, info, mask, n, n_cols, HS_ATTN_INFO_N_LIVE, scale, out, true);
+}
+
 /* ---- KV compaction ---- */
 
 /* The gather kernel of a unit (uvec4 or uint) for caches in `chunks` windows. */

@@ -126,6 +126,10 @@ hs_status hs_op_attention_q8(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q
 hs_status hs_op_attention_cols(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
                                uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask,
                                uint32_t n, uint32_t n_cols, float scale, const hs_vk_binding *out);
+/* hs_op_attention_cols with the output in hs_op_attention_q8's 8-bit form. */
+hs_status hs_op_attention_cols_q8(hs_ops *ops, hs_vk_seq *seq, const hs_vk_binding *q, const hs_kv_layer *kv,
+                                  uint32_t n_head, const hs_vk_binding *info, const hs_vk_binding *mask,
+                                  uint32_t n, uint32_t n_cols, float scale, const hs_vk_binding *out);
 
 /* KV compaction, one dispatch for all layers (one per layer when a layer is
  * bound in windows, see above): for i < m, row dst_base + i :=

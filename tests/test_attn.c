@@ -615,8 +615,11 @@ static void test_attention_cols(void **state) {
 
 /* hs_op_attention_q8 writes bitwise the 8-bit activations the q4_1 product's
  * own pass makes of hs_op_attention's f32 output (dead slots included), so
- * the output projection reading them (x_q8) gives bitwise its result. */
-static void attn_q8_case(hs_test_env *env, hs_rng *r, const shape *s, uint32_t n, uint32_t n_used) {
+ * the output projection reading them (x_q8) gives bitwise its result. With
+ * n_live > 0 the same of hs_op_attention_cols_q8 and hs_op_attention_cols
+ * (a draft head's level: queries past n_live dead). */
+static void attn_q8_case(hs_test_env *env, hs_rng *r, const shape *s, uint32_t n, uint32_t n_used,
+                         uint32_t n_live) {
     const size_t qn = (size_t)n * s->n_head * s->hd;
     const uint32_t cols = s->n_head * s->hd, rows = 37;
     const size_t x8_bytes = (size_t)n * cols / 32 * 80;
@@ -629,6 +632,12 @@ static void attn_q8_case(hs_test_env *env, hs_rng *r, const shape *s, uint32_t n
     const uint32_t info[2] = {s->n_ctx - n, n_used};
     attn_dev a;
     attn_dev_init(env, &a, s, n, q, k, v, info, mask, true);
+    if (n_live) { /* info word 2 too */
+        const uint32_t info3[3] = {info[0], info[1], n_live};
+        hs_vk_buffer_destroy(a.info);
+        a.info = padded(env, info3, 12, 0);
+        a.binfo = (hs_vk_binding){.buf = a.info};
+    }
     hs_vk_buffer *o8 = hs_test_buffer(env, NULL, x8_bytes + 16), *xs = hs_test_buffer(env, NULL, qn * 4);
     hs_vk_buffer *ya = hs_test_buffer(env, NULL, (size_t)n * rows * 4),
                  *yb = hs_test_buffer(env, NULL, (size_t)n * rows * 4);
@@ -637,9 +646,18 @@ static void attn_q8_case(hs_test_env *env, hs_rng *r, const shape *s, uint32_t n
     HS_CHECK(hs_weight_create(env->ops, HS_TYPE_Q4_1, rows, cols, wd, &w));
     const float scale = 1.0f / sqrtf((float)s->hd);
     hs_vk_seq *seq = hs_test_seq_begin(env);
-    HS_CHECK(hs_op_attention(env->ops, seq, &a.bq, &a.kv, s->n_head, &a.binfo, &a.bmask, n, scale, &a.bout));
     const hs_vk_binding b8 = hs_test_bind(o8, 16); /* an offset the op must honour */
-    HS_CHECK(hs_op_attention_q8(env->ops, seq, &a.bq, &a.kv, s->n_head, &a.binfo, &a.bmask, n, scale, &b8));
+    if (n_live) {
+        HS_CHECK(hs_op_attention_cols(env->ops, seq, &a.bq, &a.kv, s->n_head, &a.binfo, &a.bmask, n, n, scale,
+                                      &a.bout));
+        HS_CHECK(hs_op_attention_cols_q8(env->ops, seq, &a.bq, &a.kv, s->n_head, &a.binfo, &a.bmask, n, n,
+                                         scale, &b8));
+    } else {
+        HS_CHECK(
+            hs_op_attention(env->ops, seq, &a.bq, &a.kv, s->n_head, &a.binfo, &a.bmask, n, scale, &a.bout));
+        HS_CHECK(
+            hs_op_attention_q8(env->ops, seq, &a.bq, &a.kv, s->n_head, &a.binfo, &a.bmask, n, scale, &b8));
+    }
     hs_matmul_opts oa = {.scratch = hs_test_bind(xs, 0), .act_q8 = true};
     HS_CHECK(hs_op_matmul(env->ops, seq, w, a.bout, n, hs_test_bind(ya, 0), &oa));
     hs_matmul_opts ob = {.act_q8 = true, .x_q8 = true};
@@ -649,8 +667,8 @@ static void attn_q8_case(hs_test_env *env, hs_rng *r, const shape *s, uint32_t n
     HS_CHECK(hs_vk_buffer_download(o8, 16, got8, x8_bytes));
     HS_CHECK(hs_vk_buffer_download(xs, 0, want8, x8_bytes));
     char what[128];
-    snprintf(what, sizeof what, "attention_q8 %s heads %u/%u hd %u n %u used %u", hs_type_name(s->type),
-             s->n_head, s->n_kv, s->hd, n, n_used);
+    snprintf(what, sizeof what, "attention%s_q8 %s heads %u/%u hd %u n %u used %u live %u",
+             n_live ? "_cols" : "", hs_type_name(s->type), s->n_head, s->n_kv, s->hd, n, n_used, n_live);
     if (memcmp(got8, want8, x8_bytes)) fail_msg("%s: 8-bit output differs from the product's own pass", what);
     float *fa = hs_test_download(ya, (size_t)n * rows * 4), *fb = hs_test_download(yb, (size_t)n * rows * 4);
     if (memcmp(fa, fb, (size_t)n * rows * 4)) fail_msg("%s: the product on it differs", what);
@@ -678,8 +696,9 @@ static void test_attention_q8(void **state) {
     const shape shapes[] = {
         {9, 3, 64, 40, HS_TYPE_F32}, {4, 2, 32, 24, HS_TYPE_F16}, {2, 2, 96, 33, HS_TYPE_F16}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        attn_q8_case(env, &r, &shapes[i], 7, 7);
-        attn_q8_case(env, &r, &shapes[i], 9, 5); /* slots past the live tree: x8 of zeros */
+        attn_q8_case(env, &r, &shapes[i], 7, 7, 0);
+        attn_q8_case(env, &r, &shapes[i], 9, 5, 0); /* slots past the live tree: x8 of zeros */
+        attn_q8_case(env, &r, &shapes[i], 9, 9, 4); /* the cols form: queries past n_live are zeros */
     }
     /* head_dim 48 is no whole number of 32-element blocks */
     const shape bad = {2, 1, 48, 8, HS_TYPE_F32};
