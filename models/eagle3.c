@@ -69,7 +69,8 @@ struct hs_eagle3 {
     hs_vk_buffer *att;    /* (rows, q_dim) */
     hs_vk_buffer *gub;    /* (rows, 2 ff) */
     hs_vk_buffer *xs;     /* (rows, max(dim, ff)): the products' split prologue (x') */
-    hs_vk_buffer *xn;     /* (rows, dim / 32 blocks of 80 bytes): x8n of x for the MLP (NULL: dim % 32) */
+    hs_vk_buffer *xn;     /* (rows, dim / 32 blocks of 80 bytes): x8n of x for the hidden half and the
+                           * MLP (NULL: dim % 32) */
     hs_vk_buffer *logits; /* (rows, n_draft_vocab) */
     hs_vk_buffer *hidden; /* (1 + max_nodes, dim): each slot's layer output, its children's input */
     /* Host-visible step data, written before each submit at slot-aligned
@@ -523,8 +524,10 @@ static void layer_bindings(hs_eagle3 *h, uint32_t cap, layer_io *out) {
 
 /* The layer's first half over cap rows whose residual stream x and
  * embeddings e are in place: Q/K/V, then RoPE with the K/V cache write. All a
- * row's later rows need from it is what this writes to the cache. */
-static hs_status record_qkv(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, const layer_io *io) {
+ * row's later rows need from it is what this writes to the cache. x8n: the
+ * hidden half reads x8n of x from xn (written by the fc product) instead of
+ * running its own activation pass; the same bits. */
+static hs_status record_qkv(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, const layer_io *io, bool x8n) {
     hs_status st = HS_OK;
     const hs_eagle3_config *c = &h->cfg;
     hs_ops *ops = h->ops;
@@ -542,7 +545,13 @@ static hs_status record_qkv(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, const laye
                          .res = io->qkv,
                          .scratch = xs,
                          .act_q8 = h->act_q8};
-    HS_TRY(hs_op_matmul(ops, s, h->qkv_x, io->x, cap, io->qkv, &nx));
+    hs_vk_binding x = io->x;
+    if (x8n) {
+        nx.x_q8 = true;
+        nx.scratch = (hs_vk_binding){0};
+        x = B(h->xn, 0, (uint64_t)cap * (c->dim / 32) * 80);
+    }
+    HS_TRY(hs_op_matmul(ops, s, h->qkv_x, x, cap, io->qkv, &nx));
     HS_TRY(hs_op_rope_kv(ops, s, &io->qkv, &io->pos, &io->rows, &io->q, &io->kv, cap, c->n_head, &io->rp));
 fail:
     return st;
@@ -550,52 +559,41 @@ fail:
 
 /* The decoder layer over cap rows whose residual stream x and embeddings e
  * are in place: Q/K/V, RoPE + KV write, attention (mask over n_cols tree
- * columns), output projection, MLP. */
-static hs_status record_layer(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, uint32_t n_cols) {
+ * columns), output projection, MLP; x8n as record_qkv. */
+static hs_status record_layer(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, uint32_t n_cols, bool x8n) {
     hs_status st = HS_OK;
     const hs_eagle3_config *c = &h->cfg;
     hs_ops *ops = h->ops;
     layer_io io;
     layer_bindings(h, cap, &io);
     hs_vk_binding mask = B(h->step, h->off_mask, (uint64_t)cap * hs_attn_mask_words(n_cols) * 4);
-    const hs_vk_binding xs = B(h->xs, 0, 0);
-    HS_TRY(record_qkv(h, s, cap, &io));
-    hs_matmul_opts resid = {.residual = true, .res = io.x, .scratch = xs, .act_q8 = h->act_q8};
-    hs_matmul_opts nf = {
-        .prologue = HS_MATMUL_RMSNORM, .norm = vec(h, VEC_FFN_NORM, c->dim), .eps = c->eps, .scratch = xs,
-        .act_q8 = h->act_q8};
-    hs_matmul_opts down = {
-        .prologue = HS_MATMUL_SWIGLU, .residual = true, .res = io.x, .scratch = xs, .act_q8 = h->act_q8};
-    /* On 8-bit activations, as the target's layers (models/llama.c): attention writes the output
-     * projection's x in that form (into the scratch), the output projection writes x8n of its output
-     * for the MLP's deferred norm, and gate/up writes down's x, so that none of the three products
-     * runs a pass of its own. Each form is bitwise what that pass makes, so the drafts do not change. */
-    resid.x_q8 = hs_matmul_act_q8(h->wo, &resid) && c->head_dim % 32 == 0;
-    const bool ffn_x8n = h->xn && hs_matmul_act_q8(h->gu, &nf);
-    const hs_vk_binding xn = B(h->xn, 0, (uint64_t)cap * (c->dim / 32) * 80);
-    if (ffn_x8n) {
-        resid.q8_out = xn;
-        resid.q8_norm = nf.norm;
-    }
-    const hs_vk_binding wo_x = resid.x_q8 ? xs : io.att;
-    HS_TRY((resid.x_q8 ? hs_op_attention_cols_q8 : hs_op_attention_cols)(
+    HS_TRY(record_qkv(h, s, cap, &io, x8n));
+    /* The output projection and the MLP with the target's 8-bit fusions (hs_model_plan_mlp): the
+     * fused forms are bitwise the passes they replace, so the drafts do not depend on them. */
+    hs_model_mlp mp;
+    const hs_matmul_opts gu_opts = {.act_q8 = h->act_q8};
+    hs_model_plan_mlp(&(hs_model_mlp_in){.wo = h->wo,
+                                         .gu = h->gu,
+                                         .wdown = h->wdown,
+                                         .gu_stacked = true,
+                                         .gu_x8n = h->xn && hs_matmul_act_q8(h->gu, &gu_opts),
+                                         .head_dim = c->head_dim,
+                                         .ff = c->ff,
+                                         .h = io.x,
+                                         .att = io.att,
+                                         .gu_out = io.gu,
+                                         .xs = B(h->xs, 0, 0),
+                                         .xn = B(h->xn, 0, (uint64_t)cap * (c->dim / 32) * 80),
+                                         .ffn_norm = vec(h, VEC_FFN_NORM, c->dim),
+                                         .eps = c->eps,
+                                         .act_q8 = h->act_q8},
+                      &mp);
+    HS_TRY((mp.att_q8 ? hs_op_attention_cols_q8 : hs_op_attention_cols)(
         ops, s, &io.q, &io.kv, c->n_head, &io.info, &mask, cap, n_cols, 1.0f / sqrtf((float)c->head_dim),
-        &wo_x));
-    HS_TRY(hs_op_matmul(ops, s, h->wo, wo_x, cap, io.x, &resid));
-    hs_vk_binding gu_x = io.x, down_x = io.gu;
-    if (ffn_x8n) {
-        nf.x_q8 = true;
-        nf.scratch = (hs_vk_binding){0};
-        gu_x = xn;
-        if (c->ff % 32 == 0 && hs_matmul_act_q8(h->wdown, &down)) {
-            nf.swiglu_q8 = xs;
-            down.prologue = HS_MATMUL_PLAIN;
-            down.x_q8 = true;
-            down_x = xs;
-        }
-    }
-    HS_TRY(hs_op_matmul(ops, s, h->gu, gu_x, cap, io.gu, &nf));
-    HS_TRY(hs_op_matmul(ops, s, h->wdown, down_x, cap, io.x, &down));
+        &mp.att_out));
+    HS_TRY(hs_op_matmul(ops, s, h->wo, mp.wo_x, cap, io.x, &mp.wo));
+    HS_TRY(hs_op_matmul(ops, s, h->gu, mp.gu_x, cap, io.gu, &mp.gu));
+    HS_TRY(hs_op_matmul(ops, s, h->wdown, mp.down_x, cap, io.x, &mp.down));
 fail:
     return st;
 }
@@ -638,15 +636,22 @@ static hs_status record_consume(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, bool c
                            .cols = fc_cols,
                            .src_ids = &ids_a};
     HS_TRY(hs_op_gather_rows(h->ops, s, &taps, cap));
+    /* On 8-bit activations fc writes x8n of its output for the hidden half's deferred norm. */
     hs_matmul_opts fc = {.scratch = B(h->xs, 0, 0), .act_q8 = h->act_q8};
+    const hs_matmul_opts qkv_opts = {.act_q8 = h->act_q8};
+    const bool x8n = h->xn && hs_matmul_act_q8(h->qkv_x, &qkv_opts);
+    if (x8n) {
+        fc.q8_out = B(h->xn, 0, (uint64_t)cap * (c->dim / 32) * 80);
+        fc.q8_norm = vec(h, VEC_HIDDEN_NORM, c->dim);
+    }
     HS_TRY(hs_op_matmul(h->ops, s, h->fc, fcin, cap, x, &fc));
     HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, e));
     if (cache_only) {
         layer_io io;
         layer_bindings(h, cap, &io);
-        return record_qkv(h, s, cap, &io);
+        return record_qkv(h, s, cap, &io, x8n);
     }
-    HS_TRY(record_layer(h, s, cap, cap));
+    HS_TRY(record_layer(h, s, cap, cap, x8n));
     hs_gather_rows last = {.src = x,
                            .src_rows = cap,
                            .src_stride = c->dim,
@@ -682,7 +687,7 @@ static hs_status record_draft(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap) {
                          .src_ids = &ids_a};
     HS_TRY(hs_op_gather_rows(h->ops, s, &in, cap));
     HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, e));
-    HS_TRY(record_layer(h, s, cap, h->max_nodes));
+    HS_TRY(record_layer(h, s, cap, h->max_nodes, false));
     hs_gather_rows keep = {.src = x,
                            .src_rows = cap,
                            .src_stride = c->dim,

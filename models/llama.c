@@ -508,48 +508,36 @@ static hs_status record_layers(hs_llama *m, hs_vk_seq *s, uint32_t n) {
             HS_TRY(proj_matmul(ops, s, &L->qkv, qkv_x, n, qkv, &norm_attn));
             HS_TRY(hs_op_rope_kv(ops, s, &qkv, &pos, &rows, &q, &kv, n, c->n_head, &rp));
         }
-        hs_matmul_opts norm_ffn = {.prologue = HS_MATMUL_RMSNORM,
-                                   .norm = vec_binding(m, 2 * l + 1, c->dim),
-                                   .eps = c->eps,
-                                   .scratch = xs,
-                                   .act_q8 = q8};
-        hs_matmul_opts resid = {.residual = true, .res = h, .scratch = xs, .act_q8 = q8};
-        /* On 8-bit activations attention writes the output projection's x in that form itself (into the
-         * scratch), so the product needs no pass of its own. */
-        resid.x_q8 = hs_matmul_act_q8(L->wo, &resid) && c->head_dim % 32 == 0;
-        const bool ffn_x8n = reads_x8n(m, &L->gu, q8);
-        if (ffn_x8n) {
-            resid.q8_out = xn;
-            resid.q8_norm = norm_ffn.norm;
-        }
-        const hs_vk_binding wo_x = resid.x_q8 ? xs : att;
-        HS_TRY((resid.x_q8 ? hs_op_attention_q8 : hs_op_attention)(
-            ops, s, &q, &kv, c->n_head, &info, &mask, n, 1.0f / sqrtf((float)c->head_dim), &wo_x));
-        HS_TRY(hs_op_matmul(ops, s, L->wo, wo_x, n, h, &resid));
-        hs_vk_binding gu_x = h;
-        hs_matmul_opts down = {
-            .prologue = HS_MATMUL_SWIGLU, .residual = true, .res = h, .scratch = xs, .act_q8 = q8};
-        hs_vk_binding down_x = gu;
-        if (ffn_x8n) {
-            norm_ffn.x_q8 = true;
-            norm_ffn.scratch = (hs_vk_binding){0};
-            gu_x = xn;
-            /* One [gate | up] weight: it writes down's 8-bit input itself (silu(gate) * up), no pass. */
-            if (L->gu.n_parts == 1 && c->ff % 32 == 0 && hs_matmul_act_q8(L->wdown, &down)) {
-                norm_ffn.swiglu_q8 = xs;
-                down.prologue = HS_MATMUL_PLAIN;
-                down.x_q8 = true;
-                down_x = xs;
-            }
-        }
-        HS_TRY(proj_matmul(ops, s, &L->gu, gu_x, n, gu, &norm_ffn));
+        /* The output projection and the MLP, with their 8-bit fusions (hs_model_plan_mlp). */
+        hs_model_mlp mp;
+        hs_model_plan_mlp(&(hs_model_mlp_in){.wo = L->wo,
+                                             .gu = L->gu.w[0],
+                                             .wdown = L->wdown,
+                                             .gu_stacked = L->gu.n_parts == 1,
+                                             .gu_x8n = reads_x8n(m, &L->gu, q8),
+                                             .head_dim = c->head_dim,
+                                             .ff = c->ff,
+                                             .h = h,
+                                             .att = att,
+                                             .gu_out = gu,
+                                             .xs = xs,
+                                             .xn = xn,
+                                             .ffn_norm = vec_binding(m, 2 * l + 1, c->dim),
+                                             .eps = c->eps,
+                                             .act_q8 = q8},
+                          &mp);
+        HS_TRY((mp.att_q8 ? hs_op_attention_q8 : hs_op_attention)(
+            ops, s, &q, &kv, c->n_head, &info, &mask, n, 1.0f / sqrtf((float)c->head_dim), &mp.att_out));
+        HS_TRY(hs_op_matmul(ops, s, L->wo, mp.wo_x, n, h, &mp.wo));
+        HS_TRY(proj_matmul(ops, s, &L->gu, mp.gu_x, n, gu, &mp.gu));
+        /* down writes x8n of h for the next layer's Q/K/V product. */
         xn_ready = false;
         if (l + 1 < c->n_layer && reads_x8n(m, &m->layers[l + 1].qkv, q8)) {
-            down.q8_out = xn;
-            down.q8_norm = vec_binding(m, 2 * (l + 1), c->dim);
+            mp.down.q8_out = xn;
+            mp.down.q8_norm = vec_binding(m, 2 * (l + 1), c->dim);
             xn_ready = true;
         }
-        HS_TRY(hs_op_matmul(ops, s, L->wdown, down_x, n, h, &down));
+        HS_TRY(hs_op_matmul(ops, s, L->wdown, mp.down_x, n, h, &mp.down));
     }
 fail:
     return st;
