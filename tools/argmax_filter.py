@@ -9,7 +9,10 @@ how many rows such a filter would leave:
 - 8-bit activations (each 32-element block rounded to int8 with d = amax / 127, as heterospec's q4_1 products
   take them) on the exact q8_0 weights: a row's error is at most sum over blocks of d / 2 * sum |w|;
 - a q4_1 copy of the head (per-block min and scale, 4-bit codes) on those activations: the weights' error adds
-  at most sum over blocks of max |w - w4| * sum |x|.
+  at most sum over blocks of max |w - w4| * sum |x|;
+- the copies (q4_1, and 5-bit codes for comparison) under the Cauchy-Schwarz bound, with the exact logit of
+  the copy's own argmax row as the lower bound: |w x - wc x'| <= ||w - wc|| ||x|| + ||wc|| ||x' - x|| (x' the
+  activations the copy's pass takes: x itself, or its 8-bit form).
 
 Run from tools/ with the training environment (tools/hs_train/README.md):
   $HS_HOME/venv-train/bin/python argmax_filter.py [--model GGUF] [--sequences N] [--every K]
@@ -51,6 +54,22 @@ def main():
     sc = (wb.max(-1, keepdims=True) - mn) / 15
     w4b = mn + np.round((wb - mn) / np.where(sc > 0, sc, 1)) * sc
     e4, l1_4, w4 = np.abs(w4b - wb).max(-1), np.abs(w4b).sum(-1), w4b.reshape(v, d)
+    sc5 = (wb.max(-1, keepdims=True) - mn) / 31
+    w5 = (mn + np.round((wb - mn) / np.where(sc5 > 0, sc5, 1)) * sc5).reshape(v, d)
+
+    def norms(wc):  # per row: ||w - wc||, ||wc||
+        return np.sqrt(((wc - w) ** 2).sum(-1)), np.sqrt((wc ** 2).sum(-1))
+
+    copies = {"q4_1": (w4, *norms(w4)), "5-bit": (w5, *norms(w5))}
+    cs = {"q4_1 copy, f32 activations": [], "q4_1 copy, 8-bit activations": [], "5-bit copy, 8-bit activations": []}
+
+    def cs_left(name, exact, x, xc):
+        wc, err, nc = copies[name]
+        approx = wc @ xc
+        bound = err * np.linalg.norm(x) + nc * np.linalg.norm(xc - x) + 1e-3  # + f32 rounding slack
+        keep = approx + bound >= exact[np.argmax(approx)]
+        assert keep[np.argmax(exact)], "the bound let the argmax go"
+        return int(keep.sum())
 
     prompts = {}
     with open(a.jobs) as f:
@@ -81,6 +100,9 @@ def main():
             c8.append(int(keep.sum()))
             ap4, b4 = w4 @ xq, l1_4 @ (dx / 2) + e4 @ np.abs(hb).sum(-1)
             c4.append(int((ap4 + b4 >= (ap4 - b4).max()).sum()))
+            cs["q4_1 copy, f32 activations"].append(cs_left("q4_1", exact, h, h))
+            cs["q4_1 copy, 8-bit activations"].append(cs_left("q4_1", exact, h, xq))
+            cs["5-bit copy, 8-bit activations"].append(cs_left("5-bit", exact, h, xq))
             top = np.sort(exact)[-2:]
             margin.append(top[1] - top[0])
     c8, c4, margin = np.array(c8), np.array(c4), np.array(margin)
@@ -94,6 +116,8 @@ def main():
           f"p10 {np.percentile(margin, 10):.3f}")
     line("8-bit activations, q8_0 weights", c8)
     line("8-bit activations, a q4_1 copy", c4)
+    for name, c in cs.items():
+        line(f"Cauchy-Schwarz, {name}", np.array(c))
 
 
 if __name__ == "__main__":
