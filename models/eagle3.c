@@ -486,9 +486,10 @@ void hs_eagle3_reset_tree(hs_eagle3 *h) { h->n_slots = 0; }
 
 /* ---- graphs ---- */
 
-/* The bindings of the layer's activations for cap rows (rp points at freqs). */
+/* The bindings of the layer's activations for cap rows (rp points at freqs;
+ * xn: x8n of x, unbound without the buffer). */
 typedef struct layer_io {
-    hs_vk_binding x, e, qkv, q, att, gu, pos, rows, info, freqs;
+    hs_vk_binding x, e, qkv, q, att, gu, xn, pos, rows, info, freqs;
     hs_rope_params rp;
     hs_kv_layer kv;
 } layer_io;
@@ -503,6 +504,7 @@ static void layer_bindings(hs_eagle3 *h, uint32_t cap, layer_io *out) {
                    .q = B(h->q, 0, n * q_dim * 4),
                    .att = B(h->att, 0, n * q_dim * 4),
                    .gu = B(h->gub, 0, n * 2 * c->ff * 4),
+                   .xn = B(h->xn, 0, n * (c->dim / 32) * 80),
                    .pos = B(h->step, h->off_pos, n * 4),
                    .rows = B(h->step, h->off_rows, n * 4),
                    .info = B(h->step, h->off_info, HS_ATTN_INFO_COLS_WORDS * 4),
@@ -520,6 +522,13 @@ static void layer_bindings(hs_eagle3 *h, uint32_t cap, layer_io *out) {
                                .freq_base = c->rope_base,
                                .freq_scale = 1.0f,
                                .freqs = &out->freqs};
+}
+
+/* Whether product w can read x8n of its input from xn (on 8-bit activations, with the buffer), as the
+ * target's products do (models/llama.c reads_x8n). */
+static bool reads_x8n(const hs_eagle3 *h, const hs_weight *w) {
+    const hs_matmul_opts o = {.act_q8 = h->act_q8};
+    return h->xn && hs_matmul_act_q8(w, &o);
 }
 
 /* The layer's first half over cap rows whose residual stream x and
@@ -549,7 +558,7 @@ static hs_status record_qkv(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, const laye
     if (x8n) {
         nx.x_q8 = true;
         nx.scratch = (hs_vk_binding){0};
-        x = B(h->xn, 0, (uint64_t)cap * (c->dim / 32) * 80);
+        x = io->xn;
     }
     HS_TRY(hs_op_matmul(ops, s, h->qkv_x, x, cap, io->qkv, &nx));
     HS_TRY(hs_op_rope_kv(ops, s, &io->qkv, &io->pos, &io->rows, &io->q, &io->kv, cap, c->n_head, &io->rp));
@@ -571,19 +580,18 @@ static hs_status record_layer(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, uint32_t
     /* The output projection and the MLP with the target's 8-bit fusions (hs_model_plan_mlp): the
      * fused forms are bitwise the passes they replace, so the drafts do not depend on them. */
     hs_model_mlp mp;
-    const hs_matmul_opts gu_opts = {.act_q8 = h->act_q8};
     hs_model_plan_mlp(&(hs_model_mlp_in){.wo = h->wo,
                                          .gu = h->gu,
                                          .wdown = h->wdown,
                                          .gu_stacked = true,
-                                         .gu_x8n = h->xn && hs_matmul_act_q8(h->gu, &gu_opts),
+                                         .gu_x8n = reads_x8n(h, h->gu),
                                          .head_dim = c->head_dim,
                                          .ff = c->ff,
                                          .h = io.x,
                                          .att = io.att,
                                          .gu_out = io.gu,
                                          .xs = B(h->xs, 0, 0),
-                                         .xn = B(h->xn, 0, (uint64_t)cap * (c->dim / 32) * 80),
+                                         .xn = io.xn,
                                          .ffn_norm = vec(h, VEC_FFN_NORM, c->dim),
                                          .eps = c->eps,
                                          .act_q8 = h->act_q8},
@@ -625,7 +633,8 @@ static hs_status record_consume(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, bool c
     hs_vk_binding ids_a = B(h->step, h->off_ids_a, (uint64_t)cap * 4), ids_b = B(h->step, h->off_ids_b, 4);
     hs_vk_binding tokens = B(h->step, h->off_tokens, (uint64_t)cap * 4);
     hs_vk_binding fcin = B(h->fcin, 0, (uint64_t)cap * fc_cols * 4);
-    hs_vk_binding x = B(h->x, 0, (uint64_t)cap * c->dim * 4), e = B(h->e, 0, (uint64_t)cap * c->dim * 4);
+    layer_io io;
+    layer_bindings(h, cap, &io);
     hs_vk_binding root = B(h->hidden, 0, (uint64_t)c->dim * 4);
     hs_gather_rows taps = {.src = h->taps,
                            .src_rows = h->tap_rows,
@@ -638,21 +647,16 @@ static hs_status record_consume(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, bool c
     HS_TRY(hs_op_gather_rows(h->ops, s, &taps, cap));
     /* On 8-bit activations fc writes x8n of its output for the hidden half's deferred norm. */
     hs_matmul_opts fc = {.scratch = B(h->xs, 0, 0), .act_q8 = h->act_q8};
-    const hs_matmul_opts qkv_opts = {.act_q8 = h->act_q8};
-    const bool x8n = h->xn && hs_matmul_act_q8(h->qkv_x, &qkv_opts);
+    const bool x8n = reads_x8n(h, h->qkv_x);
     if (x8n) {
-        fc.q8_out = B(h->xn, 0, (uint64_t)cap * (c->dim / 32) * 80);
+        fc.q8_out = io.xn;
         fc.q8_norm = vec(h, VEC_HIDDEN_NORM, c->dim);
     }
-    HS_TRY(hs_op_matmul(h->ops, s, h->fc, fcin, cap, x, &fc));
-    HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, e));
-    if (cache_only) {
-        layer_io io;
-        layer_bindings(h, cap, &io);
-        return record_qkv(h, s, cap, &io, x8n);
-    }
+    HS_TRY(hs_op_matmul(h->ops, s, h->fc, fcin, cap, io.x, &fc));
+    HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, io.e));
+    if (cache_only) return record_qkv(h, s, cap, &io, x8n);
     HS_TRY(record_layer(h, s, cap, cap, x8n));
-    hs_gather_rows last = {.src = x,
+    hs_gather_rows last = {.src = io.x,
                            .src_rows = cap,
                            .src_stride = c->dim,
                            .dst = root,
@@ -675,20 +679,21 @@ static hs_status record_draft(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap) {
     hs_vk_binding ids_a = B(h->step, h->off_ids_a, (uint64_t)cap * 4);
     hs_vk_binding ids_b = B(h->step, h->off_ids_b, (uint64_t)cap * 4);
     hs_vk_binding tokens = B(h->step, h->off_tokens, (uint64_t)cap * 4);
-    hs_vk_binding x = B(h->x, 0, (uint64_t)cap * c->dim * 4), e = B(h->e, 0, (uint64_t)cap * c->dim * 4);
+    layer_io io;
+    layer_bindings(h, cap, &io);
     hs_vk_binding hidden = B(h->hidden, 0, (1ull + h->max_nodes) * c->dim * 4);
     hs_gather_rows in = {.src = hidden,
                          .src_rows = 1 + h->max_nodes,
                          .src_stride = c->dim,
-                         .dst = x,
+                         .dst = io.x,
                          .dst_rows = cap,
                          .dst_stride = c->dim,
                          .cols = c->dim,
                          .src_ids = &ids_a};
     HS_TRY(hs_op_gather_rows(h->ops, s, &in, cap));
-    HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, e));
+    HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, io.e));
     HS_TRY(record_layer(h, s, cap, h->max_nodes, false));
-    hs_gather_rows keep = {.src = x,
+    hs_gather_rows keep = {.src = io.x,
                            .src_rows = cap,
                            .src_stride = c->dim,
                            .dst = hidden,
@@ -697,7 +702,7 @@ static hs_status record_draft(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap) {
                            .cols = c->dim,
                            .dst_ids = &ids_b};
     HS_TRY(hs_op_gather_rows(h->ops, s, &keep, cap));
-    HS_TRY(record_head(h, s, x, cap));
+    HS_TRY(record_head(h, s, io.x, cap));
 fail:
     return st;
 }
