@@ -312,6 +312,7 @@ int hs_cli_bench(int argc, char **argv) {
         cJSON_AddStringToObject(o, "backend", "heterospec-vulkan");
         cJSON_AddStringToObject(o, "device", c->device_name);
         cJSON_AddStringToObject(o, "driver", c->driver_info);
+        if (c->host_cpu[0]) cJSON_AddStringToObject(o, "host_cpu", c->host_cpu);
         cJSON_AddNumberToObject(o, "dispatches_per_token", hs_llama_last_dispatches(m));
         cJSON_AddNumberToObject(o, "depth", depth);
         cJSON_AddStringToObject(o, "kv_type", hs_type_name(kv_type));

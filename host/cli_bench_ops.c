@@ -224,6 +224,8 @@ cJSON *hs_bench_device_json(const hs_vk_caps *c) {
     cJSON_AddStringToObject(dev, "name", c->device_name);
     cJSON_AddStringToObject(dev, "driver", c->driver_name);
     cJSON_AddStringToObject(dev, "driver_info", c->driver_info);
+    /* A CPU device's processor: lavapipe has one name on every host. */
+    if (c->host_cpu[0]) cJSON_AddStringToObject(dev, "host_cpu", c->host_cpu);
     cJSON_AddStringToObject(dev, "vendor", hs_vk_vendor_name(c->vendor_id));
     cJSON_AddNumberToObject(dev, "vendor_id", c->vendor_id);
     cJSON_AddNumberToObject(dev, "driver_version", c->driver_version);

@@ -64,9 +64,9 @@ typedef struct hs_vk_caps {
     char device_name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
     char driver_name[VK_MAX_DRIVER_NAME_SIZE];
     char driver_info[VK_MAX_DRIVER_INFO_SIZE];
-    /* A CPU device: the processor it runs on (/proc/cpuinfo's model name and the CPUs online, e.g.
-     * "Intel(R) Xeon(R) Processor x2"; HS_HOST_CPU instead when set); "" for other devices. lavapipe's
-     * UUID and driver say which Mesa it is, not which processor, and its costs are the processor's. */
+    /* A CPU device: the processor it runs on (hs_vk_host_cpu_parse of /proc/cpuinfo, e.g. "AMD EPYC (family
+     * 26, model 2) x2"; HS_HOST_CPU instead when set); "" for other devices. lavapipe's UUID and driver say
+     * which Mesa it is, not which processor, and its costs are the processor's. */
     char host_cpu[300];
     uint32_t vendor_id, device_id, driver_version, api_version;
     VkPhysicalDeviceType type;
@@ -132,6 +132,12 @@ hs_status hs_vk_enumerate(hs_vk_caps **out, uint32_t *count);
 /* One line in the spirit of ggml_vulkan's device line. */
 void hs_vk_caps_line(const hs_vk_caps *c, char *buf, size_t n);
 const char *hs_vk_vendor_name(uint32_t vendor_id);
+/* hs_vk_caps.host_cpu from /proc/cpuinfo's text (f; NULL: none) and the CPUs online (cpus; <= 0: unknown):
+ * the first processor's model name ("cpu" without one), then x86's "(family F, model M)" or Arm's
+ * "(implementer I, part P)" where the text has them, then " xCPUS": "AMD EPYC (family 25, model 17) x2". A
+ * VM's model name is often only the brand, the same on processors of several generations. "" when the
+ * text has none of these and cpus is unknown. */
+void hs_vk_host_cpu_parse(FILE *f, long cpus, char *buf, size_t n);
 
 hs_status hs_vk_ctx_create(const hs_vk_ctx_options *opt, hs_vk_ctx **out);
 void hs_vk_ctx_destroy(hs_vk_ctx *ctx);

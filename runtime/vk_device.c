@@ -127,8 +127,43 @@ static void chain_features(feature_chain *fc, uint32_t api, const VkExtensionPro
 #undef LINK
 }
 
-/* hs_vk_caps.host_cpu of a CPU device (lavapipe): /proc/cpuinfo's first "model name" and the CPUs online,
- * e.g. "Intel(R) Xeon(R) Processor x2" (HS_HOST_CPU, when set, instead); "" where neither is known. */
+/* The value of "key : value" in a /proc/cpuinfo line when its key is exactly key (so "model" is not
+ * "model name"), without the newline; NULL otherwise. */
+static const char *cpuinfo_value(char *line, const char *key) {
+    const size_t k = strlen(key);
+    if (strncmp(line, key, k) != 0) return NULL;
+    const char *p = line + k;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p != ':') return NULL;
+    p++;
+    while (*p == ' ' || *p == '\t') p++;
+    line[strcspn(line, "\n")] = 0;
+    return p;
+}
+
+void hs_vk_host_cpu_parse(FILE *cpuinfo, long cpus, char *buf, size_t n) {
+    char line[512], model[256] = "", family[32] = "", number[32] = "", impl[32] = "", part[32] = "";
+    buf[0] = 0;
+    /* Each key's first value: the first processor's (every processor of a machine or VM is the same one here). */
+    while (cpuinfo && fgets(line, sizeof line, cpuinfo)) {
+        const char *v;
+        if (!model[0] && (v = cpuinfo_value(line, "model name"))) snprintf(model, sizeof model, "%s", v);
+        else if (!family[0] && (v = cpuinfo_value(line, "cpu family"))) snprintf(family, sizeof family, "%s", v);
+        else if (!number[0] && (v = cpuinfo_value(line, "model"))) snprintf(number, sizeof number, "%s", v);
+        else if (!impl[0] && (v = cpuinfo_value(line, "CPU implementer"))) snprintf(impl, sizeof impl, "%s", v);
+        else if (!part[0] && (v = cpuinfo_value(line, "CPU part"))) snprintf(part, sizeof part, "%s", v);
+    }
+    /* A VM's model name is often only the brand ("AMD EPYC" on Zen 3, 4 and 5 alike), so x86's family and
+     * model numbers and Arm's implementer and part are part of the name too. */
+    char id[96] = "";
+    if (family[0] && number[0]) snprintf(id, sizeof id, " (family %s, model %s)", family, number);
+    else if (impl[0] && part[0]) snprintf(id, sizeof id, " (implementer %s, part %s)", impl, part);
+    if (model[0] || id[0] || cpus > 0)
+        snprintf(buf, n, "%s%s x%ld", model[0] ? model : "cpu", id, cpus > 0 ? cpus : 1L);
+}
+
+/* hs_vk_caps.host_cpu of a CPU device (lavapipe), from /proc/cpuinfo (hs_vk_host_cpu_parse; HS_HOST_CPU, when
+ * set, instead); "" where nothing is known. */
 static void host_cpu(char *buf, size_t n) {
     buf[0] = 0;
     const char *env = getenv("HS_HOST_CPU"); /* for tests: as if the processor were this one */
@@ -136,24 +171,9 @@ static void host_cpu(char *buf, size_t n) {
         snprintf(buf, n, "%s", env);
         return;
     }
-    char line[512], model[256] = "";
     FILE *f = fopen("/proc/cpuinfo", "r");
-    if (f) {
-        while (fgets(line, sizeof line, f))
-            if (strncmp(line, "model name", 10) == 0) {
-                const char *v = strchr(line, ':');
-                if (v) {
-                    v++;
-                    while (*v == ' ' || *v == '\t') v++;
-                    snprintf(model, sizeof model, "%s", v);
-                    model[strcspn(model, "\n")] = 0;
-                }
-                break;
-            }
-        fclose(f);
-    }
-    const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (model[0] || cpus > 0) snprintf(buf, n, "%s x%ld", model[0] ? model : "cpu", cpus > 0 ? cpus : 1L);
+    hs_vk_host_cpu_parse(f, sysconf(_SC_NPROCESSORS_ONLN), buf, n);
+    if (f) fclose(f);
 }
 
 /* Fills caps for one physical device; applies HS_VK_DISABLE_* and HS_VK_MAX_BUFFER_RANGE. */
@@ -489,6 +509,8 @@ void hs_vk_caps_line(const hs_vk_caps *c, char *buf, size_t n) {
                  c->parts, c->parts_busy);
     else if (c->parts_busy && len < n)
         snprintf(buf + len, n - len, " | split: off (%u of the CPUs busy; HS_VK_SPLIT=N forces it)", c->parts_busy);
+    const size_t end = strlen(buf);
+    if (c->host_cpu[0] && end < n) snprintf(buf + end, n - end, " | host: %s", c->host_cpu);
 }
 
 static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBitsEXT sev,

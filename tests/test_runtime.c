@@ -31,6 +31,13 @@ static void test_caps(void **state) {
     char line[768];
     hs_vk_caps_line(c, line, sizeof line);
     assert_non_null(strstr(line, c->device_name));
+    /* A CPU device names its processor (lavapipe's name is the same on every one). */
+    assert_int_equal(c->host_cpu[0] != 0, c->type == VK_PHYSICAL_DEVICE_TYPE_CPU);
+    if (c->host_cpu[0]) {
+        char host[320];
+        snprintf(host, sizeof host, " | host: %s", c->host_cpu);
+        assert_non_null(strstr(line, host));
+    }
     /* nonCoherentAtomSize is a power of two of at most 256 (Vulkan limits). */
     const uint64_t atom = c->non_coherent_atom_size;
     assert_true(atom >= 1 && atom <= 256 && (atom & (atom - 1)) == 0);
@@ -902,6 +909,42 @@ static void test_tuning_rows(void **state) {
     assert_string_equal(hs_tuning_for(&c).name, "amd");
 }
 
+/* host_cpu from /proc/cpuinfo texts (the expected names written out by hand): a
+ * VM's bare "AMD EPYC" on Zen 4 and Zen 5 are two processors by family and
+ * model; only the first processor's block counts; Arm names its implementer
+ * and part; nothing known gives "". */
+static const char *host_cpu_of(const char *text, long cpus, char *buf, size_t n) {
+    FILE *f = text ? fmemopen((void *)text, strlen(text), "r") : NULL;
+    if (text) assert_non_null(f);
+    hs_vk_host_cpu_parse(f, cpus, buf, n);
+    if (f) fclose(f);
+    return buf;
+}
+
+static void test_host_cpu_parse(void **state) {
+    (void)state;
+    char b[300];
+    const char *zen4 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+                       "model name\t: AMD EPYC\nstepping\t: 0\n\n"
+                       "processor\t: 1\nvendor_id\t: AuthenticAMD\ncpu family\t: 99\nmodel\t\t: 98\n"
+                       "model name\t: Other\n\n";
+    const char *zen5 = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+                       "model name\t: AMD EPYC\nstepping\t: 1\n\n";
+    const char *xeon = "processor\t: 0\ncpu family\t: 6\nmodel\t\t: 143\n"
+                       "model name\t: Intel(R) Xeon(R) Platinum 8488C\n";
+    const char *arm = "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd\nCPU implementer\t: 0x41\n"
+                      "CPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: 0xd0c\nCPU revision\t: 1\n\n"
+                      "processor\t: 1\nCPU implementer\t: 0x51\nCPU part\t: 0x001\n\n";
+    assert_string_equal(host_cpu_of(zen4, 2, b, sizeof b), "AMD EPYC (family 25, model 17) x2");
+    assert_string_equal(host_cpu_of(zen5, 2, b, sizeof b), "AMD EPYC (family 26, model 2) x2");
+    assert_string_equal(host_cpu_of(xeon, 4, b, sizeof b), "Intel(R) Xeon(R) Platinum 8488C (family 6, model 143) x4");
+    assert_string_equal(host_cpu_of(arm, 8, b, sizeof b), "cpu (implementer 0x41, part 0xd0c) x8");
+    assert_string_equal(host_cpu_of("model name\t: Some CPU\n", 0, b, sizeof b), "Some CPU x1");
+    assert_string_equal(host_cpu_of(NULL, 3, b, sizeof b), "cpu x3");
+    assert_string_equal(host_cpu_of("", 0, b, sizeof b), "");
+    assert_string_equal(host_cpu_of(NULL, 0, b, sizeof b), "");
+}
+
 /* HS_TUNING overrides the tuning table; a bad value is a clear error, never a
  * silently ignored setting. */
 static void test_tuning_env(void **state) {
@@ -1178,6 +1221,7 @@ int main(void) {
         cmocka_unit_test(test_validation_is_counted),
         cmocka_unit_test(test_status_messages),
         cmocka_unit_test(test_tuning_rows),
+        cmocka_unit_test(test_host_cpu_parse),
         cmocka_unit_test(test_tuning_env),
     };
     const struct CMUnitTest noncoherent[] = {

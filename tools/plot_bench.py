@@ -135,13 +135,16 @@ def fmt_edge(x):
     return ("-inf" if x < 0 else "inf") if math.isinf(x) else f"{x:.3g}"
 
 
-def device_name(dev, path):
-    """A device's name from a bench-spec/calibration device object or bench's device string; else the file's."""
-    if isinstance(dev, dict) and isinstance(dev.get("name"), str) and dev["name"]:
-        return dev["name"]
-    if isinstance(dev, str) and dev:
-        return dev
-    return os.path.splitext(os.path.basename(path))[0]
+def device_name(dev, path, host_cpu=None):
+    """A device's name from a bench-spec/calibration device object or bench's device string; else the file's.
+    A CPU device (lavapipe) has the same name on every processor, so its host_cpu (the object's, or bench's
+    top-level one given here) follows: "llvmpipe (LLVM 15.0.6, 256 bits) on AMD EPYC (family 26, model 2) x2"."""
+    if isinstance(dev, dict):
+        host_cpu = dev.get("host_cpu")
+        dev = dev.get("name")
+    if not isinstance(dev, str) or not dev:
+        return os.path.splitext(os.path.basename(path))[0]
+    return f"{dev} on {host_cpu}" if isinstance(host_cpu, str) and host_cpu else dev
 
 
 def detect_kind(data):
@@ -197,7 +200,8 @@ def parse_calibration(path, d):
 def parse_bench(path, d):
     verify = [(int(t["n_verify"]), t["n_verify"] / t["avg_ts"]) for t in d["tests"]
               if t.get("n_verify", 0) > 0 and t.get("avg_ts", 0) > 0]
-    return BenchCurve(path=path, device=device_name(d.get("device"), path), verify_s=sorted(verify))
+    return BenchCurve(path=path, device=device_name(d.get("device"), path, d.get("host_cpu")),
+                      verify_s=sorted(verify))
 
 
 PARSERS = {"bench-spec": parse_spec, "calibration": parse_calibration, "bench": parse_bench}

@@ -31,7 +31,7 @@ def method(label, tps, ar_tps, tau, verified, draft_share, equal, compared, ques
             "equal_to_ar": equal, "compared_to_ar": compared}
 
 
-def bench_spec(device, temperature, scale, greedy):
+def bench_spec(device, temperature, scale, greedy, host_cpu=None):
     """A bench-spec result of two sets and four methods; the numbers differ by set and device (scale)."""
     sets = []
     for k, name in enumerate(("mt_bench", "gsm8k")):
@@ -52,8 +52,10 @@ def bench_spec(device, temperature, scale, greedy):
                                sum(r["verified_per_round"] for r in rows) / 2,
                                sum(r["draft_share"] for r in rows) / 2, sum(r["equal_to_ar"] for r in rows),
                                sum(r["compared_to_ar"] for r in rows), questions=8))
-    return {"model": "m.gguf", "head": "h.gguf", "build": "test",
-            "device": {"name": device, "driver": "drv", "uuid": "0"}, "n_predict": 64,
+    dev = {"name": device, "driver": "drv", "uuid": "0"}
+    if host_cpu:
+        dev["host_cpu"] = host_cpu
+    return {"model": "m.gguf", "head": "h.gguf", "build": "test", "device": dev, "n_predict": 64,
             "temperature": temperature, "seed": 1, "question_from": 1, "question_to": 4, "sets": sets,
             "all": all_rows, "questions": []}
 
@@ -203,6 +205,27 @@ class TestPlotBench(unittest.TestCase):
         rc, _, err = run_script(os.path.join(self.tmp, "absent.json"), "--out", self.out)
         self.assertEqual(rc, 2)
         self.assertIn("cannot read", err)
+
+    def test_host_cpu_in_device_names(self):
+        """A CPU device (lavapipe) has one name on every processor: runs on two processors are two devices,
+        named with their host_cpu, in devices.md and in bench's cost curves."""
+        cpus = ("AMD EPYC (family 25, model 17) x2", "AMD EPYC (family 26, model 2) x2")
+        specs = {f"llvmpipe on {c}": bench_spec("llvmpipe", 0.0, 1.0 + i, True, host_cpu=c)
+                 for i, c in enumerate(cpus)}
+        paths = [self.write(f"spec_{i}.json", spec) for i, spec in enumerate(specs.values())]
+        rc, _, err = run_script(*paths, "--out", self.out)
+        self.assertEqual(rc, 0, err)
+        with open(os.path.join(self.out, "devices.md")) as f:
+            all_table = list(md_tables(f.read()).values())[0]
+        self.assertEqual(sorted({r["device"] for r in all_table}), sorted(specs))
+        for device, spec in specs.items():
+            ar = [r for r in all_table if r["device"] == device and r["method"] == "ar"]
+            self.assertEqual(len(ar), 1, device)
+            self.assert_close(ar[0]["tokens/s"], spec["all"][0]["tokens_per_s"])
+        _, bench = plot_bench.load(self.write("bench_cpu.json", dict(BENCH, host_cpu=cpus[1])))
+        self.assertEqual(bench.device, f"Dev B on {cpus[1]}")
+        _, spec = plot_bench.load(self.write("spec_plain.json", bench_spec("Dev A", 0.0, 1.0, True)))
+        self.assertEqual(spec.device, "Dev A")
 
     def test_parsed_costs(self):
         """T(N) = n_verify / avg_ts of bench's vN tests; calibration strata with open ends."""
