@@ -567,16 +567,16 @@ fail:
 }
 
 /* The decoder layer over cap rows whose residual stream x and embeddings e
- * are in place: Q/K/V, RoPE + KV write, attention (mask over n_cols tree
- * columns), output projection, MLP; x8n as record_qkv. */
-static hs_status record_layer(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, uint32_t n_cols, bool x8n) {
+ * are in place (io: the caller's layer_bindings for cap): Q/K/V, RoPE + KV
+ * write, attention (mask over n_cols tree columns), output projection, MLP;
+ * x8n as record_qkv. */
+static hs_status record_layer(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, const layer_io *io, uint32_t n_cols,
+                              bool x8n) {
     hs_status st = HS_OK;
     const hs_eagle3_config *c = &h->cfg;
     hs_ops *ops = h->ops;
-    layer_io io;
-    layer_bindings(h, cap, &io);
     hs_vk_binding mask = B(h->step, h->off_mask, (uint64_t)cap * hs_attn_mask_words(n_cols) * 4);
-    HS_TRY(record_qkv(h, s, cap, &io, x8n));
+    HS_TRY(record_qkv(h, s, cap, io, x8n));
     /* The output projection and the MLP with the target's 8-bit fusions (hs_model_plan_mlp): the
      * fused forms are bitwise the passes they replace, so the drafts do not depend on them. */
     hs_model_mlp mp;
@@ -587,21 +587,21 @@ static hs_status record_layer(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, uint32_t
                                          .gu_x8n = reads_x8n(h, h->gu),
                                          .head_dim = c->head_dim,
                                          .ff = c->ff,
-                                         .h = io.x,
-                                         .att = io.att,
-                                         .gu_out = io.gu,
+                                         .h = io->x,
+                                         .att = io->att,
+                                         .gu_out = io->gu,
                                          .xs = B(h->xs, 0, 0),
-                                         .xn = io.xn,
+                                         .xn = io->xn,
                                          .ffn_norm = vec(h, VEC_FFN_NORM, c->dim),
                                          .eps = c->eps,
                                          .act_q8 = h->act_q8},
                       &mp);
     HS_TRY((mp.att_q8 ? hs_op_attention_cols_q8 : hs_op_attention_cols)(
-        ops, s, &io.q, &io.kv, c->n_head, &io.info, &mask, cap, n_cols, 1.0f / sqrtf((float)c->head_dim),
+        ops, s, &io->q, &io->kv, c->n_head, &io->info, &mask, cap, n_cols, 1.0f / sqrtf((float)c->head_dim),
         &mp.att_out));
-    HS_TRY(hs_op_matmul(ops, s, h->wo, mp.wo_x, cap, io.x, &mp.wo));
-    HS_TRY(hs_op_matmul(ops, s, h->gu, mp.gu_x, cap, io.gu, &mp.gu));
-    HS_TRY(hs_op_matmul(ops, s, h->wdown, mp.down_x, cap, io.x, &mp.down));
+    HS_TRY(hs_op_matmul(ops, s, h->wo, mp.wo_x, cap, io->x, &mp.wo));
+    HS_TRY(hs_op_matmul(ops, s, h->gu, mp.gu_x, cap, io->gu, &mp.gu));
+    HS_TRY(hs_op_matmul(ops, s, h->wdown, mp.down_x, cap, io->x, &mp.down));
 fail:
     return st;
 }
@@ -655,7 +655,7 @@ static hs_status record_consume(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap, bool c
     HS_TRY(hs_op_matmul(h->ops, s, h->fc, fcin, cap, io.x, &fc));
     HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, io.e));
     if (cache_only) return record_qkv(h, s, cap, &io, x8n);
-    HS_TRY(record_layer(h, s, cap, cap, x8n));
+    HS_TRY(record_layer(h, s, cap, &io, cap, x8n));
     hs_gather_rows last = {.src = io.x,
                            .src_rows = cap,
                            .src_stride = c->dim,
@@ -692,7 +692,7 @@ static hs_status record_draft(hs_eagle3 *h, hs_vk_seq *s, uint32_t cap) {
                          .src_ids = &ids_a};
     HS_TRY(hs_op_gather_rows(h->ops, s, &in, cap));
     HS_TRY(hs_op_get_rows(h->ops, s, h->tok_embd, tokens, cap, io.e));
-    HS_TRY(record_layer(h, s, cap, h->max_nodes, false));
+    HS_TRY(record_layer(h, s, cap, &io, h->max_nodes, false));
     hs_gather_rows keep = {.src = io.x,
                            .src_rows = cap,
                            .src_stride = c->dim,

@@ -165,7 +165,6 @@ void hs_vk_host_cpu_parse(FILE *cpuinfo, long cpus, char *buf, size_t n) {
 /* hs_vk_caps.host_cpu of a CPU device (lavapipe), from /proc/cpuinfo (hs_vk_host_cpu_parse; HS_HOST_CPU, when
  * set, instead); "" where nothing is known. */
 static void host_cpu(char *buf, size_t n) {
-    buf[0] = 0;
     const char *env = getenv("HS_HOST_CPU"); /* for tests: as if the processor were this one */
     if (env && env[0]) {
         snprintf(buf, n, "%s", env);
