@@ -3,7 +3,9 @@
  * the same questions in the same process, question by question (all methods
  * on one question before the next, so drifts of the machine hit all alike);
  * each method has one untimed warm-up generation first, after recording every
- * graph its rounds can ask for (hs_spec_prepare). */
+ * graph its rounds can ask for (hs_spec_prepare). With -r N each question runs
+ * every method N times, the order of the methods turned by one each time, and
+ * a question's figures are those of the method's run of median time. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "hs_build_id.h" /* HS_BUILD_ID: generated at build time (cmake/build_id.cmake) */
 
 #define MAX_METHODS 16
+#define MAX_REPEAT 15
 
 static void usage(FILE *f) {
     fprintf(f, "usage: heterospec bench-spec [options]\n\n"
@@ -42,6 +45,11 @@ static void usage(FILE *f) {
                "  --temp T[,T..]     temperatures (default 0: greedy); several run every method at\n"
                "                     each (labels get @tT, speedups are against ar at the same T)\n"
                "  --seed S           sampling seed (default 0)\n"
+               "  -r N               runs of each method per question (default 1, at most 15), the\n"
+               "                     methods' order turned by one each run; a question's figures are\n"
+               "                     those of the method's run of median time (a run that gives\n"
+               "                     other tokens is reported, and a greedy question then counts\n"
+               "                     as not equal to ar)\n"
                "  --methods LIST     comma-separated (default ar,chain,eagle2); a method is\n"
                "                     ar | chain[/dD] | static[/B1xB2x..]\n"
                "                     | eagle2[/kK][/dD][/nN][/pP][/rR]\n"
@@ -93,7 +101,7 @@ typedef struct acc {
 typedef struct args {
     const char *model, *head, *methods, *out, *calib, *head_weights, *store;
     hs_cli_qset q;
-    int n_predict, n_ctx, n_temps;
+    int n_predict, n_ctx, n_temps, repeat;
     hs_type kv_type;
     float temps[MAX_TEMPS];
     hs_sampler_params sp;
@@ -109,6 +117,7 @@ static int parse(int argc, char **argv, args *a) {
     a->sp = hs_sampler_default_params();
     a->sp.temperature = 0.0f;
     a->n_temps = 1;
+    a->repeat = 1;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -129,7 +138,7 @@ static int parse(int argc, char **argv, args *a) {
         }
         const char *const valued[] = {"-m",     "--head",    "-n", "-c",           "--temp",
                                       "--seed", "--methods", "-o", "--calibration", "--head-weights",
-                                      "--store"};
+                                      "--store", "-r"};
         const int w = hs_cli_option_index(o, valued, (int)(sizeof valued / sizeof valued[0]));
         if (w < 0) {
             fprintf(stderr, "heterospec bench-spec: unknown option '%s' (see --help)\n", o);
@@ -173,7 +182,10 @@ static int parse(int argc, char **argv, args *a) {
         case 7: a->out = v; break;
         case 8: a->calib = v; break;
         case 9: a->head_weights = v; break;
-        default: a->store = v; break;
+        case 10: a->store = v; break;
+        default:
+            if (!hs_cli_int("bench-spec", o, v, 1, MAX_REPEAT, &a->repeat)) return 2;
+            break;
         }
     }
     if (a->n_predict < 1 || a->n_ctx < 0 || (strcmp(a->out, "md") && strcmp(a->out, "json"))) {
@@ -492,71 +504,105 @@ int hs_cli_bench_spec(int argc, char **argv) {
                hs_vk_ctx_caps(vk)->driver_info, sm.head ? sm.head_path : "none");
         for (int ti = 0; ti < a.n_temps; ti++)
             printf("%s%g", ti ? "," : " ", a.temps[ti]);
-        printf(", -n %d, questions %d-%d\n", a.n_predict, a.q.q_from, a.q.q_to);
+        printf(", -n %d, questions %d-%d", a.n_predict, a.q.q_from, a.q.q_to);
+        if (a.repeat > 1) printf(", %d runs per question (the median's figures)", a.repeat);
+        printf("\n");
     }
 
     for (int si = 0; si < ns; si++) {
         const hs_cli_question *qs = sets[si].qs;
         const int nq = sets[si].n;
         for (int qi = 0; qi < nq; qi++) {
-            int32_t *ids = NULL, *ar_ids = NULL;
+            int32_t *ids = NULL;
             size_t n_ids = 0;
-            uint32_t ar_n = 0;
+            /* runs[mi][j]: method mi's run j on this question; the runs are
+             * compared and timed after the question's last run. */
+            static hs_gen_result runs[MAX_METHODS][MAX_REPEAT]; /* large: static */
+            memset(runs, 0, sizeof runs);
             hs_status st = hs_cli_prompt_ids(g, tok, qs[qi].text, !a.q.no_chat, NULL, &ids, &n_ids);
             uint32_t n_predict = (uint32_t)a.n_predict;
             if (st == HS_OK && n_ids + n_predict > hs_llama_n_ctx(sm.target))
                 st = hs_engine_check_fit(sm.target, n_ids, n_predict);
-            for (int mi = 0; mi < nm && st == HS_OK; mi++) {
-                fprintf(stderr, "\r[bench-spec] %s %d/%d  question %d/%d  %-20s", sets[si].name, si + 1, ns,
-                        qi + 1, nq, ms[mi].label);
-                hs_gen_params gp = {.n_predict = n_predict, .sp = a.sp, .spec = ms[mi].spec};
-                gp.sp.temperature = ms[mi].temp;
-                const bool greedy = ms[mi].temp <= 0;
-                hs_gen_result r;
-                if (si == 0 && qi == 0) { /* warm-up: records graphs, compiles pipelines */
-                    if (gp.spec && (st = hs_spec_prepare(gp.spec)) != HS_OK) break;
-                    hs_gen_params wp = gp;
-                    wp.n_predict = n_predict < 32 ? n_predict : 32;
-                    if ((st = hs_engine_generate(sm.target, tok, ids, n_ids, &wp, &r)) != HS_OK) break;
-                    hs_gen_result_free(&r);
+            for (int j = 0; j < a.repeat && st == HS_OK; j++)
+                for (int step = 0; step < nm && st == HS_OK; step++) {
+                    const int mi = (step + j) % nm; /* run 0 in the given order: each ar before its methods */
+                    fprintf(stderr, "\r[bench-spec] %s %d/%d  question %d/%d  ", sets[si].name, si + 1, ns,
+                            qi + 1, nq);
+                    if (a.repeat > 1) fprintf(stderr, "run %d/%d  ", j + 1, a.repeat);
+                    fprintf(stderr, "%-20s", ms[mi].label);
+                    hs_gen_params gp = {.n_predict = n_predict, .sp = a.sp, .spec = ms[mi].spec};
+                    gp.sp.temperature = ms[mi].temp;
+                    if (si == 0 && qi == 0 && j == 0) { /* warm-up: records graphs, compiles pipelines */
+                        hs_gen_result w;
+                        if (gp.spec && (st = hs_spec_prepare(gp.spec)) != HS_OK) break;
+                        hs_gen_params wp = gp;
+                        wp.n_predict = n_predict < 32 ? n_predict : 32;
+                        if ((st = hs_engine_generate(sm.target, tok, ids, n_ids, &wp, &w)) != HS_OK) break;
+                        hs_gen_result_free(&w);
+                    }
+                    st = hs_engine_generate(sm.target, tok, ids, n_ids, &gp, &runs[mi][j]);
                 }
-                if ((st = hs_engine_generate(sm.target, tok, ids, n_ids, &gp, &r)) != HS_OK) break;
+            for (int mi = 0; mi < nm && st == HS_OK; mi++) {
+                const hs_gen_result *r0 = &runs[mi][0];
+                /* Every run gives the same tokens (the same seed at each temperature). */
+                bool same = true;
+                for (int j = 1; j < a.repeat; j++)
+                    same = same && runs[mi][j].n_gen == r0->n_gen &&
+                           !memcmp(runs[mi][j].ids, r0->ids, sizeof *r0->ids * r0->n_gen);
+                if (!same)
+                    fprintf(stderr, "\n[bench-spec] %s question %d: %s gave other tokens in another run\n",
+                            sets[si].name, qs[qi].id, ms[mi].label);
+                /* The run of median time (the lower one of an even count). */
+                int order[MAX_REPEAT];
+                for (int j = 0; j < a.repeat; j++) {
+                    int at = j;
+                    for (; at > 0 && runs[mi][order[at - 1]].gen_s > runs[mi][j].gen_s; at--)
+                        order[at] = order[at - 1];
+                    order[at] = j;
+                }
+                const hs_gen_result *r = &runs[mi][order[(a.repeat - 1) / 2]];
+                const bool greedy = ms[mi].temp <= 0;
                 bool compared = false, equal = false;
                 if (ms[mi].ar && greedy) {
-                    ar_ids = malloc(sizeof *ar_ids * (r.n_gen + 1));
-                    if (ar_ids) memcpy(ar_ids, r.ids, sizeof *ar_ids * r.n_gen);
-                    ar_n = r.n_gen;
-                    compared = equal = greedy;
-                } else if (greedy && ar_ids && ms[mi].ar_ref >= 0) {
                     compared = true;
-                    equal = r.n_gen == ar_n && !memcmp(r.ids, ar_ids, sizeof *ar_ids * ar_n);
+                    equal = same;
+                } else if (greedy && ms[mi].ar_ref >= 0) {
+                    const hs_gen_result *ar = &runs[ms[mi].ar_ref][0];
+                    compared = true;
+                    equal = same && r0->n_gen == ar->n_gen &&
+                            !memcmp(r0->ids, ar->ids, sizeof *ar->ids * ar->n_gen);
                     if (!equal)
                         fprintf(stderr, "\n[bench-spec] %s question %d: %s differs from ar\n", sets[si].name,
                                 qs[qi].id, ms[mi].label);
                 }
-                add(&accs[si * nm + mi], &r, ms[mi].ar, compared, equal);
-                add(&all[mi], &r, ms[mi].ar, compared, equal);
+                add(&accs[si * nm + mi], r, ms[mi].ar, compared, equal);
+                add(&all[mi], r, ms[mi].ar, compared, equal);
                 cJSON *rec = cJSON_CreateObject();
                 cJSON_AddStringToObject(rec, "set", sets[si].name);
                 cJSON_AddNumberToObject(rec, "question_id", qs[qi].id);
                 cJSON_AddStringToObject(rec, "method", ms[mi].label);
                 cJSON_AddNumberToObject(rec, "prompt_tokens", (double)n_ids);
-                cJSON_AddNumberToObject(rec, "n_gen", r.n_gen);
-                cJSON_AddNumberToObject(rec, "gen_s", r.gen_s);
-                cJSON_AddNumberToObject(rec, "target_passes", r.target_passes);
+                cJSON_AddNumberToObject(rec, "n_gen", r->n_gen);
+                cJSON_AddNumberToObject(rec, "gen_s", r->gen_s);
+                cJSON *reps = cJSON_AddArrayToObject(rec, "gen_s_runs");
+                for (int j = 0; j < a.repeat; j++)
+                    cJSON_AddItemToArray(reps, cJSON_CreateNumber(runs[mi][j].gen_s));
+                cJSON_AddNumberToObject(rec, "target_passes", r->target_passes);
                 if (!ms[mi].ar) {
-                    cJSON_AddNumberToObject(rec, "tau", hs_spec_tau(&r.spec));
-                    cJSON_AddNumberToObject(rec, "verified_per_round", hs_spec_verified_per_round(&r.spec));
-                    cJSON_AddNumberToObject(rec, "draft_s", r.spec.draft_s);
-                    cJSON_AddNumberToObject(rec, "verify_s", r.spec.verify_s);
+                    cJSON_AddNumberToObject(rec, "tau", hs_spec_tau(&r->spec));
+                    cJSON_AddNumberToObject(rec, "verified_per_round", hs_spec_verified_per_round(&r->spec));
+                    cJSON_AddNumberToObject(rec, "draft_s", r->spec.draft_s);
+                    cJSON_AddNumberToObject(rec, "verify_s", r->spec.verify_s);
                 }
                 cJSON_AddNumberToObject(rec, "temperature", ms[mi].temp);
                 if (greedy && ms[mi].ar_ref >= 0) cJSON_AddBoolToObject(rec, "equal_to_ar", equal);
+                if (a.repeat > 1) cJSON_AddBoolToObject(rec, "runs_equal", same);
                 cJSON_AddItemToArray(records, rec);
-                hs_gen_result_free(&r);
             }
+            for (int mi = 0; mi < nm; mi++)
+                for (int j = 0; j < a.repeat; j++)
+                    hs_gen_result_free(&runs[mi][j]);
             free(ids);
-            free(ar_ids);
             if (st != HS_OK) goto fail;
         }
     }
@@ -576,6 +622,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
         for (int ti = 0; ti < a.n_temps; ti++)
             cJSON_AddItemToArray(jt, cJSON_CreateNumber(a.temps[ti]));
         cJSON_AddNumberToObject(o, "seed", (double)a.sp.seed);
+        cJSON_AddNumberToObject(o, "repeat", a.repeat);
         cJSON_AddNumberToObject(o, "question_from", a.q.q_from);
         cJSON_AddNumberToObject(o, "question_to", a.q.q_to);
         cJSON *jsets = cJSON_AddArrayToObject(o, "sets");
