@@ -86,6 +86,12 @@ execute_process(COMMAND ${HS} bench-spec -m ${MODEL} --no-chat --data ${DATA} --
 if(NOT rc EQUAL 0 OR NOT err MATCHES "question 2/2  run 3/3  ")
   message(FATAL_ERROR "bench-spec -r 3 exited ${rc}:\n${err}")
 endif()
+# The order turns by one each run: run 2 starts with the second method.
+string(FIND "${err}" "run 2/3  " at)
+string(SUBSTRING "${err}" ${at} 24 first)
+if(at LESS 0 OR NOT first STREQUAL "run 2/3  chain/d3 @t0   ")
+  message(FATAL_ERROR "bench-spec -r 3: run 2 started with '${first}', not the second method:\n${err}")
+endif()
 string(JSON repeat GET "${out}" repeat)
 string(JSON nrec LENGTH "${out}" questions)
 if(NOT repeat EQUAL 3 OR NOT nrec EQUAL 12)
