@@ -298,6 +298,23 @@ static void add(acc *a, const hs_gen_result *r, bool ar, bool compared, bool equ
     }
 }
 
+/* Two generations gave the same tokens. */
+static bool same_tokens(const hs_gen_result *a, const hs_gen_result *b) {
+    return a->n_gen == b->n_gen && !memcmp(a->ids, b->ids, sizeof *a->ids * a->n_gen);
+}
+
+/* The run of median time among runs[0 .. n) (the lower one of an even count;
+ * equal times ranked by run). */
+static int median_run(const hs_gen_result *runs, int n) {
+    for (int j = 0; j < n; j++) {
+        int rank = 0;
+        for (int k = 0; k < n; k++)
+            rank += runs[k].gen_s < runs[j].gen_s || (runs[k].gen_s == runs[j].gen_s && k < j);
+        if (rank == (n - 1) / 2) return j;
+    }
+    return 0;
+}
+
 static double tps(const acc *a) { return a->gen_s > 0 ? a->tokens / a->gen_s : 0; }
 static double tau(const acc *a, bool ar) {
     return ar || !a->rounds ? 1.0 : 1.0 + (double)a->accepted / a->rounds; /* no rounds: decoded plainly */
@@ -547,30 +564,19 @@ int hs_cli_bench_spec(int argc, char **argv) {
                 /* Every run gives the same tokens (the same seed at each temperature). */
                 bool same = true;
                 for (int j = 1; j < a.repeat; j++)
-                    same = same && runs[mi][j].n_gen == r0->n_gen &&
-                           !memcmp(runs[mi][j].ids, r0->ids, sizeof *r0->ids * r0->n_gen);
+                    same = same && same_tokens(&runs[mi][j], r0);
                 if (!same)
                     fprintf(stderr, "\n[bench-spec] %s question %d: %s gave other tokens in another run\n",
                             sets[si].name, qs[qi].id, ms[mi].label);
-                /* The run of median time (the lower one of an even count). */
-                int order[MAX_REPEAT];
-                for (int j = 0; j < a.repeat; j++) {
-                    int at = j;
-                    for (; at > 0 && runs[mi][order[at - 1]].gen_s > runs[mi][j].gen_s; at--)
-                        order[at] = order[at - 1];
-                    order[at] = j;
-                }
-                const hs_gen_result *r = &runs[mi][order[(a.repeat - 1) / 2]];
+                const hs_gen_result *r = &runs[mi][median_run(runs[mi], a.repeat)];
                 const bool greedy = ms[mi].temp <= 0;
                 bool compared = false, equal = false;
                 if (ms[mi].ar && greedy) {
                     compared = true;
                     equal = same;
                 } else if (greedy && ms[mi].ar_ref >= 0) {
-                    const hs_gen_result *ar = &runs[ms[mi].ar_ref][0];
                     compared = true;
-                    equal = same && r0->n_gen == ar->n_gen &&
-                            !memcmp(r0->ids, ar->ids, sizeof *ar->ids * ar->n_gen);
+                    equal = same && same_tokens(r0, &runs[ms[mi].ar_ref][0]);
                     if (!equal)
                         fprintf(stderr, "\n[bench-spec] %s question %d: %s differs from ar\n", sets[si].name,
                                 qs[qi].id, ms[mi].label);
