@@ -3,7 +3,7 @@
 # the target's own greedy answers to training prompts, committed under
 # models/heads/smollm2/distill (never the benchmark prompts), into
 # ${HS_HOME:-~/.cache/heterospec}/ngram/smollm2.hsng, where generate,
-# bench-spec and calibrate find it. Takes about a second; the store is
+# bench-spec and calibrate find it. Takes a few seconds; the store is
 # rebuilt when the answers, the binary or the model are newer than it.
 # Usage: tools/build_store.sh [BUILD_DIR]   (after setup.sh and fetch_model.sh)
 set -euo pipefail
