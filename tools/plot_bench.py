@@ -27,6 +27,7 @@ import json
 import math
 import os
 import sys
+import textwrap
 
 import matplotlib
 
@@ -316,6 +317,7 @@ def plot_strata(cals, path):
     fig, axes = plt.subplots(len(cals), 2, squeeze=False, figsize=(13, 4.5 * len(cals)))
     for (ax_rate, ax_map), cal in zip(axes, cals):
         mode = f", {cal.mode}" if cal.mode else ""
+        dev = textwrap.fill(f"{cal.device}{mode}:", 60)  # names with their processor are long
         x = np.arange(len(cal.strata))
         bars = ax_rate.bar(x, [s.accept_rate for s in cal.strata], color=[f"C{i % 10}" for i in x])
         ax_rate.bar_label(bars, labels=[f"{s.accept_rate:.2f}\n{s.records} rec." for s in cal.strata],
@@ -324,7 +326,7 @@ def plot_strata(cals, path):
         ax_rate.set_ylim(0, 1.15)
         ax_rate.set_xlabel(f"{cal.feature} stratum")
         ax_rate.set_ylabel("acceptance rate")
-        ax_rate.set_title(f"{cal.device}{mode}:\nacceptance per stratum (all Top-K candidates)", fontsize=10)
+        ax_rate.set_title(f"{dev}\nacceptance per stratum (all Top-K candidates)", fontsize=10)
         for i, s in enumerate(cal.strata):
             q, p = map_curve(s)
             style = "-" if s.map else ":"
@@ -334,8 +336,9 @@ def plot_strata(cals, path):
         ax_map.set_ylim(0, 1.05)
         ax_map.set_xlabel("draft probability q")
         ax_map.set_ylabel("acceptance probability p")
-        ax_map.set_title(f"{cal.device}{mode}:\nacceptance maps f(q) per {cal.feature} stratum", fontsize=10)
+        ax_map.set_title(f"{dev}\nacceptance maps f(q) per {cal.feature} stratum", fontsize=10)
         ax_map.legend(fontsize="small", title=cal.feature, title_fontsize="small")
+    fig.tight_layout(h_pad=2.0)
     save(fig, path)
 
 
@@ -377,8 +380,11 @@ def plot_cost_curve(cals, benches, path):
         ax.set_ylabel(ylabel)
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize="small")
+    # One legend for both axes, below them: device names with their processor are too long to sit inside.
+    handles, names = ax_t.get_legend_handles_labels()
+    if handles:
+        fig.legend(handles, names, loc="upper center", bbox_to_anchor=(0.5, 0.0), fontsize="small",
+                   ncol=2 if len(handles) > 4 else 1)
     save(fig, path)
 
 
