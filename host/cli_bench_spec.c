@@ -54,7 +54,9 @@ static void usage(FILE *f) {
                "                     ar | chain[/dD] | static[/B1xB2x..]\n"
                "                     | eagle2[/kK][/dD][/nN][/pP][/rR]\n"
                "                     | heterospec[/lL][/f0][/h1][/s0] | eagle2-tuned\n"
-               "                     | lookup[/lL][/mM], each but eagle2-tuned also [/eN]\n"
+               "                     | lookup[/lL][/mM], each but eagle2-tuned also [/eN],\n"
+               "                     each but lookup and ar also [/wW] (the head consumes only\n"
+               "                     the prompt's last W rows: --head-window W)\n"
                "                     (d: depth, k: draft top-k, n: tree size, p: --p-min in\n"
                "                     percent, r: --rest, l: context lookup\n"
                "                     chain length, 0 off; f0: heterospec without its acceptance\n"
@@ -85,6 +87,7 @@ typedef struct method {
     int with_head; /* heterospec/h1: 1 keeps the head where the calibration says headless; -1: as it says */
     int store;     /* heterospec/s0: 0 turns the n-gram store's chains off; -1: the calibration's */
     int eager;     /* /eN: hs_tree_policy.eager (0: off); -1: the method's (heterospec: the calibration's) */
+    int window;    /* /wN: hs_tree_policy.head_window (0: the whole prompt) */
     hs_hx_model hx; /* heterospec/h1: the calibration's model with the head (the policy points here) */
     hs_spec *spec; /* NULL for ar and plain */
     bool plain;    /* heterospec whose calibration found that no tree pays here: decodes plainly */
@@ -214,8 +217,10 @@ static hs_status parse_method(const char *text, method *m) {
         return HS_OK;
     }
     if (!strcmp(name, "eagle2-tuned")) { /* the calibration's setting, attached after loading */
-        if (strtok_r(NULL, "/", &save))
-            return HS_FAIL(HS_ERR_INVALID_ARG, "method %s takes no options", text);
+        for (char *part; (part = strtok_r(NULL, "/", &save));)
+            if (part[0] != 'w' || !hs_cli_parse_int(part + 1, 0, INT_MAX, &m->window))
+                return HS_FAIL(HS_ERR_INVALID_ARG, "method %s: eagle2-tuned takes only /wN (the head's window)",
+                               text);
         m->policy = (hs_tree_policy){.name = "eagle2-tuned"};
         return HS_OK;
     }
@@ -237,10 +242,11 @@ static hs_status parse_method(const char *text, method *m) {
                    : part[0] == 'h' && !strcmp(name, "heterospec")                             ? &m->with_head
                    : part[0] == 's' && !strcmp(name, "heterospec")                             ? &m->store
                    : part[0] == 'e'                                                            ? &m->eager
+                   : part[0] == 'w' && strcmp(name, "lookup")                                  ? &m->window
                    : part[0] == 'p' && !strcmp(name, "eagle2")                                 ? &p_pct
                    : part[0] == 'r' && !strcmp(name, "eagle2")                                 ? &s.rest
                                     : NULL;
-        if (!strcmp(name, "static") && part[0] != 'e') {
+        if (!strcmp(name, "static") && part[0] != 'e' && part[0] != 'w') {
             snprintf(tree, sizeof tree, "%s", part);
             for (char *c = tree; *c; c++)
                 if (*c == 'x') *c = ',';
@@ -275,6 +281,7 @@ static hs_status parse_method(const char *text, method *m) {
     s.p_min = (float)p_pct / 100;
     HS_TRY(hs_cli_spec_policy(&s, &m->policy));
     if (m->eager >= 0) m->policy.eager = (uint32_t)m->eager;
+    m->policy.head_window = (uint32_t)m->window;
 fail:
     return st;
 }
@@ -500,6 +507,9 @@ int hs_cli_bench_spec(int argc, char **argv) {
             goto fail;
         }
     }
+    /* The head's window (/wN), also on the policies the calibrations gave. */
+    for (int i = 0; i < nm; i++)
+        ms[i].policy.head_window = (uint32_t)ms[i].window;
     for (int i = 0; i < nm; i++)
         if (!ms[i].ar && !ms[i].plain &&
             hs_spec_create(sm.target, strcmp(ms[i].policy.name, "lookup") ? sm.head : NULL, &ms[i].policy,

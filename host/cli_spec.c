@@ -27,7 +27,7 @@ void hs_cli_spec_defaults(hs_cli_spec *s) {
 int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     const char *const valued[] = {"--spec",      "--head", "--depth",        "--draft-top-k", "--tree-size",
                                   "--tree",      "--calibration", "--head-weights", "--lookup", "--store",
-                                  "--eager",     "--p-min", "--rest"};
+                                  "--eager",     "--p-min", "--rest", "--head-window"};
     const int which = hs_cli_option_index(o, valued, (int)(sizeof valued / sizeof valued[0]));
     if (which < 0) return 0;
     if (!v) {
@@ -48,6 +48,7 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
     case 10: return hs_cli_int(NULL, o, v, 0, HS_TREE_EAGER_MAX, &s->eager) ? 2 : -1;
     case 11: return hs_cli_real(NULL, o, v, 0, 0.999, &s->p_min) ? 2 : -1;
     case 12: return hs_cli_int(NULL, o, v, 0, HS_HX_MAX_REST, &s->rest) ? 2 : -1;
+    case 13: return hs_cli_int(NULL, o, v, 0, INT_MAX, &s->head_window) ? 2 : -1; /* 0: the whole prompt */
     }
     return 2;
 }
@@ -322,6 +323,7 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
         out->policy.store_len = (uint32_t)s->lookup; /* and the n-gram store's, where one fits */
     }
     if (s->eager >= 0) out->policy.eager = (uint32_t)s->eager;
+    out->policy.head_window = (uint32_t)s->head_window;
     if (out->policy.headless) { /* the context lookup alone (--spec lookup, or HeteroSpec where the head
                                  * does not pay): no head, no taps */
         HS_TRY(hs_llama_load(ops, model, &opt, &out->target));

@@ -78,7 +78,10 @@ hs_status hs_engine_generate(hs_llama *m, const hs_tok *tok, const int32_t *prom
     out->n_prompt = (uint32_t)n_prompt;
     out->stop = HS_GEN_STOP_LIMIT;
     hs_llama_reset(m);
-    if (p->spec) hs_spec_reset(p->spec);
+    if (p->spec) {
+        hs_spec_reset(p->spec);
+        hs_spec_set_prompt(p->spec, n_prompt);
+    }
 
     /* The prompt in batches; only the last token's logits are needed. With a
      * head, each chunk's taps are consumed with the tokens after them (the

@@ -15,6 +15,7 @@ struct hs_spec {
     hs_topk_result root_topk; /* the head's Top-K after the root token */
     bool have_root;
     uint32_t rest_left;  /* rounds still to decode plainly (policy.rest) */
+    uint32_t skip_before; /* prompt rows the head does not consume (policy.head_window) */
     uint32_t max_verify; /* list entries, root included */
     bool eager;          /* this round's list runs every output head in the pass (hs_tree_eager) */
     /* Scratch: selections, head inputs and the verification list. */
@@ -114,6 +115,7 @@ void hs_spec_destroy(hs_spec *s) {
 void hs_spec_reset(hs_spec *s) {
     if (s->head) hs_eagle3_reset(s->head);
     s->have_root = false;
+    s->skip_before = 0;
     s->rest_left = 0;
     hs_tree_feedback_reset(&s->tree);
     memset(&s->stats, 0, sizeof s->stats);
@@ -122,6 +124,11 @@ void hs_spec_reset(hs_spec *s) {
 const hs_spec_stats *hs_spec_stats_get(const hs_spec *s) { return &s->stats; }
 
 void hs_spec_set_store(hs_spec *s, const hs_ngram *store) { s->store = store; }
+
+void hs_spec_set_prompt(hs_spec *s, size_t n_prompt) {
+    const uint32_t w = s->policy.head_window;
+    s->skip_before = w && n_prompt > w ? (uint32_t)(n_prompt - w) : 0;
+}
 
 hs_status hs_spec_prepare(hs_spec *s) {
     hs_status st = HS_OK;
@@ -168,12 +175,16 @@ hs_status hs_spec_consume_prompt(hs_spec *s, const int32_t *chunk, uint32_t n, i
         return HS_FAIL(HS_ERR_INVALID_ARG,
                        "hs_spec_consume_prompt: the target holds %u rows, not the %u-row chunk", at, n);
     memcpy(s->hist + at - n, chunk, sizeof *chunk * n);
+    /* Rows before the head's window (hs_spec_set_prompt) are cached by the
+     * target and seen by the lookup, not consumed by the head. */
+    uint32_t k = 0;
     for (uint32_t i = 0; i < n; i++) {
-        s->path[i] = i;
-        s->next[i] = i + 1 < n ? chunk[i + 1] : after;
+        if (at - n + i < s->skip_before) continue;
+        s->path[k] = i;
+        s->next[k++] = i + 1 < n ? chunk[i + 1] : after;
     }
     s->rest_left = 0;
-    return consume(s, s->path, s->next, n);
+    return k ? consume(s, s->path, s->next, k) : HS_OK;
 }
 
 /* Grows the tree from the root level by level; returns the verification

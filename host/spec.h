@@ -118,6 +118,10 @@ const hs_spec_stats *hs_spec_stats_get(const hs_spec *s);
 /* The n-gram store the policy's store_len drafts from (NULL: none; the
  * caller keeps it alive and checks it fits the target, hs_ngram_check). */
 void hs_spec_set_store(hs_spec *s, const hs_ngram *store);
+/* The next prompt's length, before its first hs_spec_consume_prompt (after
+ * hs_spec_reset): with policy.head_window W > 0, the head consumes only its
+ * last W rows. Without this call the head consumes every prompt row. */
+void hs_spec_set_prompt(hs_spec *s, size_t n_prompt);
 /* Records every graph a round of this policy can ask of the target and the
  * head (hs_llama_prepare_tree, hs_eagle3_prepare) without running anything:
  * for a benchmark's warm-up, so that no pipeline is compiled while it times. */

@@ -145,6 +145,12 @@ struct hs_tree_policy {
      * no draft distribution, about a fifth of a consume's cost); 0: every
      * round consumes fully and may draft. */
     uint32_t rest;
+    /* The head's window over the prompt (host/spec, hs_spec_set_prompt): it
+     * consumes only the prompt's last head_window rows, its own positions
+     * counted from there, as a training row cut to its length keeps the end of
+     * a long prompt (tools/hs_train: fit_rows); 0: the whole prompt. Changes
+     * the drafts only, never the output. */
+    uint32_t head_window;
     /* Bounds every policy declares, for sizing buffers: the most candidates
      * it verifies (root excluded) and the most nodes it drafts per tree. */
     uint32_t max_verify, max_drafted;

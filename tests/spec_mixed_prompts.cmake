@@ -2,7 +2,8 @@
 # prompts that are not benchmark questions (tests/data/prompts/mixed, written for this test: accented text,
 # emoji, a count, JSON, C code, an article to summarise, a word problem, role play), through `bench-spec`:
 # HeteroSpec as calibrated (the context lookup alone on lavapipe), HeteroSpec with the head kept, an EAGLE-2
-# tree of 12 candidates, a chain of 4 and prompt lookup without a head, each over 32 tokens of every prompt.
+# tree of 12 candidates, a chain of 4 whose head sees only the last 64 rows of a prompt (--head-window) and
+# prompt lookup without a head, each over 32 tokens of every prompt.
 # Every method must equal ar on every prompt, and every speculative method must have kept drafts (tau > 1.05),
 # so that the comparison is not between two plain decodings.
 #   cmake -DHS=<heterospec> -DHEAD=<smollm2 head.gguf> -DDATA=<dir holding mixed/question.jsonl> -P spec_mixed_prompts.cmake
@@ -17,7 +18,7 @@ endforeach()
 if(NOT model)
   message(FATAL_ERROR "${file} not found in \$HS_TEST_MODELS or ~/.cache/heterospec/models (tools/fetch_model.sh smollm2)")
 endif()
-set(methods "ar,heterospec,heterospec/h1,eagle2/k4/d3/n12,chain/d4,lookup/l4/m1")
+set(methods "ar,heterospec,heterospec/h1,eagle2/k4/d3/n12,chain/d4/w64,lookup/l4/m1")
 execute_process(COMMAND ${HS} bench-spec -m ${model} --head ${HEAD} --data ${DATA} --sets mixed --questions 1-8
                         -n 32 --methods ${methods} -o json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

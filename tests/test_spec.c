@@ -905,6 +905,53 @@ static void test_smollm2_greedy_equals_plain(void **state) {
     if (accepted < 6) fail_msg("the SmolLM2 head got only %llu tokens accepted", (unsigned long long)accepted);
 }
 
+/* The head's window over the prompt (policy.head_window): the head consumes
+ * only the prompt's last W rows, so after a generation its cache holds
+ * n_prompt - W rows fewer than without a window, a window at least as long as
+ * the prompt changes nothing, and the output equals plain decoding's. */
+static void test_head_window(void **state) {
+    spec_env *e = *state;
+    const int32_t start[] = {1, 68, 401, 259};
+    hs_gen_result seed, ref;
+    gen(e->m, e->tok, NULL, start, 4, 40, NULL, &seed); /* a 41-token prompt: BOS, 3 tokens, 37 generated */
+    int32_t prompt[64];
+    size_t np = 0;
+    memcpy(prompt, start, sizeof start);
+    np = 4;
+    for (uint32_t i = 0; i < seed.n_gen && np < 41; i++)
+        prompt[np++] = seed.ids[i];
+    assert_int_equal(np, 41);
+    gen(e->m, e->tok, NULL, prompt, np, 48, NULL, &ref);
+    const uint32_t windows[] = {0, 1, 16, 41, 200};
+    uint32_t n_past[5];
+    uint64_t kept[5];
+    for (int wi = 0; wi < 5; wi++) {
+        hs_tree_policy pol = hs_tree_chain(3);
+        pol.head_window = windows[wi];
+        hs_spec *spec;
+        HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
+        hs_gen_result r;
+        gen(e->m, e->tok, spec, prompt, np, 48, NULL, &r);
+        char what[64];
+        snprintf(what, sizeof what, "chain of 3, head window %u", windows[wi]);
+        assert_same(&ref, &r, what);
+        n_past[wi] = hs_eagle3_n_past(e->head);
+        kept[wi] = r.spec.accepted + r.spec.rounds; /* positions the rounds kept */
+        hs_gen_result_free(&r);
+        hs_spec_destroy(spec);
+    }
+    /* The rounds keep the same positions whatever the drafts were only if every window's n_past is
+     * read against its own rounds: n_past = consumed prompt rows + kept positions. */
+    for (int wi = 0; wi < 5; wi++) {
+        const uint32_t consumed = windows[wi] && windows[wi] < np ? windows[wi] : (uint32_t)np;
+        if (n_past[wi] != consumed + kept[wi])
+            fail_msg("head window %u: the head holds %u rows, expected %u prompt rows + %llu kept", windows[wi],
+                     n_past[wi], consumed, (unsigned long long)kept[wi]);
+    }
+    hs_gen_result_free(&seed);
+    hs_gen_result_free(&ref);
+}
+
 /* `test_spec --sampling` runs the sampling statistics alone (CTest's
  * test_spec_sampling, label "statistical"), the rest without it: the
  * forced-fallback passes of tools/test.sh leave it out, since under them the
@@ -918,6 +965,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_context_fills_in_a_round), cmocka_unit_test(test_limits_and_end),
         cmocka_unit_test(test_prepare_covers_rounds), cmocka_unit_test(test_record_replays_generation),
         cmocka_unit_test(test_draft_time_is_the_rounds), cmocka_unit_test(test_eager_same_tokens),
+        cmocka_unit_test(test_head_window),
     };
     const struct CMUnitTest sampling[] = {
         cmocka_unit_test(test_sampling_distribution),
