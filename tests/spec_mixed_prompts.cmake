@@ -1,9 +1,10 @@
 # Greedy speculative output equals plain decoding's with SmolLM2-135M-Instruct and its committed head on
-# prompts that are not benchmark questions (tests/data/prompts/mixed, written for this test: accented text,
-# emoji, a count, JSON, C code, an article to summarise, a word problem, role play), through `bench-spec`:
+# prompts that are not benchmark questions (the first six of tests/data/prompts/mixed, written for this test:
+# accented text, emoji, a count, JSON, C code, an article to summarise), through `bench-spec`:
 # HeteroSpec as calibrated (the context lookup alone on lavapipe), HeteroSpec with the head kept, an EAGLE-2
 # tree of 12 candidates, a chain of 4 whose head sees only the last 64 rows of a prompt (--head-window) and
-# prompt lookup without a head, each over 32 tokens of every prompt.
+# prompt lookup without a head, each over 24 tokens of every prompt (about 30 s here, 60-70 s in the slowest
+# fallback passes).
 # Every method must equal ar on every prompt, and every speculative method must have kept drafts (tau > 1.05),
 # so that the comparison is not between two plain decodings.
 #   cmake -DHS=<heterospec> -DHEAD=<smollm2 head.gguf> -DDATA=<dir holding mixed/question.jsonl> -P spec_mixed_prompts.cmake
@@ -19,8 +20,8 @@ if(NOT model)
   message(FATAL_ERROR "${file} not found in \$HS_TEST_MODELS or ~/.cache/heterospec/models (tools/fetch_model.sh smollm2)")
 endif()
 set(methods "ar,heterospec,heterospec/h1,eagle2/k4/d3/n12,chain/d4/w64,lookup/l4/m1")
-execute_process(COMMAND ${HS} bench-spec -m ${model} --head ${HEAD} --data ${DATA} --sets mixed --questions 1-8
-                        -n 32 --methods ${methods} -o json
+execute_process(COMMAND ${HS} bench-spec -m ${model} --head ${HEAD} --data ${DATA} --sets mixed --questions 1-6
+                        -n 24 --methods ${methods} -o json
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "bench-spec exited ${rc}:\n${err}")
@@ -36,11 +37,11 @@ foreach(i RANGE ${last})
   string(JSON eq GET "${out}" all ${i} equal_to_ar)
   string(JSON cmp GET "${out}" all ${i} compared_to_ar)
   string(JSON tau GET "${out}" all ${i} tau)
-  if(NOT q EQUAL 8 OR NOT eq EQUAL 8 OR NOT cmp EQUAL 8)
+  if(NOT q EQUAL 6 OR NOT eq EQUAL 6 OR NOT cmp EQUAL 6)
     message(FATAL_ERROR "${method}: ${eq} of ${cmp} outputs equal to ar's (${q} prompts)")
   endif()
   if(i GREATER 0 AND NOT tau GREATER 1.05)
     message(FATAL_ERROR "${method}: tau ${tau}: too few drafts kept for the comparison to mean anything")
   endif()
-  message("${method}: 8 prompts equal to ar, tau ${tau}")
+  message("${method}: 6 prompts equal to ar, tau ${tau}")
 endforeach()

@@ -915,9 +915,8 @@ static void test_head_window(void **state) {
     hs_gen_result seed, ref;
     gen(e->m, e->tok, NULL, start, 4, 40, NULL, &seed); /* a 41-token prompt: BOS, 3 tokens, 37 generated */
     int32_t prompt[64];
-    size_t np = 0;
     memcpy(prompt, start, sizeof start);
-    np = 4;
+    size_t np = 4;
     for (uint32_t i = 0; i < seed.n_gen && np < 41; i++)
         prompt[np++] = seed.ids[i];
     assert_int_equal(np, 41);
@@ -940,8 +939,11 @@ static void test_head_window(void **state) {
         hs_gen_result_free(&r);
         hs_spec_destroy(spec);
     }
-    /* The rounds keep the same positions whatever the drafts were only if every window's n_past is
-     * read against its own rounds: n_past = consumed prompt rows + kept positions. */
+    /* n_past = the prompt rows consumed + the positions the rounds kept (each round's root and accepted
+     * drafts); windows as long as the prompt or longer draft as no window does. */
+    if (kept[3] != kept[0] || kept[4] != kept[0])
+        fail_msg("windows of 41 and 200 rows kept %llu and %llu positions, no window %llu",
+                 (unsigned long long)kept[3], (unsigned long long)kept[4], (unsigned long long)kept[0]);
     for (int wi = 0; wi < 5; wi++) {
         const uint32_t consumed = windows[wi] && windows[wi] < np ? windows[wi] : (uint32_t)np;
         if (n_past[wi] != consumed + kept[wi])
