@@ -281,7 +281,6 @@ static hs_status parse_method(const char *text, method *m) {
     s.p_min = (float)p_pct / 100;
     HS_TRY(hs_cli_spec_policy(&s, &m->policy));
     if (m->eager >= 0) m->policy.eager = (uint32_t)m->eager;
-    m->policy.head_window = (uint32_t)m->window;
 fail:
     return st;
 }
@@ -507,7 +506,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
             goto fail;
         }
     }
-    /* The head's window (/wN), also on the policies the calibrations gave. */
+    /* The head's window (/wN), on every method's final policy (heterospec's and eagle2-tuned's come from the
+     * calibrations above). */
     for (int i = 0; i < nm; i++)
         ms[i].policy.head_window = (uint32_t)ms[i].window;
     for (int i = 0; i < nm; i++)

@@ -922,9 +922,10 @@ static void test_head_window(void **state) {
     assert_int_equal(np, 41);
     gen(e->m, e->tok, NULL, prompt, np, 48, NULL, &ref);
     const uint32_t windows[] = {0, 1, 16, 41, 200};
-    uint32_t n_past[5];
-    uint64_t kept[5];
-    for (int wi = 0; wi < 5; wi++) {
+    enum { NW = sizeof windows / sizeof windows[0] };
+    uint32_t n_past[NW];
+    uint64_t kept[NW];
+    for (int wi = 0; wi < NW; wi++) {
         hs_tree_policy pol = hs_tree_chain(3);
         pol.head_window = windows[wi];
         hs_spec *spec;
@@ -944,7 +945,7 @@ static void test_head_window(void **state) {
     if (kept[3] != kept[0] || kept[4] != kept[0])
         fail_msg("windows of 41 and 200 rows kept %llu and %llu positions, no window %llu",
                  (unsigned long long)kept[3], (unsigned long long)kept[4], (unsigned long long)kept[0]);
-    for (int wi = 0; wi < 5; wi++) {
+    for (int wi = 0; wi < NW; wi++) {
         const uint32_t consumed = windows[wi] && windows[wi] < np ? windows[wi] : (uint32_t)np;
         if (n_past[wi] != consumed + kept[wi])
             fail_msg("head window %u: the head holds %u rows, expected %u prompt rows + %llu kept", windows[wi],
