@@ -56,7 +56,7 @@ static void usage(FILE *f) {
                "                     | heterospec[/lL][/f0][/h1][/s0] | eagle2-tuned\n"
                "                     | lookup[/lL][/mM], each but eagle2-tuned also [/eN],\n"
                "                     each but lookup and ar also [/wW] (the head consumes only\n"
-               "                     the prompt's last W rows: --head-window W)\n"
+               "                     the prompt's last W rows, 0 all of them: --head-window W)\n"
                "                     (d: depth, k: draft top-k, n: tree size, p: --p-min in\n"
                "                     percent, r: --rest, l: context lookup\n"
                "                     chain length, 0 off; f0: heterospec without its acceptance\n"
@@ -87,7 +87,7 @@ typedef struct method {
     int with_head; /* heterospec/h1: 1 keeps the head where the calibration says headless; -1: as it says */
     int store;     /* heterospec/s0: 0 turns the n-gram store's chains off; -1: the calibration's */
     int eager;     /* /eN: hs_tree_policy.eager (0: off); -1: the method's (heterospec: the calibration's) */
-    int window;    /* /wN: hs_tree_policy.head_window (0: the whole prompt) */
+    int window;    /* /wN: the head's window (0: the whole prompt; -1: the head's default) */
     hs_hx_model hx; /* heterospec/h1: the calibration's model with the head (the policy points here) */
     hs_spec *spec; /* NULL for ar and plain */
     bool plain;    /* heterospec whose calibration found that no tree pays here: decodes plainly */
@@ -208,6 +208,7 @@ static hs_status parse_method(const char *text, method *m) {
     m->with_head = -1;
     m->store = -1;
     m->eager = -1;
+    m->window = -1;
     char buf[64];
     snprintf(buf, sizeof buf, "%s", text);
     char *save = NULL, *name = strtok_r(buf, "/", &save);
@@ -352,6 +353,8 @@ static cJSON *acc_json(const method *m, const acc *a, double base) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "method", m->label);
     cJSON_AddNumberToObject(o, "temperature", m->temp);
+    /* The head's window over the prompt (0: the whole prompt, or no head). */
+    cJSON_AddNumberToObject(o, "head_window", m->spec ? hs_spec_head_window(m->spec) : 0);
     cJSON_AddNumberToObject(o, "questions", a->questions);
     cJSON_AddNumberToObject(o, "tokens", a->tokens);
     cJSON_AddNumberToObject(o, "gen_s", a->gen_s);
@@ -509,7 +512,8 @@ int hs_cli_bench_spec(int argc, char **argv) {
     /* The head's window (/wN), on every method's final policy (heterospec's and eagle2-tuned's come from the
      * calibrations above). */
     for (int i = 0; i < nm; i++)
-        ms[i].policy.head_window = (uint32_t)ms[i].window;
+        if (ms[i].window >= 0) /* else the head's default (hs_spec_window_of) */
+            ms[i].policy.head_window = ms[i].window ? (uint32_t)ms[i].window : HS_HEAD_WINDOW_ALL;
     for (int i = 0; i < nm; i++)
         if (!ms[i].ar && !ms[i].plain &&
             hs_spec_create(sm.target, strcmp(ms[i].policy.name, "lookup") ? sm.head : NULL, &ms[i].policy,

@@ -22,6 +22,7 @@ void hs_cli_spec_defaults(hs_cli_spec *s) {
     s->tree_size = -1;
     s->lookup = -1;
     s->eager = -1;
+    s->head_window = -1;
 }
 
 int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
@@ -323,7 +324,8 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
         out->policy.store_len = (uint32_t)s->lookup; /* and the n-gram store's, where one fits */
     }
     if (s->eager >= 0) out->policy.eager = (uint32_t)s->eager;
-    out->policy.head_window = (uint32_t)s->head_window;
+    if (s->head_window >= 0) /* else the head's default (hs_spec_window_of) */
+        out->policy.head_window = s->head_window ? (uint32_t)s->head_window : HS_HEAD_WINDOW_ALL;
     if (out->policy.headless) { /* the context lookup alone (--spec lookup, or HeteroSpec where the head
                                  * does not pay): no head, no taps */
         HS_TRY(hs_llama_load(ops, model, &opt, &out->target));
@@ -376,10 +378,14 @@ double hs_spec_verified_per_round(const hs_spec_stats *s) {
 void hs_cli_spec_print(FILE *f, const hs_cli_spec_models *m, const hs_gen_result *r) {
     const hs_spec_stats *s = &r->spec;
     if (!m->spec) return;
-    if (m->head)
+    if (m->head) {
         fprintf(f, "[heterospec] draft: %s, head %s (%s weights)\n", m->policy.name, m->head_path,
                 hs_cli_head_weights_name(m->head));
-    else
+        const uint32_t w = hs_spec_head_window(m->spec);
+        if (w && r->n_prompt > w)
+            fprintf(f, "[heterospec] head window: the head read the prompt's last %u of %u rows\n", w,
+                    r->n_prompt);
+    } else
         fprintf(f, "[heterospec] draft: %s (no head)\n", m->policy.name);
     if (m->policy.expand && !strcmp(m->policy.name, "heterospec"))
         fprintf(f, "[heterospec] calibration: %s\n", m->hx.source);
@@ -443,6 +449,7 @@ void hs_cli_spec_json(cJSON *o, const hs_cli_spec_models *m, const hs_gen_result
     if (m->spec && m->head) {
         cJSON_AddStringToObject(o, "head", m->head_path);
         cJSON_AddStringToObject(o, "head_weights", hs_cli_head_weights_name(m->head));
+        cJSON_AddNumberToObject(o, "head_window", hs_spec_head_window(m->spec)); /* 0: the whole prompt */
     }
     if (m->store) cJSON_AddStringToObject(o, "store", m->store_path);
     const uint32_t rounds = m->spec ? s->rounds : r->target_passes;

@@ -101,7 +101,8 @@ typedef struct hs_cli_spec {
     int eager;  /* --eager N: hs_tree_policy.eager (0: off); -1: the method's (heterospec: calibrated) */
     float p_min; /* --p-min P: eagle2's floor on path probability (hs_tree_policy.p_min; 0: off) */
     int rest;    /* --rest R: eagle2's plain rounds after one that verified nothing (hs_tree_policy.rest) */
-    int head_window; /* --head-window W: the head consumes only the prompt's last W rows (0: all) */
+    int head_window; /* --head-window W: the head consumes only the prompt's last W rows (0: all;
+                      * -1: the head's default, hs_spec_window_of) */
     bool sampling;
 } hs_cli_spec;
 void hs_cli_spec_defaults(hs_cli_spec *s);

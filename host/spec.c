@@ -15,7 +15,8 @@ struct hs_spec {
     hs_topk_result root_topk; /* the head's Top-K after the root token */
     bool have_root;
     uint32_t rest_left;  /* rounds still to decode plainly (policy.rest) */
-    uint32_t skip_before; /* prompt rows the head does not consume (policy.head_window) */
+    uint32_t window;      /* the head's window over the prompt (hs_spec_window_of; 0: all of it) */
+    uint32_t skip_before; /* prompt rows the head does not consume (the window) */
     uint32_t max_verify; /* list entries, root included */
     bool eager;          /* this round's list runs every output head in the pass (hs_tree_eager) */
     /* Scratch: selections, head inputs and the verification list. */
@@ -65,6 +66,7 @@ hs_status hs_spec_create(hs_llama *target, hs_eagle3 *head, const hs_tree_policy
     s->target = target;
     s->head = policy->headless ? NULL : head;
     s->policy = *policy;
+    s->window = hs_spec_window_of(policy, s->head ? hs_eagle3_cfg(s->head) : NULL);
     /* A tree larger than the target's batch is trimmed to it (each round
      * also trims to the context left). */
     const uint32_t want = hs_tree_policy_max_verify(policy) + 1, batch = hs_llama_max_batch(target);
@@ -125,8 +127,16 @@ const hs_spec_stats *hs_spec_stats_get(const hs_spec *s) { return &s->stats; }
 
 void hs_spec_set_store(hs_spec *s, const hs_ngram *store) { s->store = store; }
 
+uint32_t hs_spec_window_of(const hs_tree_policy *p, const hs_eagle3_config *c) {
+    if (!c || p->head_window == HS_HEAD_WINDOW_ALL) return 0;
+    if (p->head_window) return p->head_window;
+    return c->n_rows_train - c->n_rows_train / 4;
+}
+
+uint32_t hs_spec_head_window(const hs_spec *s) { return s->window; }
+
 void hs_spec_set_prompt(hs_spec *s, size_t n_prompt) {
-    const uint32_t w = s->policy.head_window;
+    const uint32_t w = s->window;
     s->skip_before = w && n_prompt > w ? (uint32_t)(n_prompt - w) : 0;
 }
 

@@ -119,9 +119,20 @@ const hs_spec_stats *hs_spec_stats_get(const hs_spec *s);
  * caller keeps it alive and checks it fits the target, hs_ngram_check). */
 void hs_spec_set_store(hs_spec *s, const hs_ngram *store);
 /* The next prompt's length, before its first hs_spec_consume_prompt (after
- * hs_spec_reset): with policy.head_window W > 0, the head consumes only its
- * last W rows. Without this call the head consumes every prompt row. */
+ * hs_spec_reset): with a head window W > 0 (hs_spec_head_window), the head
+ * consumes only its last W rows. Without this call the head consumes every
+ * prompt row. */
 void hs_spec_set_prompt(hs_spec *s, size_t n_prompt);
+/* The head's window over the prompt a policy gets with a head of config c
+ * (NULL: no head), 0 meaning the whole prompt: the policy's head_window when
+ * it names one, 0 for HS_HEAD_WINDOW_ALL, and by default (head_window 0)
+ * three quarters of the rows the head was trained on (eagle3.train_row_length:
+ * 384 of 512, which leaves 128 generated tokens inside them; chosen on the
+ * calibration split, README "The head's window"), or 0 when the head's file
+ * does not record them. */
+uint32_t hs_spec_window_of(const hs_tree_policy *p, const hs_eagle3_config *c);
+/* The window this spec's head uses (0: the whole prompt, or no head). */
+uint32_t hs_spec_head_window(const hs_spec *s);
 /* Records every graph a round of this policy can ask of the target and the
  * head (hs_llama_prepare_tree, hs_eagle3_prepare) without running anything:
  * for a benchmark's warm-up, so that no pipeline is compiled while it times. */

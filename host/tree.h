@@ -120,6 +120,9 @@ hs_status hs_tree_add_store(hs_tree *t, const int32_t *tokens, const uint8_t *co
 hs_status hs_tree_verify_list(const hs_tree *t, const uint32_t *sel, uint32_t n, int32_t *tokens,
                               int32_t *parents, uint32_t *nodes);
 
+/* hs_tree_policy.head_window: the head consumes every prompt row. */
+#define HS_HEAD_WINDOW_ALL UINT32_MAX
+
 typedef struct hs_tree_policy hs_tree_policy;
 struct hs_tree_policy {
     const char *name;
@@ -148,8 +151,10 @@ struct hs_tree_policy {
     /* The head's window over the prompt (host/spec, hs_spec_set_prompt): it
      * consumes only the prompt's last head_window rows, its own positions
      * counted from there, as a training row cut to its length keeps the end of
-     * a long prompt (tools/hs_train: fit_rows); 0: the whole prompt. Changes
-     * the drafts only, never the output. */
+     * a long prompt (tools/hs_train: fit_rows). 0: the head's default
+     * (hs_spec_window_of: three quarters of the rows it was trained on, the
+     * whole prompt when its file does not record them); HS_HEAD_WINDOW_ALL:
+     * the whole prompt. Changes the drafts only, never the output. */
     uint32_t head_window;
     /* Bounds every policy declares, for sizing buffers: the most candidates
      * it verifies (root excluded) and the most nodes it drafts per tree. */

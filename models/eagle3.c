@@ -125,6 +125,12 @@ hs_status hs_eagle3_config_read(const hs_gguf *g, hs_eagle3_config *c) {
                        hs_gguf_name(g), (unsigned long long)layers->v.arr.n, HS_LLAMA_TAPS);
     for (uint32_t t = 0; t < HS_LLAMA_TAPS; t++)
         HS_TRY(hs_gguf_arr_u32(layers, t, &c->tap_layers[t]));
+    if (hs_gguf_find_key(g, "eagle3.train_row_length")) {
+        HS_TRY(hs_gguf_get_u32(g, "eagle3.train_row_length", &c->n_rows_train));
+        if (c->n_rows_train == 0 || c->n_rows_train > c->n_ctx_train)
+            return HS_FAIL(HS_ERR_FORMAT, "%s: eagle3.train_row_length %u is not in [1, context_length %u]",
+                           hs_gguf_name(g), c->n_rows_train, c->n_ctx_train);
+    }
     if (hs_gguf_find_key(g, "eagle3.target_name")) {
         const char *name;
         HS_TRY(hs_gguf_get_str(g, "eagle3.target_name", &name));

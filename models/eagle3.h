@@ -107,6 +107,11 @@ typedef struct hs_eagle3_config {
     uint32_t n_draft_vocab; /* rows of output.weight */
     uint32_t target_dim;    /* the taps are HS_LLAMA_TAPS * target_dim wide */
     uint32_t tap_layers[HS_LLAMA_TAPS];
+    /* eagle3.train_row_length: the rows (positions) of the sequences the head
+     * was trained on, prompt and answer together; 0 when the file does not
+     * say (a converted checkpoint). Sets the head's default window over the
+     * prompt (host/spec: hs_spec_head_window). */
+    uint32_t n_rows_train;
     float eps, rope_base;
     char target_name[128]; /* "" when the file names none */
 } hs_eagle3_config;

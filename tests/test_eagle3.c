@@ -134,6 +134,8 @@ typedef struct head_spec {
     uint32_t vocab;          /* vocab_size; 0: VOCAB */
     const uint32_t *layers;  /* NULL: k_layers */
     int32_t d2t_last;        /* when nonzero: the last d2t entry */
+    bool train_rows_key;     /* write eagle3.train_row_length = train_rows */
+    uint32_t train_rows;
 } head_spec;
 
 static void write_head(const head_spec *sp, hs_gw *w) {
@@ -159,7 +161,7 @@ static void write_head(const head_spec *sp, hs_gw *w) {
         {"eagle3.target_hidden_size", HS_GW_UINT32, sp->tdim ? sp->tdim : TDIM, 0},
     };
     const size_t n_keys = sizeof keys / sizeof keys[0];
-    uint64_t nkv = 3; /* architecture, target_layers, target_name */
+    uint64_t nkv = 3 + sp->train_rows_key; /* architecture, target_layers, target_name, train rows */
     for (size_t i = 0; i < n_keys; i++)
         nkv += !(sp->skip_key && !strcmp(sp->skip_key, keys[i].key));
     if (sp->skip_key && !strcmp(sp->skip_key, "eagle3.target_layers")) nkv--;
@@ -186,6 +188,10 @@ static void write_head(const head_spec *sp, hs_gw *w) {
     }
     hs_gw_key(w, "eagle3.target_name", HS_GW_STRING);
     hs_gw_str(w, "stories260K");
+    if (sp->train_rows_key) {
+        hs_gw_key(w, "eagle3.train_row_length", HS_GW_UINT32);
+        hs_gw_u32(w, sp->train_rows);
+    }
     /* Tensor infos, then the data, each at a multiple of 32 bytes. */
     size_t bytes[N_TENSORS];
     uint64_t off = 0;
@@ -697,6 +703,7 @@ static void test_fit(void **state) {
     HS_CHECK(hs_eagle3_check_target(c, e->t));
     assert_string_equal(c->target_name, "stories260K");
     assert_int_equal(c->head_dim, HEAD_DIM);
+    assert_int_equal(c->n_rows_train, 0); /* the file records none */
     hs_eagle3_config bad = *c;
     bad.target_dim = 32;
     expect_fit_error(&bad, e->t, (const char *[]){"hidden size", "32"}, 2);
@@ -748,6 +755,16 @@ static void test_fit(void **state) {
     assert_int_equal(hs_eagle3_top_k(h), 10); /* defaults */
     assert_int_equal(hs_eagle3_max_nodes(h), 128);
     hs_eagle3_destroy(h);
+    /* The rows it was trained on, when the file records them. */
+    hs_gw w2;
+    write_head(&(head_spec){.train_rows_key = true, .train_rows = 512}, &w2);
+    hs_gguf *g2 = NULL;
+    hs_eagle3_config c2;
+    HS_CHECK(hs_gguf_open_memory(w2.buf, w2.len, "head-rows", &g2));
+    HS_CHECK(hs_eagle3_config_read(g2, &c2));
+    assert_int_equal(c2.n_rows_train, 512);
+    hs_gguf_close(g2);
+    hs_gw_free(&w2);
     /* top_k past the kernel's limit. */
     hs_eagle3_options o = {.top_k = HS_TOPK_MAX_K + 1};
     assert_int_equal(hs_eagle3_load(e->base.ops, g, deflt, &o, &h), HS_ERR_INVALID_ARG);
@@ -810,6 +827,10 @@ static void test_bad_files(void **state) {
     expect_bad_file(e, &(head_spec){.dim_key = 48}, HS_ERR_INVALID_ARG, "dim: the head's 48");
     expect_bad_file(e, &(head_spec){.vocab = 150}, HS_ERR_FORMAT,
                     "draft vocabulary of 200 ids for a vocabulary of 150");
+    expect_bad_file(e, &(head_spec){.train_rows_key = true, .train_rows = 0}, HS_ERR_FORMAT,
+                    "eagle3.train_row_length 0 is not in [1, context_length 2048]");
+    expect_bad_file(e, &(head_spec){.train_rows_key = true, .train_rows = 4096}, HS_ERR_FORMAT,
+                    "eagle3.train_row_length 4096");
 }
 
 /* Calls the head refuses, each without changing its state. */

@@ -905,10 +905,34 @@ static void test_smollm2_greedy_equals_plain(void **state) {
     if (accepted < 6) fail_msg("the SmolLM2 head got only %llu tokens accepted", (unsigned long long)accepted);
 }
 
+/* The window a policy gets (hs_spec_window_of): the policy's own, none for
+ * HS_HEAD_WINDOW_ALL, and by default three quarters of the head's training
+ * rows, or none when its file does not record them or there is no head. */
+static void test_head_window_default(void **state) {
+    (void)state;
+    hs_eagle3_config c = {.n_rows_train = 512};
+    hs_tree_policy p = hs_tree_chain(3);
+    assert_int_equal(hs_spec_window_of(&p, &c), 384);
+    c.n_rows_train = 576;
+    assert_int_equal(hs_spec_window_of(&p, &c), 432);
+    c.n_rows_train = 3;
+    assert_int_equal(hs_spec_window_of(&p, &c), 3); /* 3 - 0 */
+    c.n_rows_train = 0;
+    assert_int_equal(hs_spec_window_of(&p, &c), 0);
+    assert_int_equal(hs_spec_window_of(&p, NULL), 0);
+    c.n_rows_train = 512;
+    p.head_window = 100;
+    assert_int_equal(hs_spec_window_of(&p, &c), 100);
+    assert_int_equal(hs_spec_window_of(&p, NULL), 0);
+    p.head_window = HS_HEAD_WINDOW_ALL;
+    assert_int_equal(hs_spec_window_of(&p, &c), 0);
+}
+
 /* The head's window over the prompt (policy.head_window): the head consumes
  * only the prompt's last W rows, so after a generation its cache holds
  * n_prompt - W rows fewer than without a window, a window at least as long as
- * the prompt changes nothing, and the output equals plain decoding's. */
+ * the prompt changes nothing, and the output equals plain decoding's. The
+ * last entry is the default (0), whatever the committed head's file sets. */
 static void test_head_window(void **state) {
     spec_env *e = *state;
     const int32_t start[] = {1, 68, 401, 259};
@@ -921,15 +945,29 @@ static void test_head_window(void **state) {
         prompt[np++] = seed.ids[i];
     assert_int_equal(np, 41);
     gen(e->m, e->tok, NULL, prompt, np, 48, NULL, &ref);
-    const uint32_t windows[] = {0, 1, 16, 41, 200};
+    /* The last two: the default with the head's own training rows (the committed stories260K head's 576:
+     * a window of 432, longer than the prompt), then as if its file said 24 (a window of 18). */
+    const uint32_t windows[] = {HS_HEAD_WINDOW_ALL, 1, 16, 41, 200, 0, 0};
     enum { NW = sizeof windows / sizeof windows[0] };
-    uint32_t n_past[NW];
+    assert_int_equal(hs_eagle3_cfg(e->head)->n_rows_train, 576); /* its MANIFEST.json's training.args.seq */
+    uint32_t n_past[NW], used[NW];
     uint64_t kept[NW];
     for (int wi = 0; wi < NW; wi++) {
         hs_tree_policy pol = hs_tree_chain(3);
         pol.head_window = windows[wi];
         hs_spec *spec;
+        hs_eagle3_config *hc = (hs_eagle3_config *)hs_eagle3_cfg(e->head), saved = *hc;
+        if (wi == NW - 1) hc->n_rows_train = 24;
         HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
+        *hc = saved;
+        const uint32_t want = windows[wi] == HS_HEAD_WINDOW_ALL ? 0
+                              : windows[wi]                    ? windows[wi]
+                              : wi == NW - 1                   ? 18
+                                  : hs_spec_window_of(&pol, hs_eagle3_cfg(e->head));
+        if (hs_spec_head_window(spec) != want)
+            fail_msg("policy window %u: the spec's window is %u, expected %u", windows[wi],
+                     hs_spec_head_window(spec), want);
+        used[wi] = want;
         hs_gen_result r;
         gen(e->m, e->tok, spec, prompt, np, 48, NULL, &r);
         char what[64];
@@ -946,9 +984,9 @@ static void test_head_window(void **state) {
         fail_msg("windows of 41 and 200 rows kept %llu and %llu positions, no window %llu",
                  (unsigned long long)kept[3], (unsigned long long)kept[4], (unsigned long long)kept[0]);
     for (int wi = 0; wi < NW; wi++) {
-        const uint32_t consumed = windows[wi] && windows[wi] < np ? windows[wi] : (uint32_t)np;
+        const uint32_t consumed = used[wi] && used[wi] < np ? used[wi] : (uint32_t)np;
         if (n_past[wi] != consumed + kept[wi])
-            fail_msg("head window %u: the head holds %u rows, expected %u prompt rows + %llu kept", windows[wi],
+            fail_msg("head window %u: the head holds %u rows, expected %u prompt rows + %llu kept", used[wi],
                      n_past[wi], consumed, (unsigned long long)kept[wi]);
     }
     hs_gen_result_free(&seed);
@@ -968,7 +1006,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_context_fills_in_a_round), cmocka_unit_test(test_limits_and_end),
         cmocka_unit_test(test_prepare_covers_rounds), cmocka_unit_test(test_record_replays_generation),
         cmocka_unit_test(test_draft_time_is_the_rounds), cmocka_unit_test(test_eager_same_tokens),
-        cmocka_unit_test(test_head_window),
+        cmocka_unit_test(test_head_window), cmocka_unit_test(test_head_window_default),
     };
     const struct CMUnitTest sampling[] = {
         cmocka_unit_test(test_sampling_distribution),

@@ -113,6 +113,9 @@ def main(argv=None):
     tgt.add_argument("--target-layers", type=int, metavar="L", help="the target's layer count (taps 2, L/2, L-3)")
     ap.add_argument("--dtype", choices=("f16", "f32", "q8_0"), default="f16",
                     help="type of the matrices (default f16; q8_0 about halves the head's bytes)")
+    ap.add_argument("--train-rows", type=int, metavar="N",
+                    help="the length of the sequences the head was trained on, when known: recorded as "
+                         "eagle3.train_row_length (the runtime's default window over a prompt is 3/4 of it)")
     args = ap.parse_args(argv)
 
     try:
@@ -138,7 +141,7 @@ def main(argv=None):
         taps = tap_layers(n_layer)
         tensors, source = load_weights(args.ckpt)
         written = write_eagle3_gguf(args.output, cfg, tensors, target_name=target_name, target_layers=n_layer,
-                                    dtype=args.dtype)
+                                    dtype=args.dtype, train_rows=args.train_rows)
     except (ConvertError, Eagle3Error, TorchZipError, OSError) as e:
         print(f"convert_eagle3: error: {e}", file=sys.stderr)
         return 1

@@ -237,16 +237,22 @@ def check_tensors(h, tensors, log=_note):
 
 
 def write_eagle3_gguf(path, cfg, tensors, d2t=None, target_name=None, target_layers=None, dtype="f16", *,
-                      log=_note):
+                      train_rows=None, log=_note):
     """Writes an eagle3 head file. d2t: the draft->target offsets (default: tensors["d2t"]); target_layers: the
     target's layer count (taps 2, L/2, L-3) or its 3 tap layers; target_name: the target GGUF's general.name;
     dtype: "f16", "f32" or "q8_0" for the matrices (norm vectors are always f32; q8_0 as llama.cpp's: blocks of
-    32 int8 with an f16 scale, about half of f16's bytes). Returns [(GGUF name, type, shape)]."""
+    32 int8 with an f16 scale, about half of f16's bytes); train_rows: the rows (positions) of the sequences
+    the head was trained on, written as eagle3.train_row_length (None: not recorded; the runtime's default
+    window over a prompt is three quarters of it). Returns [(GGUF name, type, shape)]."""
     import gguf
 
     if dtype not in ("f16", "f32", "q8_0"):
         raise Eagle3Error(f"dtype {dtype!r}: expected f16, f32 or q8_0")
     h = head_config(cfg, log)
+    if train_rows is not None and (isinstance(train_rows, bool) or not isinstance(train_rows, (int, np.integer))
+                                   or not 1 <= int(train_rows) <= h["n_ctx"]):
+        raise Eagle3Error(f"train_rows {train_rows!r}: expected a whole number in [1, {h['n_ctx']}] "
+                          "(max_position_embeddings)")
     taps = tap_layers(target_layers)
     weights = check_tensors(h, tensors, log)
     if d2t is None:
@@ -292,6 +298,8 @@ def write_eagle3_gguf(path, cfg, tensors, d2t=None, target_name=None, target_lay
         w.add_key_value(f"{ARCH}.target_layers", taps, gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.INT32)
         if target_name:
             w.add_string(f"{ARCH}.target_name", target_name)
+        if train_rows is not None:
+            w.add_uint32(f"{ARCH}.train_row_length", int(train_rows))
         for gname, a, qtype, _ in converted:
             if qtype is None:
                 w.add_tensor(gname, a)
@@ -310,8 +318,8 @@ def write_eagle3_gguf(path, cfg, tensors, d2t=None, target_name=None, target_lay
 
 
 def read_eagle3_gguf(path):
-    """(cfg, tensors) of a head file: cfg in config.json's names plus target_layers and target_name (None when
-    absent); tensors under their checkpoint names, as stored (f16 or f32 [rows][cols]; q8_0 dequantized to f32;
+    """(cfg, tensors) of a head file: cfg in config.json's names plus target_layers, target_name and
+    train_row_length (each None when absent); tensors under their checkpoint names, as stored (f16 or f32 [rows][cols]; q8_0 dequantized to f32;
     d2t int32)."""
     import gguf
 
@@ -342,6 +350,7 @@ def read_eagle3_gguf(path):
         "target_hidden_size": get(p + "target_hidden_size"),
         "target_layers": list(get(p + "target_layers")),
         "target_name": get(p + "target_name", required=False),
+        "train_row_length": get(p + "train_row_length", required=False),
     }
     cfg["head_dim"] = cfg["hidden_size"] // cfg["num_attention_heads"]
     by_gguf = {g: n for n, (g, _) in TENSORS.items()}

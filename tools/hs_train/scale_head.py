@@ -45,7 +45,8 @@ def main(argv):
         sys.exit(f"scale_head: {a.head}: not a readable GGUF file: {e}")
     tensors["norm.weight"] = tensors["norm.weight"] * np.float32(a.s)
     eagle3_gguf.write_eagle3_gguf(a.out, cfg, tensors, target_name=cfg["target_name"],
-                                  target_layers=cfg["target_layers"], dtype=a.dtype)
+                                  target_layers=cfg["target_layers"], dtype=a.dtype,
+                                  train_rows=cfg["train_row_length"])
     print(f"{a.out}: output_norm.weight x {a.s} (draft temperature {1 / a.s:.4g})")
 
 

@@ -635,7 +635,7 @@ def eagle3_config(tcfg, n_draft):
     }
 
 
-def export(out, p, tcfg, d2t, t2d, writer_dir, logf, dtype="f16"):
+def export(out, p, tcfg, d2t, t2d, writer_dir, logf, dtype="f16", train_rows=None):
     from safetensors.numpy import save_file
 
     tens = eagle3_tensors(p)
@@ -657,7 +657,7 @@ def export(out, p, tcfg, d2t, t2d, writer_dir, logf, dtype="f16"):
         return None
     path = os.path.join(out, "head.gguf")
     eagle3_gguf.write_eagle3_gguf(path, cfg, tens, d2t.astype(np.int32), target_name=tcfg.name,
-                                  target_layers=list(tcfg.tap_layers), dtype=dtype)
+                                  target_layers=list(tcfg.tap_layers), dtype=dtype, train_rows=train_rows)
     log(logf, f"exported {path} (matrices {dtype}, {os.path.getsize(path) / 1e6:.1f} MB)")
     return path
 
@@ -975,7 +975,7 @@ def main(argv=None):
         f"({w_toks} tokens in {w_rounds} rounds)")
     with open(os.path.join(a.out, "eval.json"), "w") as f:
         json.dump(ev, f, indent=1)
-    export(a.out, to_np(params), tcfg, d2t, t2d, a.gguf_writer, logf, a.gguf_dtype)
+    export(a.out, to_np(params), tcfg, d2t, t2d, a.gguf_writer, logf, a.gguf_dtype, train_rows=a.seq)
     return 0
 
 

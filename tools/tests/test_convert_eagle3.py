@@ -444,6 +444,7 @@ class TestConvert(TmpDirTest):
             self.assertEqual(r.fields[key].types, types_, key)
             self.assertEqual(r.fields[key].contents(), value, key)
         self.assertNotIn("eagle3.target_name", r.fields)
+        self.assertNotIn("eagle3.train_row_length", r.fields)  # unknown unless --train-rows says
         G = gguf.GGMLQuantizationType
         shapes = {  # GGUF ne = {cols, rows}
             "fc.weight": (G.F16, [288, 64]), "blk.0.attn_norm.weight": (G.F32, [64]),
@@ -629,6 +630,56 @@ class TestConvert(TmpDirTest):
         self.assertIn("config.json has no max_position_embeddings; using 2048", notes)
         got, _ = read_eagle3_gguf(self.path("z.gguf"))
         self.assertEqual((got["rope_theta"], got["max_position_embeddings"]), (10000.0, 2048))
+        self.assertIsNone(got["train_row_length"])
+
+    def test_train_rows(self):
+        """eagle3.train_row_length: written as a u32 when given (the converter's --train-rows, the trainer's
+        --seq), read back, refused outside [1, max_position_embeddings]; set_train_rows adds it to a head file
+        and keeps every tensor bit for bit."""
+        for bad in (0, -1, 2049, True, 1.5, "512"):
+            with self.subTest(bad=bad):
+                with self.assertRaisesRegex(Eagle3Error, "train_rows .*expected a whole number in \\[1, 2048\\]"):
+                    write_eagle3_gguf(self.path("x.gguf"), CFG, self.tensors, target_layers=24, train_rows=bad)
+        self.assertFalse(os.path.exists(self.path("x.gguf")))
+        out, _, _ = self.convert(self.ckpt(), "--target-layers", 24, "--train-rows", 512)
+        r = gguf.GGUFReader(out)
+        self.assertEqual(r.fields["eagle3.train_row_length"].types, [gguf.GGUFValueType.UINT32])
+        self.assertEqual(r.fields["eagle3.train_row_length"].contents(), 512)
+        self.assertEqual(read_eagle3_gguf(out)[0]["train_row_length"], 512)
+        rc, _, stderr = run_cli(self.ckpt(), "-o", self.path("bad.gguf"), "--target-layers", 24, "--train-rows", 4096)
+        self.assertEqual(rc, 1)
+        self.assertIn("train_rows 4096", stderr)
+        # set_train_rows on a head without the key (f16 and f32 matrices), and its refusals
+        tools = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        for dtype in ("f16", "f32"):
+            with self.subTest(dtype=dtype):
+                src, dst = self.path(f"src-{dtype}.gguf"), self.path(f"dst-{dtype}.gguf")
+                quiet(write_eagle3_gguf, src, CFG, self.tensors, target_layers=24, target_name="t", dtype=dtype)
+                p = subprocess.run([sys.executable, "-m", "hs_train.set_train_rows", src, dst, "300"], cwd=tools,
+                                   capture_output=True, text=True)
+                self.assertEqual(p.returncode, 0, p.stderr)
+                self.assertIn("default head window 225", p.stdout)
+                a, b = gguf.GGUFReader(src), gguf.GGUFReader(dst)
+                self.assertEqual(b.fields["eagle3.train_row_length"].contents(), 300)
+                self.assertEqual({k: f.contents() for k, f in a.fields.items() if not k.startswith("GGUF.")},
+                                 {k: f.contents() for k, f in b.fields.items()
+                                  if not k.startswith("GGUF.") and k != "eagle3.train_row_length"})
+                self.assertEqual([(t.name, t.tensor_type) for t in a.tensors],
+                                 [(t.name, t.tensor_type) for t in b.tensors])
+                for ta, tb in zip(a.tensors, b.tensors):
+                    self.assertEqual(ta.data.tobytes(), tb.data.tobytes(), ta.name)
+        q8 = self.path("q8.gguf")
+        cfg32 = dict(CFG, intermediate_size=192)
+        quiet(write_eagle3_gguf, q8, cfg32, random_tensors(cfg32, seed=3), target_layers=24, dtype="q8_0")
+        for args, message in (([q8, self.path("o.gguf"), "300"], "only files of f16 or of f32 matrices"),
+                              ([self.path("src-f16.gguf"), self.path("o.gguf"), "0"], "train_rows 0"),
+                              ([self.path("missing.gguf"), self.path("o.gguf"), "300"], "not a readable GGUF")):
+            with self.subTest(args=args[0]):
+                p = subprocess.run([sys.executable, "-m", "hs_train.set_train_rows", *args], cwd=tools,
+                                   capture_output=True, text=True)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn(message, p.stderr)
+        self.assertFalse(os.path.exists(self.path("o.gguf")))
 
 
 if __name__ == "__main__":
