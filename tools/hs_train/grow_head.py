@@ -83,7 +83,10 @@ def main(argv=None):
                  f"{a.draft_vocab - len(old)} asked")
     p, d2t2, t2d = train.remap_vocab(params, d2t, ids, tparams, tcfg.n_vocab)
     os.makedirs(a.out, exist_ok=True)
-    path = train.export(a.out, p, tcfg, d2t2, t2d, None, None, a.dtype)
+    import eagle3_gguf  # on the path since params_from_head; the grown head keeps the rows it was trained on
+
+    rows = eagle3_gguf.read_eagle3_gguf(a.head)[0]["train_row_length"]
+    path = train.export(a.out, p, tcfg, d2t2, t2d, None, None, a.dtype, train_rows=rows)
     n = counts.sum()
     info = {
         "head": os.path.abspath(a.head), "model": os.path.basename(a.model), "answers": a.answers,
