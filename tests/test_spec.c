@@ -931,8 +931,9 @@ static void test_head_window_default(void **state) {
 /* The head's window over the prompt (policy.head_window): the head consumes
  * only the prompt's last W rows, so after a generation its cache holds
  * n_prompt - W rows fewer than without a window, a window at least as long as
- * the prompt changes nothing, and the output equals plain decoding's. The
- * last entry is the default (0), whatever the committed head's file sets. */
+ * the prompt changes nothing, and the output equals plain decoding's; by
+ * default (0) the spec takes the window hs_spec_window_of gives for the
+ * head's recorded training rows, and applies it. */
 static void test_head_window(void **state) {
     spec_env *e = *state;
     const int32_t start[] = {1, 68, 401, 259};
@@ -956,6 +957,7 @@ static void test_head_window(void **state) {
         hs_tree_policy pol = hs_tree_chain(3);
         pol.head_window = windows[wi];
         hs_spec *spec;
+        /* The loaded head's config, changed for one hs_spec_create (which reads it once) and restored. */
         hs_eagle3_config *hc = (hs_eagle3_config *)hs_eagle3_cfg(e->head), saved = *hc;
         if (wi == NW - 1) hc->n_rows_train = 24;
         HS_CHECK(hs_spec_create(e->m, e->head, &pol, &spec));
