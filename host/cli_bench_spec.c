@@ -512,8 +512,7 @@ int hs_cli_bench_spec(int argc, char **argv) {
     /* The head's window (/wN), on every method's final policy (heterospec's and eagle2-tuned's come from the
      * calibrations above). */
     for (int i = 0; i < nm; i++)
-        if (ms[i].window >= 0) /* else the head's default (hs_spec_window_of) */
-            ms[i].policy.head_window = ms[i].window ? (uint32_t)ms[i].window : HS_HEAD_WINDOW_ALL;
+        hs_cli_set_head_window(&ms[i].policy, ms[i].window);
     for (int i = 0; i < nm; i++)
         if (!ms[i].ar && !ms[i].plain &&
             hs_spec_create(sm.target, strcmp(ms[i].policy.name, "lookup") ? sm.head : NULL, &ms[i].policy,

@@ -56,6 +56,10 @@ int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v) {
 
 bool hs_cli_spec_on(const hs_cli_spec *s) { return strcmp(s->method, "none") != 0; }
 
+void hs_cli_set_head_window(hs_tree_policy *p, int w) {
+    if (w >= 0) p->head_window = w ? (uint32_t)w : HS_HEAD_WINDOW_ALL;
+}
+
 const char *hs_cli_head_weights_name(const hs_eagle3 *head) {
     return !head ? "" : hs_eagle3_quantized(head) ? "q4_1" : "file";
 }
@@ -324,8 +328,7 @@ hs_status hs_cli_spec_load(const hs_cli_spec *given, hs_ops *ops, const hs_gguf 
         out->policy.store_len = (uint32_t)s->lookup; /* and the n-gram store's, where one fits */
     }
     if (s->eager >= 0) out->policy.eager = (uint32_t)s->eager;
-    if (s->head_window >= 0) /* else the head's default (hs_spec_window_of) */
-        out->policy.head_window = s->head_window ? (uint32_t)s->head_window : HS_HEAD_WINDOW_ALL;
+    hs_cli_set_head_window(&out->policy, s->head_window);
     if (out->policy.headless) { /* the context lookup alone (--spec lookup, or HeteroSpec where the head
                                  * does not pay): no head, no taps */
         HS_TRY(hs_llama_load(ops, model, &opt, &out->target));

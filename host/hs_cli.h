@@ -109,6 +109,9 @@ void hs_cli_spec_defaults(hs_cli_spec *s);
 /* 0: not a speculative option; 2: consumed o and its value v; -1: error printed. */
 int hs_cli_spec_option(hs_cli_spec *s, const char *o, const char *v);
 bool hs_cli_spec_on(const hs_cli_spec *s);
+/* --head-window W (bench-spec's /wW) onto a policy: -1 (not given) keeps the head's default, 0 is the
+ * whole prompt (HS_HEAD_WINDOW_ALL), W > 0 the prompt's last W rows. */
+void hs_cli_set_head_window(hs_tree_policy *p, int w);
 /* --head-weights NAME: auto, file or q4_1; HS_ERR_INVALID_ARG naming the choices otherwise. */
 hs_status hs_cli_head_weights(const char *name, hs_eagle3_weights *out);
 /* What a loaded head computes with, as statistics and JSON name it: "q4_1" or "file" ("" without a head). */

@@ -317,14 +317,47 @@ def write_eagle3_gguf(path, cfg, tensors, d2t=None, target_name=None, target_lay
              shape) for g, a, q, shape in converted]
 
 
+def read_eagle3_config(path):
+    """A head file's cfg alone (read_eagle3_gguf's, without reading the tensors)."""
+    import gguf
+
+    return _config(path, gguf.GGUFReader(path).fields)
+
+
 def read_eagle3_gguf(path):
     """(cfg, tensors) of a head file: cfg in config.json's names plus target_layers, target_name and
-    train_row_length (each None when absent); tensors under their checkpoint names, as stored (f16 or f32 [rows][cols]; q8_0 dequantized to f32;
-    d2t int32)."""
+    train_row_length (each None when absent); tensors under their checkpoint names, as stored (f16 or f32
+    [rows][cols]; q8_0 dequantized to f32; d2t int32)."""
     import gguf
 
     r = gguf.GGUFReader(path)
-    fields = r.fields
+    cfg = _config(path, r.fields)
+    by_gguf = {g: n for n, (g, _) in TENSORS.items()}
+    by_gguf["d2t"] = "d2t"
+    tensors = {}
+    for t in r.tensors:
+        if t.name not in by_gguf:
+            raise Eagle3Error(f"{path}: unknown tensor {t.name}")
+        if t.tensor_type == gguf.GGMLQuantizationType.Q8_0:
+            tensors[by_gguf[t.name]] = gguf.quants.dequantize(t.data, t.tensor_type)
+        else:
+            tensors[by_gguf[t.name]] = np.array(t.data)
+    return cfg, tensors
+
+
+def read_eagle3_gguf_or_exit(path, prog):
+    """read_eagle3_gguf for a command-line tool: exits naming prog and the problem when path is not a head file
+    it can read."""
+    try:
+        return read_eagle3_gguf(path)
+    except Eagle3Error as e:
+        sys.exit(f"{prog}: {e}")
+    except Exception as e:
+        sys.exit(f"{prog}: {path}: not a readable GGUF file: {e}")
+
+
+def _config(path, fields):
+    """cfg (read_eagle3_gguf) from a head file's GGUF fields."""
 
     def get(key, required=True):
         f = fields.get(key)
@@ -353,14 +386,4 @@ def read_eagle3_gguf(path):
         "train_row_length": get(p + "train_row_length", required=False),
     }
     cfg["head_dim"] = cfg["hidden_size"] // cfg["num_attention_heads"]
-    by_gguf = {g: n for n, (g, _) in TENSORS.items()}
-    by_gguf["d2t"] = "d2t"
-    tensors = {}
-    for t in r.tensors:
-        if t.name not in by_gguf:
-            raise Eagle3Error(f"{path}: unknown tensor {t.name}")
-        if t.tensor_type == gguf.GGMLQuantizationType.Q8_0:
-            tensors[by_gguf[t.name]] = gguf.quants.dequantize(t.data, t.tensor_type)
-        else:
-            tensors[by_gguf[t.name]] = np.array(t.data)
-    return cfg, tensors
+    return cfg

@@ -85,7 +85,7 @@ def main(argv=None):
     os.makedirs(a.out, exist_ok=True)
     import eagle3_gguf  # on the path since params_from_head; the grown head keeps the rows it was trained on
 
-    rows = eagle3_gguf.read_eagle3_gguf(a.head)[0]["train_row_length"]
+    rows = eagle3_gguf.read_eagle3_config(a.head)["train_row_length"]
     path = train.export(a.out, p, tcfg, d2t2, t2d, None, None, a.dtype, train_rows=rows)
     n = counts.sum()
     info = {

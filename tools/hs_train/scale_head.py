@@ -37,12 +37,7 @@ def main(argv):
     a = ap.parse_args(argv)
     if not (a.s > 0 and np.isfinite(a.s)):
         sys.exit(f"scale_head: S must be a positive number, not {a.s}")
-    try:
-        cfg, tensors = eagle3_gguf.read_eagle3_gguf(a.head)
-    except eagle3_gguf.Eagle3Error as e:
-        sys.exit(f"scale_head: {e}")
-    except Exception as e:
-        sys.exit(f"scale_head: {a.head}: not a readable GGUF file: {e}")
+    cfg, tensors = eagle3_gguf.read_eagle3_gguf_or_exit(a.head, "scale_head")
     tensors["norm.weight"] = tensors["norm.weight"] * np.float32(a.s)
     eagle3_gguf.write_eagle3_gguf(a.out, cfg, tensors, target_name=cfg["target_name"],
                                   target_layers=cfg["target_layers"], dtype=a.dtype,

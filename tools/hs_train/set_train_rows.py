@@ -25,12 +25,7 @@ def main(argv):
     ap.add_argument("out")
     ap.add_argument("rows", type=int, help="the rows of the training sequences (train.py's --seq)")
     a = ap.parse_args(argv)
-    try:
-        cfg, tensors = eagle3_gguf.read_eagle3_gguf(a.head)
-    except eagle3_gguf.Eagle3Error as e:
-        sys.exit(f"set_train_rows: {e}")
-    except Exception as e:
-        sys.exit(f"set_train_rows: {a.head}: not a readable GGUF file: {e}")
+    cfg, tensors = eagle3_gguf.read_eagle3_gguf_or_exit(a.head, "set_train_rows")
     # read_eagle3_gguf gives q8_0 matrices dequantized: only f16 and f32 files are copied exactly.
     types = {gguf.GGMLQuantizationType(t.tensor_type).name for t in gguf.GGUFReader(a.head).tensors
              if len(t.shape) == 2}

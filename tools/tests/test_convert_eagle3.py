@@ -32,7 +32,7 @@ from safetensors.numpy import save_file  # noqa: E402
 
 import convert_eagle3  # noqa: E402
 import torch_zip  # noqa: E402
-from eagle3_gguf import TENSORS, Eagle3Error, read_eagle3_gguf, write_eagle3_gguf  # noqa: E402
+from eagle3_gguf import TENSORS, Eagle3Error, read_eagle3_config, read_eagle3_gguf, write_eagle3_gguf  # noqa: E402
 from eagle3_ckpt import STORIES_CFG, random_tensors, write_checkpoint  # noqa: E402
 
 CONVERT = os.path.join(TOOLS, "convert_eagle3.py")
@@ -646,6 +646,7 @@ class TestConvert(TmpDirTest):
         self.assertEqual(r.fields["eagle3.train_row_length"].types, [gguf.GGUFValueType.UINT32])
         self.assertEqual(r.fields["eagle3.train_row_length"].contents(), 512)
         self.assertEqual(read_eagle3_gguf(out)[0]["train_row_length"], 512)
+        self.assertEqual(read_eagle3_config(out), read_eagle3_gguf(out)[0])  # the cfg without the tensors
         rc, _, stderr = run_cli(self.ckpt(), "-o", self.path("bad.gguf"), "--target-layers", 24, "--train-rows", 4096)
         self.assertEqual(rc, 1)
         self.assertIn("train_rows 4096", stderr)
