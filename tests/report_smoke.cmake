@@ -1,5 +1,5 @@
 # tools/report.sh end to end on stories260K and its committed head, without setup (the build's heterospec, the
-# plotting venv's Python): it refuses a report split that overlaps the calibration split; it calibrates on one
+# plotting venv's Python): it refuses a report split that overlaps the calibration split, or is no range; it calibrates on one
 # split (greedy and temperature 1), runs bench-spec on the other with each mode's calibration (eagle2-tuned is the
 # setting that mode's file chose), every greedy method's output equals ar's, and it draws the plots and REPORT.md
 # with the commands; run again, it keeps what it made, and with other settings it refuses the folder.
@@ -14,8 +14,13 @@ execute_process(COMMAND ${base} --questions 2-3 --calib-questions 1-2 -n 12 ${ex
 if(rc EQUAL 0 OR NOT err MATCHES "overlaps the calibration split")
   message(FATAL_ERROR "an overlapping report split was not refused (exit ${rc}):\n${err}")
 endif()
+execute_process(COMMAND ${base} --questions 3-2 --calib-questions 1-1 -n 12 ${extra}
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "--questions 3-2: expected F-T")
+  message(FATAL_ERROR "a report split 3-2 was not refused (exit ${rc}):\n${err}")
+endif()
 if(EXISTS ${WORK}/rep)
-  message(FATAL_ERROR "the refused run made its folder")
+  message(FATAL_ERROR "a refused run made its folder")
 endif()
 
 execute_process(COMMAND ${base} --questions 2-3 --calib-questions 1-1 -n 12 ${extra}

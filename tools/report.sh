@@ -73,19 +73,21 @@ while [ $# -gt 0 ]; do
 done
 extra=("$@")
 
-# range F-T -> "F T", or an error naming the option.
+# range OPTION F-T: sets rf and rt, or exits naming the option.
 range() {
   [[ "$2" =~ ^([0-9]+)-([0-9]+)$ ]] || die "$1 $2: expected F-T, 1 <= F <= T"
-  local f=$((10#${BASH_REMATCH[1]})) t=$((10#${BASH_REMATCH[2]}))
-  [ "$f" -ge 1 ] && [ "$f" -le "$t" ] || die "$1 $2: expected F-T, 1 <= F <= T"
-  echo "$f $t"
+  rf=$((10#${BASH_REMATCH[1]})) rt=$((10#${BASH_REMATCH[2]}))
+  [ "$rf" -ge 1 ] && [ "$rf" -le "$rt" ] || die "$1 $2: expected F-T, 1 <= F <= T"
 }
-read -r qf qt <<<"$(range --questions "$questions")"
-read -r cf ct <<<"$(range --calib-questions "$calib_q")"
-if [ "$qf" -le "$ct" ] && [ "$cf" -le "$qt" ]; then
+range --questions "$questions"
+qf=$rf qt=$rt
+range --calib-questions "$calib_q"
+if [ "$qf" -le "$rt" ] && [ "$rf" -le "$qt" ]; then
   die "the report split ($questions) overlaps the calibration split ($calib_q): report on questions the calibration did not see"
 fi
-for v in "$n" "$calib_n" "$runs"; do [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "expected a positive integer, got '$v'"; done
+for o in "-n $n" "--calib-n $calib_n" "-r $runs"; do
+  [[ "${o#* }" =~ ^[1-9][0-9]*$ ]] || die "$o: expected a positive integer"
+done
 
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/runtime-$(id -u)}"
 mkdir -p "$XDG_RUNTIME_DIR"
