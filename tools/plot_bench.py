@@ -415,15 +415,16 @@ def write_devices_md(runs, path):
                  f"{m.tau:.2f}", f"{m.verified_per_round:.2f}", f"{100 * m.draft_share:.1f}%",
                  f"{m.equal_to_ar}/{m.compared_to_ar}" if m.compared_to_ar else "n/a"]
                 for run in runs for m in run.all]
-    set_rows = [[run.label, name, m.method, f"{m.tokens_per_s:.2f}", fmt_speedup(run, m), f"{m.tau:.2f}"]
+    set_rows = [[run.label, f"{run.temperature if m.temperature is None else m.temperature:g}", name, m.method,
+                 f"{m.tokens_per_s:.2f}", fmt_speedup(run, m), f"{m.tau:.2f}"]
                 for run in runs for name, rows in run.sets for m in rows]
     text = "## bench-spec, all sets\n\n"
     text += md_table(["device", "temperature", "method", "tokens/s", "speedup", "tau", "verified/round",
                       "draft share", "equal to ar"],
                      ["---", "---:", "---", "---:", "---:", "---:", "---:", "---:", "---:"], all_rows)
     text += "\n## bench-spec, per set\n\n"
-    text += md_table(["device", "set", "method", "tokens/s", "speedup", "tau"],
-                     ["---", "---", "---", "---:", "---:", "---:"], set_rows)
+    text += md_table(["device", "temperature", "set", "method", "tokens/s", "speedup", "tau"],
+                     ["---", "---:", "---", "---", "---:", "---:", "---:"], set_rows)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
 

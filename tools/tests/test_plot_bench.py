@@ -136,8 +136,12 @@ class TestPlotBench(unittest.TestCase):
         self.assertAlmostEqual(float(text), value * scale, delta=0.5 * 10 ** -decimals + 1e-9, msg=cell)
 
     def test_all_outputs(self):
-        specs = {"Dev A": bench_spec("Dev A", 0.0, 1.0, True), "Dev B": bench_spec("Dev B", 0.7, 2.5, False)}
-        paths = [self.write("spec_a.json", specs["Dev A"]), self.write("spec_b.json", specs["Dev B"]),
+        # Dev A twice, greedy and at temperature 1 (as tools/report.sh writes a device's runs): the same device and
+        # methods, told apart by the temperature column.
+        specs = {("Dev A", 0.0): bench_spec("Dev A", 0.0, 1.0, True), ("Dev B", 0.7): bench_spec("Dev B", 0.7, 2.5, False),
+                 ("Dev A", 1.0): bench_spec("Dev A", 1.0, 0.8, False)}
+        paths = [self.write("spec_a.json", specs["Dev A", 0.0]), self.write("spec_b.json", specs["Dev B", 0.7]),
+                 self.write("spec_a1.json", specs["Dev A", 1.0]),
                  self.write("cal_a.json", CALIBRATION), self.write("cal_c.json", DEVICE_ONLY_CALIBRATION),
                  self.write("bench_b.json", BENCH)]
         rc, out, err = run_script(*paths, "--out", self.out)
@@ -155,12 +159,12 @@ class TestPlotBench(unittest.TestCase):
         all_table, set_table = tables.values()
 
         self.assertEqual(len(all_table), sum(len(s["all"]) for s in specs.values()))
-        for device, spec in specs.items():
+        for (device, temp), spec in specs.items():
             for m in spec["all"]:
-                rows = [r for r in all_table if r["device"] == device and r["method"] == m["method"]]
-                self.assertEqual(len(rows), 1, (device, m["method"]))
+                rows = [r for r in all_table
+                        if r["device"] == device and float(r["temperature"]) == temp and r["method"] == m["method"]]
+                self.assertEqual(len(rows), 1, (device, temp, m["method"]))
                 r = rows[0]
-                self.assertEqual(float(r["temperature"]), spec["temperature"])
                 self.assert_close(r["tokens/s"], m["tokens_per_s"])
                 self.assert_close(r["speedup"], m["speedup"], suffix="x")
                 self.assert_close(r["tau"], m["tau"])
@@ -170,12 +174,13 @@ class TestPlotBench(unittest.TestCase):
                 self.assertEqual(r["equal to ar"], want)
 
         self.assertEqual(len(set_table), sum(len(s["methods"]) for spec in specs.values() for s in spec["sets"]))
-        for device, spec in specs.items():
+        for (device, temp), spec in specs.items():
             for s in spec["sets"]:
                 for m in s["methods"]:
                     rows = [r for r in set_table
-                            if (r["device"], r["set"], r["method"]) == (device, s["set"], m["method"])]
-                    self.assertEqual(len(rows), 1, (device, s["set"], m["method"]))
+                            if (r["device"], float(r["temperature"]), r["set"], r["method"])
+                            == (device, temp, s["set"], m["method"])]
+                    self.assertEqual(len(rows), 1, (device, temp, s["set"], m["method"]))
                     self.assert_close(rows[0]["tokens/s"], m["tokens_per_s"])
                     self.assert_close(rows[0]["speedup"], m["speedup"], suffix="x")
                     self.assert_close(rows[0]["tau"], m["tau"])
