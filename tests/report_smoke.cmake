@@ -102,7 +102,8 @@ foreach(mode greedy sample)
 endforeach()
 foreach(line "calibrate --questions 1-1 -n 16 --temp 0 " "calibrate --questions 1-1 -n 16 --temp 1 "
              "bench-spec --questions 2-3 -n 12 -r 1 --temp 0 --methods ar,heterospec,eagle2-tuned,eagle2 --calibration calib-greedy.json "
-             "bench-spec --questions 2-3 -n 12 -r 1 --temp 1 --methods ar,heterospec,eagle2-tuned --calibration calib-sample.json ")
+             "bench-spec --questions 2-3 -n 12 -r 1 --temp 1 --methods ar,heterospec,eagle2-tuned --calibration calib-sample.json "
+             " -o calib-greedy.json\n" " -o json > bench-spec-t0.json\n" " -o json > bench-spec-t1.json\n")
   string(FIND "${report}" "${line}" at)
   if(at LESS 0)
     message(FATAL_ERROR "REPORT.md does not list the command '${line}...':\n${report}")

@@ -120,10 +120,14 @@ quoted() {
   done
   echo "${words[*]}"
 }
-# made FILE COMMAND...: COMMAND made FILE; it joins commands.txt (what REPORT.md lists).
+# made FILE COMMAND...: COMMAND made FILE; it joins commands.txt (what REPORT.md lists), with "> FILE" where
+# FILE is its output (not named by -o).
 made() {
+  local f="$1" line
   shift
-  quoted "$@" >>"$out/commands.txt"
+  line="$(quoted "$@")"
+  [[ "$line" == *" -o $out/$f.tmp"* ]] || line+=" > $out/$f"
+  echo "$line" >>"$out/commands.txt"
 }
 
 # The device as `heterospec devices` names the one a run picks (HS_DEVICE, else the first listed: the order
