@@ -9,24 +9,30 @@ file(REMOVE_RECURSE ${WORK})
 set(base ${SH} ${SRC}/tools/report.sh --no-setup --hs ${HS} --python ${PY} --out ${WORK}/rep --calib-n 16 -r 1)
 set(extra -- -m ${MODEL} --head ${HEAD} --data ${DATA} --no-chat --sets gsm8k,alpaca)
 
-execute_process(COMMAND ${base} --questions 2-3 --calib-questions 1-2 -n 12 ${extra}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "overlaps the calibration split")
-  message(FATAL_ERROR "an overlapping report split was not refused (exit ${rc}):\n${err}")
-endif()
-execute_process(COMMAND ${base} --questions 3-2 --calib-questions 1-1 -n 12 ${extra}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "--questions 3-2: expected F-T")
-  message(FATAL_ERROR "a report split 3-2 was not refused (exit ${rc}):\n${err}")
-endif()
+# report(ARGS...): report.sh with the options above and ARGS, then the calibrate/bench-spec options; rc and err in
+# the caller's scope.
+function(report)
+  execute_process(COMMAND ${base} ${ARGN} ${extra} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  set(rc "${rc}" PARENT_SCOPE)
+  set(err "${err}" PARENT_SCOPE)
+endfunction()
+# refused(WHAT PATTERN ARGS...): report.sh with ARGS must exit non-zero with a message matching PATTERN.
+function(refused what pattern)
+  report(${ARGN})
+  if(rc EQUAL 0 OR NOT err MATCHES "${pattern}")
+    message(FATAL_ERROR "${what} was not refused (exit ${rc}):\n${err}")
+  endif()
+endfunction()
+
+refused("an overlapping report split" "overlaps the calibration split" --questions 2-3 --calib-questions 1-2 -n 12)
+refused("a report split 3-2" "--questions 3-2: expected F-T" --questions 3-2 --calib-questions 1-1 -n 12)
 if(EXISTS ${WORK}/rep)
   message(FATAL_ERROR "a refused run made its folder")
 endif()
 
-execute_process(COMMAND ${base} --questions 2-3 --calib-questions 1-1 -n 12 ${extra}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+report(--questions 2-3 --calib-questions 1-1 -n 12)
 if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "report.sh exited ${rc}:\n${out}\n${err}")
+  message(FATAL_ERROR "report.sh exited ${rc}:\n${err}")
 endif()
 foreach(f calib-greedy.json calib-sample.json bench-spec-t0.json bench-spec-t1.json REPORT.md plots/speedup.png
           plots/tau_vs_verified.png plots/cost_curve.png plots/devices.md)
@@ -112,8 +118,7 @@ endforeach()
 
 # Again: every measured file kept as it was.
 file(SHA256 ${WORK}/rep/bench-spec-t0.json sum0)
-execute_process(COMMAND ${base} --questions 2-3 --calib-questions 1-1 -n 12 ${extra}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+report(--questions 2-3 --calib-questions 1-1 -n 12)
 file(SHA256 ${WORK}/rep/bench-spec-t0.json sum1)
 string(REGEX MATCHALL "[a-z0-9-]+\\.json: kept" kept "${err}")
 list(LENGTH kept n_kept)
@@ -122,9 +127,5 @@ if(NOT rc EQUAL 0 OR NOT n_kept EQUAL 4 OR NOT sum0 STREQUAL sum1)
 endif()
 
 # Other settings in the same folder are refused, naming the difference.
-execute_process(COMMAND ${base} --questions 2-3 --calib-questions 1-1 -n 10 ${extra}
-                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(rc EQUAL 0 OR NOT err MATCHES "< new tokens: 12\n> new tokens: 10")
-  message(FATAL_ERROR "a run with other settings was not refused (exit ${rc}):\n${err}")
-endif()
+refused("a run with other settings" "< new tokens: 12\n> new tokens: 10" --questions 2-3 --calib-questions 1-1 -n 10)
 message("report.sh: kept its files on a second run, refused other settings")
