@@ -55,8 +55,10 @@ run_suite() { # <build-dir> <label> <ctest jobs> <ctest options, space-separated
 }
 
 # The 512-bit runs (label wide) only in the default pass, the statistical test only in the first pass (two
-# tests at a time there, where the default pass runs one at a time), the other passes without either.
-fallback="-LE statistical|wide"
+# tests at a time there, where the default pass runs one at a time), the other passes without either. Tests of
+# the tools' scripts (label once: report.sh, which only calls heterospec's commands the other tests cover under
+# every fallback) run in the first pass alone.
+fallback="-LE statistical|wide|once"
 # First the default kernels without split execution, two tests at a time: this pass compiles them into the
 # empty Mesa shader cache on both cores, where the split pass (one test at a time, every part of a dispatch
 # compiling the same variant at once) would use both cores for one compile. The split pass after it finds
@@ -66,7 +68,7 @@ run_suite "$here/build" "emulated non-coherent host-visible memory, 1 MiB max bu
   HS_VK_DISABLE_SPLIT=1 HS_VK_FORCE_NONCOHERENT=1 HS_VK_MAX_BUFFER_RANGE=1048576
 # HS_VK_SPLIT: split execution whether or not another program keeps a CPU busy (a context leaves busy CPUs out).
 split_n=$((jobs < 2 ? 2 : jobs))
-run_suite "$here/build" "default (split execution on lavapipe)" 1 "-LE statistical" HS_VK_SPLIT="$split_n"
+run_suite "$here/build" "default (split execution on lavapipe)" 1 "-LE statistical|once" HS_VK_SPLIT="$split_n"
 run_suite "$here/build" "no split execution, no subgroup operations (portable reductions and products)" "$jobs" \
   "$fallback" HS_VK_DISABLE_SPLIT=1 HS_VK_DISABLE_SUBGROUP_OPS=1
 run_suite "$here/build" "no split execution, no subgroup size control, no texel buffers, storage-buffer activations" "$jobs" "$fallback" \
