@@ -16,7 +16,7 @@
 #      bench-spec-t1.json  the same at temperature 1: ar, heterospec, eagle2-tuned
 #   5. plots/              tools/plot_bench.py: speedup.png, tau_vs_verified.png, strata.png, cost_curve.png and
 #                          devices.md (the tables)
-#   6. REPORT.md           the device, the build, the commands and the tables
+#   6. REPORT.md           the device, the settings, the commands (in order) and the tables; the builds are in the JSON
 #
 # The calibration split and the report split must not share a question: the figures are measured on questions
 # the tuning never saw. Nothing else should run on the machine meanwhile (the timings are the report).
