@@ -20,7 +20,9 @@ int hs_cli_devices(int argc, char **argv) {
                    "kernel tuning (rows per invocation of the products, columns per workgroup,\n"
                    "reduction workgroup size); HS_TUNING=\"rows=N,cols=N,reduce=N\" overrides it.\n"
                    "The next lines say which optional features the kernels use on the device\n"
-                   "(and what runs without them), and which ones no kernel uses yet.\n");
+                   "(and what runs without them), and which ones no kernel uses yet. The last\n"
+                   "line, \"heterospec: used: N\", is the device the other commands pick; exit\n"
+                   "status 1 when HS_DEVICE names none.\n");
             return 0;
         }
         fprintf(stderr, "heterospec devices: unknown option '%s'\n", argv[i]);
@@ -62,6 +64,12 @@ int hs_cli_devices(int argc, char **argv) {
         }
         if (unused[0]) printf("heterospec:     not used by any kernel yet: %s\n", unused);
     }
+    const int pick = hs_vk_pick_device(caps, n);
     free(caps);
+    if (pick < 0) {
+        fprintf(stderr, "heterospec devices: HS_DEVICE=%s names none of these devices\n", getenv("HS_DEVICE"));
+        return 1;
+    }
+    printf("heterospec: used: %d\n", pick);
     return 0;
 }

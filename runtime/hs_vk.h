@@ -129,6 +129,9 @@ typedef struct hs_vk_ctx_options {
 
 /* Lists every Vulkan device (caps with overrides applied). *out is malloc'ed. */
 hs_status hs_vk_enumerate(hs_vk_caps **out, uint32_t *count);
+/* The index among caps[0..n) of the device a context picks without options (HS_DEVICE, else the best by
+ * type); -1 without devices, -2 when HS_DEVICE names none of them. */
+int hs_vk_pick_device(const hs_vk_caps *caps, uint32_t n);
 /* One line in the spirit of ggml_vulkan's device line. */
 void hs_vk_caps_line(const hs_vk_caps *c, char *buf, size_t n);
 const char *hs_vk_vendor_name(uint32_t vendor_id);

@@ -683,6 +683,8 @@ static int pick_device(const hs_vk_caps *caps, uint32_t n, const hs_vk_ctx_optio
     return best;
 }
 
+int hs_vk_pick_device(const hs_vk_caps *caps, uint32_t n) { return pick_device(caps, n, NULL); }
+
 /* Per CPU of the line "cpuN user nice system idle iowait ..." of /proc/stat:
  * total and idle (idle + iowait) ticks; false when unreadable. */
 static bool cpu_ticks(unsigned long long total[CPU_SETSIZE], unsigned long long idle[CPU_SETSIZE]) {

@@ -1,18 +1,24 @@
 # tools/report.sh end to end on stories260K and its committed head, without setup (the build's heterospec, the
-# plotting venv's Python): it refuses a report split that overlaps the calibration split, or is no range; it calibrates on one
-# split (greedy and temperature 1), runs bench-spec on the other with each mode's calibration (eagle2-tuned is the
-# setting that mode's file chose), every greedy method's output equals ar's, and it draws the plots and REPORT.md
-# with the commands; run again, it keeps what it made, and with other settings it refuses the folder.
+# plotting venv's Python): it refuses a report split that overlaps the calibration split, or is no range, and a
+# device HS_DEVICE does not name; it calibrates on one split (greedy and temperature 1), runs bench-spec on the
+# other with each mode's calibration (eagle2-tuned is the setting that mode's file chose), every greedy method's
+# output equals ar's, and it draws the plots and REPORT.md with the commands; run again, it keeps what it made,
+# and with other settings it refuses the folder.
 #   cmake -DSH=<bash> -DSRC=<source tree> -DHS=<heterospec> -DPY=<python> -DMODEL=<gguf> -DHEAD=<head gguf>
 #         -DDATA=<bench dir> -DWORK=<dir> -P report_smoke.cmake
 file(REMOVE_RECURSE ${WORK})
 set(base ${SH} ${SRC}/tools/report.sh --no-setup --hs ${HS} --python ${PY} --out ${WORK}/rep --calib-n 16 -r 1)
 set(extra -- -m ${MODEL} --head ${HEAD} --data ${DATA} --no-chat --sets gsm8k,alpaca)
 
-# report(ARGS...): report.sh with the options above and ARGS, then the calibrate/bench-spec options; rc and err in
-# the caller's scope.
+# report([ENV VAR=VALUE] ARGS...): report.sh with the options above and ARGS, then the calibrate/bench-spec
+# options (in the environment VAR=VALUE); rc and err in the caller's scope.
 function(report)
-  execute_process(COMMAND ${base} ${ARGN} ${extra} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  cmake_parse_arguments(R "" "ENV" "" ${ARGN})
+  set(cmd ${base} ${R_UNPARSED_ARGUMENTS} ${extra})
+  if(R_ENV)
+    set(cmd ${CMAKE_COMMAND} -E env ${R_ENV} ${cmd})
+  endif()
+  execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   set(rc "${rc}" PARENT_SCOPE)
   set(err "${err}" PARENT_SCOPE)
 endfunction()
@@ -26,6 +32,9 @@ endfunction()
 
 refused("an overlapping report split" "overlaps the calibration split" --questions 2-3 --calib-questions 1-2 -n 12)
 refused("a report split 3-2" "--questions 3-2: expected F-T" --questions 3-2 --calib-questions 1-1 -n 12)
+# A device HS_DEVICE does not name (`heterospec devices` says which device the commands use).
+refused("HS_DEVICE naming no device" "HS_DEVICE=no-such-device names none of these devices"
+        ENV HS_DEVICE=no-such-device --questions 2-3 --calib-questions 1-1 -n 12)
 if(EXISTS ${WORK}/rep)
   message(FATAL_ERROR "a refused run made its folder")
 endif()

@@ -120,27 +120,30 @@ quoted() {
   done
   echo "${words[*]}"
 }
-# made FILE COMMAND...: COMMAND made FILE; it joins commands.txt (what REPORT.md lists), with "> FILE" where
-# FILE is its output (not named by -o).
-made() {
-  local f="$1" line
-  shift
+# step FILE LOG OUT COMMAND...: unless FILE is kept, runs COMMAND, which writes FILE.tmp itself (OUT -: its
+# output and errors to LOG) or on its output (OUT >: its errors to LOG); then FILE.tmp becomes FILE and the
+# command joins commands.txt (what REPORT.md lists), with "> FILE" for the second kind.
+step() {
+  local f="$1" log="$2" to="$3" line
+  shift 3
+  have "$f" && return 0
   line="$(quoted "$@")"
-  [[ "$line" == *" -o $out/$f.tmp"* ]] || line+=" > $out/$f"
+  echo "$prog: $f: $line" >&2
+  if [ "$to" = ">" ]; then
+    "$@" >"$out/$f.tmp" 2>"$out/$log" || { tail -n 20 "$out/$log" >&2; die "$f: the command failed: $out/$log"; }
+    line+=" > $out/$f"
+  else
+    "$@" >"$out/$log" 2>&1 || { tail -n 20 "$out/$log" >&2; die "$f: the command failed: $out/$log"; }
+  fi
+  mv "$out/$f.tmp" "$out/$f"
   echo "$line" >>"$out/commands.txt"
 }
 
-# The device as `heterospec devices` names the one a run picks (HS_DEVICE, else the first listed: the order
-# is the runtime's preference), for the folder's name.
+# The device the commands pick (`heterospec devices` says which: HS_DEVICE, else the best by type), for the
+# folder's name.
 devices="$("$hs" devices 2>&1)" || { echo "$devices" >&2; die "heterospec devices failed"; }
-pick="${HS_DEVICE:-}"
-line=""
-if [[ "$pick" =~ ^[0-9]+$ ]]; then
-  line="$(grep -m1 "^heterospec: $pick = " <<<"$devices" || true)"
-elif [ -n "$pick" ]; then
-  line="$(grep -m1 -F "$pick" <<<"$devices" || true)"
-fi
-[ -n "$line" ] || line="$(grep -m1 '^heterospec: [0-9]* = ' <<<"$devices" || true)"
+used="$(sed -n 's/^heterospec: used: \([0-9]*\)$/\1/p' <<<"$devices")"
+line="$(grep -m1 "^heterospec: $used = " <<<"$devices" || true)"
 name="$(sed -E 's/^heterospec: [0-9]+ = ([^|]*) \([^)]*\) \|.*/\1/' <<<"$line")"
 host="$(sed -nE 's/.*\| host: (.*)$/\1/p' <<<"$line")"
 slug="$(tr 'A-Z' 'a-z' <<<"${name:-device}${host:+ $host}" | sed -E 's/[^a-z0-9]+/-/g; s/^-+//; s/-+$//' | cut -c1-60)"
@@ -167,36 +170,21 @@ echo "$config" >"$out/config.txt"
 echo "$devices" >"$out/devices.txt"
 
 # 3. The calibrations (their log beside them: the choices and the modelled speedups).
-for mode in greedy sample; do
-  f="calib-$mode.json"
-  have "$f" && continue
-  temp=0
-  [ "$mode" = sample ] && temp=1
-  if [ "$mode" = sample ] && [ "$methods_t1" = none ]; then continue; fi
-  cmd=("$hs" calibrate --questions "$calib_q" -n "$calib_n" --temp "$temp" "${extra[@]}" -o "$out/$f.tmp")
-  echo "$prog: $f: $(quoted "${cmd[@]}")" >&2
-  "${cmd[@]}" >"$out/calib-$mode.log" 2>&1 || { tail -n 20 "$out/calib-$mode.log" >&2; die "calibrate ($mode) failed: $out/calib-$mode.log"; }
-  mv "$out/$f.tmp" "$out/$f"
-  made "$f" "${cmd[@]}"
-done
-
-# 4. The report runs, each with its mode's calibration.
-bench() { # FILE TEMP METHODS CALIBRATION
-  local f="$1"
-  have "$f" && return 0
-  local cmd=("$hs" bench-spec --questions "$questions" -n "$n" -r "$runs" --temp "$2" --methods "$3"
-             --calibration "$out/$4" "${extra[@]}" -o json)
-  echo "$prog: $f: $(quoted "${cmd[@]}")" >&2
-  "${cmd[@]}" >"$out/$f.tmp" 2>"$out/${f%.json}.log" || { tail -n 20 "$out/${f%.json}.log" >&2; die "bench-spec failed: $out/${f%.json}.log"; }
-  mv "$out/$f.tmp" "$out/$f"
-  made "$f" "${cmd[@]}"
+calibrate() { # MODE TEMP
+  step "calib-$1.json" "calib-$1.log" - "$hs" calibrate --questions "$calib_q" -n "$calib_n" --temp "$2" "${extra[@]}" \
+    -o "$out/calib-$1.json.tmp"
 }
-bench bench-spec-t0.json 0 "$methods" calib-greedy.json
-inputs=("$out/bench-spec-t0.json")
-if [ "$methods_t1" != none ]; then
-  bench bench-spec-t1.json 1 "$methods_t1" calib-sample.json
-  inputs+=("$out/bench-spec-t1.json")
-fi
+calibrate greedy 0
+[ "$methods_t1" = none ] || calibrate sample 1
+# 4. The report runs, each with its mode's calibration.
+bench() { # TEMP METHODS MODE
+  step "bench-spec-t$1.json" "bench-spec-t$1.log" ">" "$hs" bench-spec --questions "$questions" -n "$n" -r "$runs" \
+    --temp "$1" --methods "$2" --calibration "$out/calib-$3.json" "${extra[@]}" -o json
+  inputs+=("$out/bench-spec-t$1.json")
+}
+inputs=()
+bench 0 "$methods" greedy
+[ "$methods_t1" = none ] || bench 1 "$methods_t1" sample
 
 # 5. Plots and tables (always drawn again: they cost seconds).
 rm -rf "$out/plots"
