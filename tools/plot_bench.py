@@ -406,16 +406,21 @@ def fmt_speedup(run, m):
     return f"{m.speedup:.2f}x" if run.has_ar else "n/a"
 
 
+def fmt_temperature(run, m):
+    """The method's own temperature when bench-spec ran several, else the file's."""
+    return f"{run.temperature if m.temperature is None else m.temperature:g}"
+
+
 def write_devices_md(runs, path):
     """The "all" rows of every bench-spec file in one table, then their per-set rows."""
     if not runs:
         raise Skip("no bench-spec file")
-    all_rows = [[run.label, f"{run.temperature if m.temperature is None else m.temperature:g}", m.method,
+    all_rows = [[run.label, fmt_temperature(run, m), m.method,
                  f"{m.tokens_per_s:.2f}", fmt_speedup(run, m),
                  f"{m.tau:.2f}", f"{m.verified_per_round:.2f}", f"{100 * m.draft_share:.1f}%",
                  f"{m.equal_to_ar}/{m.compared_to_ar}" if m.compared_to_ar else "n/a"]
                 for run in runs for m in run.all]
-    set_rows = [[run.label, f"{run.temperature if m.temperature is None else m.temperature:g}", name, m.method,
+    set_rows = [[run.label, fmt_temperature(run, m), name, m.method,
                  f"{m.tokens_per_s:.2f}", fmt_speedup(run, m), f"{m.tau:.2f}"]
                 for run in runs for name, rows in run.sets for m in rows]
     text = "## bench-spec, all sets\n\n"
