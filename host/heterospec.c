@@ -117,6 +117,54 @@ double hs_hx_t_heads(const hs_hx_cost *c, uint32_t k) {
     return k <= HS_HX_MAX_HEADS && c->t_heads[k] > 0 ? c->t_heads[k] : k * c->t_head;
 }
 
+/* The faster of *a and b into *a (0: unknown, the other's), counted in *n_apart when they differ
+ * by more than a quarter, the ratio of the slower to the faster into *worst. */
+static void keep_faster(double *a, double b, uint32_t *n_apart, double *worst) {
+    if (*a > 0 && b > 0) {
+        const double lo = *a < b ? *a : b, hi = *a < b ? b : *a;
+        if (hi > 1.25 * lo) (*n_apart)++;
+        if (hi / lo > *worst) *worst = hi / lo;
+        *a = lo;
+    } else if (b > 0) {
+        *a = b;
+    }
+}
+
+hs_status hs_hx_cost_keep_faster(hs_hx_cost *c, const hs_hx_cost *o, uint32_t *n_apart, double *worst) {
+    if (c->n_verify != o->n_verify || c->n_draft != o->n_draft || c->ctx0 != o->ctx0 || c->ctx1 != o->ctx1 ||
+        c->n_verify_all != o->n_verify_all)
+        return HS_FAIL(HS_ERR_INVALID_ARG,
+                       "cost: two timings of different shapes (verify %u / %u, draft %u / %u, contexts "
+                       "%u-%u / %u-%u, every head %u / %u)",
+                       c->n_verify, o->n_verify, c->n_draft, o->n_draft, c->ctx0, c->ctx1, o->ctx0, o->ctx1,
+                       c->n_verify_all, o->n_verify_all);
+    uint32_t n = 0;
+    double w = 1;
+    for (uint32_t i = 1; i <= c->n_verify && i <= HS_HX_MAX_N; i++) {
+        keep_faster(&c->t_verify[i], o->t_verify[i], &n, &w);
+        keep_faster(&c->t_verify_long[i], o->t_verify_long[i], &n, &w);
+    }
+    for (uint32_t i = 1; i <= c->n_draft && i <= HS_HX_MAX_WIDTH; i++)
+        keep_faster(&c->t_draft[i], o->t_draft[i], &n, &w);
+    for (uint32_t i = 1; i <= c->n_verify_all && i <= HS_TREE_EAGER_MAX; i++) {
+        keep_faster(&c->t_verify_all[i], o->t_verify_all[i], &n, &w);
+        keep_faster(&c->t_verify_all_long[i], o->t_verify_all_long[i], &n, &w);
+    }
+    for (uint32_t k = 2; k <= HS_HX_MAX_HEADS; k *= 2)
+        keep_faster(&c->t_heads[k], o->t_heads[k], &n, &w);
+    keep_faster(&c->t_consume, o->t_consume, &n, &w);
+    keep_faster(&c->t_consume_cache, o->t_consume_cache, &n, &w);
+    keep_faster(&c->t_plain, o->t_plain, &n, &w);
+    keep_faster(&c->t_head, o->t_head, &n, &w);
+    /* a difference of two timings, at least 1 us (cli_calibrate): not counted as apart */
+    uint32_t n_after = 0;
+    double w_after = 1;
+    keep_faster(&c->t_after_head, o->t_after_head, &n_after, &w_after);
+    if (n_apart) *n_apart = n;
+    if (worst) *worst = w;
+    return HS_OK;
+}
+
 /* ---- the policy ---- */
 
 typedef struct cand {

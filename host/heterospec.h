@@ -260,6 +260,17 @@ bool hs_hx_eager(const hs_hx_cost *c, uint32_t eager, uint32_t n);
  * (interpolated in ctx as hs_hx_t_verify_at); n <= c->n_verify_all. */
 double hs_hx_t_verify_all_at(const hs_hx_cost *c, uint32_t n, uint32_t ctx);
 
+/* Keeps in c, per measured cost, the faster of c's and o's, two timings of
+ * the same passes at different times (calibrate times the device before and
+ * after its recording): a VM's slow minutes add to some timings and not to
+ * others, and a choice made on such a pair (heads at once or one at a time,
+ * eager lists) flips with the hour. Entries either leaves unknown (0) take
+ * the other's. Fails where the two do not time the same shape (table sizes,
+ * contexts). Says in *n_apart how many entries differ by more than a
+ * quarter, and in *worst (when not NULL) the largest ratio of the slower to
+ * the faster. */
+hs_status hs_hx_cost_keep_faster(hs_hx_cost *c, const hs_hx_cost *o, uint32_t *n_apart, double *worst);
+
 /* The policy (tree.h interface; name "heterospec"). */
 hs_tree_policy hs_heterospec_policy(const hs_hx_model *m);
 /* The policy's observe (with m->fb_prior > 0; see above): decays t->fb by

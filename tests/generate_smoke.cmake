@@ -102,11 +102,23 @@ if(NOT err MATCHES "warning: calibration [^\n]* was made for another model file 
   message(FATAL_ERROR "generate with SmolLM2's calibration on stories260K gave no warning:\n${err}")
 endif()
 
-# A calibration of this device, model and head (one short question), then used.
+# A calibration of this device, model and head (one short question), then used. A file left by an
+# earlier run would lend it its device cost (calibrate measures only what the file lacks).
+file(REMOVE ${WORK}/cal.json)
 hs_ok(out err calibrate -m ${MODEL} --data ${DATA} --sets gsm8k --questions 1-2 -n 24 -r 1 --no-chat
       -o ${WORK}/cal.json)
 if(NOT out MATCHES "node records" OR NOT EXISTS ${WORK}/cal.json)
   message(FATAL_ERROR "calibrate wrote no node records or no file:\n${out}\n${err}")
+endif()
+# The device timed before the recording and again after it, the faster of each pair kept and printed once.
+set(steps "timing verification, draft and consume;timing them again after the recording;kept the faster")
+string(REPLACE ";" "|" any_step "${steps}")
+string(REGEX MATCHALL "${any_step}" timed "${err}")
+string(REGEX MATCHALL "device cost \\(ms\\)" printed "${out}")
+list(LENGTH printed n_printed)
+if(NOT timed STREQUAL steps OR NOT n_printed EQUAL 1)
+  message(FATAL_ERROR "calibrate did not time the device twice (${timed}) or printed its cost "
+                      "${n_printed} times:\n${out}\n${err}")
 endif()
 file(READ ${WORK}/cal.json cal)
 string(JSON kind GET "${cal}" kind)

@@ -1756,6 +1756,64 @@ static void test_store(void **state) {
         hs_hx_round_free(&r[i]);
 }
 
+/* Two timings of the same device cost: the faster of each pair is kept, an
+ * entry one of them left unknown takes the other's, and the pairs more than
+ * a quarter apart are counted (t_after_head, a difference of two timings,
+ * not); timings of different shapes are refused, the cost untouched. */
+static void test_cost_keep_faster(void **state) {
+    (void)state;
+    hs_hx_model a = two_strata(0.8f, 0.2f), b = a;
+    set_cost(&a, 0.1);
+    set_cost(&b, 0.1);
+    a.cost.n_verify_all = b.cost.n_verify_all = 4;
+    for (uint32_t n = 1; n <= 4; n++)
+        a.cost.t_verify_all[n] = b.cost.t_verify_all[n] = 1 + 0.2 * (n - 1);
+    a.cost.t_verify[3] = 5;      /* b's 1.2: apart */
+    b.cost.t_draft[4] = 0.01;    /* a's 0.09: apart, 9x */
+    a.cost.t_heads[2] = 0.6;     /* against 0.35: apart */
+    b.cost.t_heads[2] = 0.35;
+    a.cost.t_head = 0.3;         /* against 0.26: not apart */
+    b.cost.t_head = 0.26;
+    b.cost.t_consume_cache = 0.02; /* a's unknown */
+    a.cost.t_plain = 1.0;          /* b's unknown */
+    a.cost.t_after_head = 0.01;    /* against 0.05: kept, not counted */
+    b.cost.t_after_head = 0.05;
+    a.cost.t_verify_all[2] = 1.3; /* against 1.2: not apart */
+    hs_hx_cost c = a.cost, wrong = b.cost;
+    wrong.ctx0 = 273;
+    wrong.ctx1 = 1024;
+    uint32_t n_apart = 99;
+    double worst = 0;
+    assert_int_equal(hs_hx_cost_keep_faster(&c, &wrong, &n_apart, &worst), HS_ERR_INVALID_ARG);
+    assert_memory_equal(&c, &a.cost, sizeof c);
+    wrong = b.cost;
+    wrong.n_draft = 32;
+    assert_int_equal(hs_hx_cost_keep_faster(&c, &wrong, &n_apart, &worst), HS_ERR_INVALID_ARG);
+    assert_memory_equal(&c, &a.cost, sizeof c);
+
+    HS_CHECK(hs_hx_cost_keep_faster(&c, &b.cost, &n_apart, &worst));
+    assert_int_equal(n_apart, 3);
+    assert_float_equal(worst, 9.0, 1e-9);
+    assert_float_equal(c.t_verify[3], 1.2, 1e-12);
+    for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
+        if (n != 3) assert_float_equal(c.t_verify[n], a.cost.t_verify[n], 0);
+    assert_float_equal(c.t_draft[4], 0.01, 0);
+    assert_float_equal(c.t_draft[5], 0.1, 1e-12);
+    assert_float_equal(c.t_heads[2], 0.35, 0);
+    assert_float_equal(c.t_head, 0.26, 0);
+    assert_float_equal(c.t_consume_cache, 0.02, 0);
+    assert_float_equal(c.t_plain, 1.0, 0);
+    assert_float_equal(c.t_after_head, 0.01, 0);
+    assert_float_equal(c.t_verify_all[2], 1.2, 1e-12);
+    assert_float_equal(c.t_verify_all[4], 1.6, 1e-12);
+    assert_float_equal(c.t_consume, 0.05, 0);
+    /* The order of the two does not matter. */
+    hs_hx_cost d = b.cost;
+    HS_CHECK(hs_hx_cost_keep_faster(&d, &a.cost, &n_apart, &worst));
+    assert_memory_equal(&c, &d, sizeof c);
+    assert_int_equal(n_apart, 3);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
@@ -1781,6 +1839,7 @@ int main(void) {
         cmocka_unit_test(test_headless),
         cmocka_unit_test(test_store),
         cmocka_unit_test(test_chain_bound),
+        cmocka_unit_test(test_cost_keep_faster),
     };
     return hs_test_run_group("heterospec", tests, NULL, NULL);
 }
