@@ -18,7 +18,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/runtime-$(id -u)}"
 "$here/build/heterospec" devices
 # On its first run on a device, HeteroSpec's calibration for it (the device cost model, then the strata and
-# policy fitted on questions 1-5 of each benchmark set, the declared calibration split; about 2.5 minutes on a
+# policy fitted on questions 1-5 of each benchmark set, the declared calibration split; about 3 minutes on a
 # 2-core CPU), into $HS_HOME/calib, where generate finds it; kept on later runs. Without it (no ../shared
 # beside the clone, say) generate uses the defaults committed beside the head.
 "$here/build/heterospec" calibrate --if-missing --questions 1-5 -n 96 ||
