@@ -6,9 +6,10 @@
  *      in it), the head's draft step for widths 1, 2, 4 .. 64, its consume
  *      of two rows and a plain decoding step (the reference), each the
  *      median of -r interleaved rounds after a warm-up round. All of it is
- *      timed twice, before and after the recording of 2 (back to back with
- *      --device), and the faster of each pair kept: a VM's slow minutes
- *      would otherwise decide choices that hang on a pair of costs.
+ *      timed --timings times (default 2), before and after the recording
+ *      of 2 (back to back with --device), and the fastest of each cost
+ *      kept: a VM's slow minutes would otherwise decide choices that hang
+ *      on a pair of costs.
  *   2. Unless --device: generation on calibration questions with a generous
  *      EAGLE-2 tree (--record K/D/N), keeping every round's drafted tree and
  *      the tokens that followed; node records fit the strata and acceptance
@@ -61,6 +62,9 @@ static void usage(FILE *f) {
             "  --strata B         entropy strata (default 4, at most %d)\n"
             "  --max-verify N     most nodes a HeteroSpec tree verifies (default 64)\n"
             "  -r N               timing passes per measurement (default 5)\n"
+            "  --timings N        times the whole device cost is timed, the fastest of each cost\n"
+            "                     kept (default 2: before the recording and after it; with\n"
+            "                     --device back to back; 1 to 9)\n"
             "  --kv-type T        the target's KV cache: f16 (default) or f32; part of the\n"
             "                     calibration's key (its costs differ)\n"
             "  -o FILE            output (default: the cache file for this device, model, head,\n"
@@ -72,7 +76,7 @@ static void usage(FILE *f) {
 typedef struct cal_args {
     const char *model, *head, *out, *head_weights;
     hs_cli_qset q;
-    int n_predict, strata, reps, max_verify;
+    int n_predict, strata, reps, timings, max_verify;
     unsigned rec_k, rec_d, rec_n;
     bool device_only, if_missing;
     hs_sampler_params sp;
@@ -85,6 +89,7 @@ static int parse(int argc, char **argv, cal_args *a) {
     a->n_predict = 96;
     a->strata = 4;
     a->reps = 5;
+    a->timings = 2;
     a->max_verify = 64;
     a->rec_k = 10;
     a->rec_d = 6;
@@ -120,7 +125,7 @@ static int parse(int argc, char **argv, cal_args *a) {
         }
         const char *const valued[] = {"-m",       "--head",   "-n",           "--temp", "--seed",
                                       "--record", "--strata", "--max-verify", "-r",     "-o",
-                                      "--head-weights"};
+                                      "--head-weights", "--timings"};
         const int w = hs_cli_option_index(o, valued, (int)(sizeof valued / sizeof valued[0]));
         if (w < 0 || !v) {
             fprintf(stderr, "heterospec calibrate: %s '%s' (see --help)\n",
@@ -164,14 +169,17 @@ static int parse(int argc, char **argv, cal_args *a) {
             if (!hs_cli_int("calibrate", o, v, INT_MIN, INT_MAX, &a->reps)) return 2;
             break;
         case 9: a->out = v; break;
-        default: a->head_weights = v; break;
+        case 10: a->head_weights = v; break;
+        default:
+            if (!hs_cli_int("calibrate", o, v, INT_MIN, INT_MAX, &a->timings)) return 2;
+            break;
         }
     }
     if (a->n_predict < 2 || a->strata < 1 || a->strata > HS_HX_MAX_STRATA || a->reps < 1 || a->reps > 99 ||
-        a->max_verify < 1 || a->max_verify >= HS_HX_MAX_N) {
+        a->timings < 1 || a->timings > 9 || a->max_verify < 1 || a->max_verify >= HS_HX_MAX_N) {
         fprintf(stderr,
-                "heterospec calibrate: need -n >= 2, 1 <= --strata <= %d, 1 <= -r <= 99, 1 <= --max-verify "
-                "<= %d\n",
+                "heterospec calibrate: need -n >= 2, 1 <= --strata <= %d, 1 <= -r <= 99, 1 <= --timings <= "
+                "9, 1 <= --max-verify <= %d\n",
                 HS_HX_MAX_STRATA, HS_HX_MAX_N - 1);
         return 2;
     }
@@ -463,19 +471,27 @@ static void print_cost(const hs_hx_cost *c, uint32_t max_verify) {
     print_chain_bounds(c, max_verify);
 }
 
-/* Times the device cost again (measure_cost) and keeps in c the faster of
- * each pair (hs_hx_cost_keep_faster), saying how far apart the two were. */
-static hs_status time_again(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c) {
+/* Times the device cost `more` times again (measure_cost) and keeps in c the
+ * fastest of each cost (hs_hx_cost_keep_faster), saying how far apart the
+ * timings were. */
+static hs_status time_again(hs_llama *m, hs_eagle3 *h, int reps, int more, hs_hx_cost *c) {
     hs_status st = HS_OK;
-    hs_hx_cost again;
-    uint32_t n_apart;
-    double worst;
-    HS_TRY(measure_cost(m, h, reps, &again));
-    HS_TRY(hs_hx_cost_keep_faster(c, &again, &n_apart, &worst));
-    fprintf(stderr,
-            "[calibrate] kept the faster of two timings of each cost: %u differed by more than a "
-            "quarter, the most by %.2fx\n",
-            n_apart, worst);
+    uint32_t n_apart = 0;
+    double worst = 1;
+    for (int i = 0; i < more; i++) {
+        hs_hx_cost again;
+        uint32_t n;
+        double w;
+        HS_TRY(measure_cost(m, h, reps, &again));
+        HS_TRY(hs_hx_cost_keep_faster(c, &again, &n, &w));
+        n_apart += n;
+        if (w > worst) worst = w;
+    }
+    if (more > 0)
+        fprintf(stderr,
+                "[calibrate] kept the fastest of %d timings of each cost: %u pairs differed by more than a "
+                "quarter, the most by %.2fx\n",
+                more + 1, n_apart, worst);
 fail:
     return st;
 }
@@ -567,9 +583,9 @@ int hs_cli_calibrate(int argc, char **argv) {
         fprintf(stderr, "[calibrate] timing verification, draft and consume (-r %d)\n", a.reps);
         if (measure_cost(sm.target, sm.head, a.reps, &m.cost) != HS_OK) goto fail;
     }
-    if (a.device_only) { /* the second timing right after the first (else after the recording, below) */
-        fprintf(stderr, "[calibrate] timing them again\n");
-        if (time_again(sm.target, sm.head, a.reps, &m.cost) != HS_OK) goto fail;
+    if (a.device_only) { /* the other timings right after the first (else after the recording, below) */
+        if (a.timings > 1) fprintf(stderr, "[calibrate] timing them again\n");
+        if (time_again(sm.target, sm.head, a.reps, a.timings - 1, &m.cost) != HS_OK) goto fail;
         print_cost(&m.cost, m.max_verify);
     }
 
@@ -613,9 +629,9 @@ int hs_cli_calibrate(int argc, char **argv) {
             }
         }
         fprintf(stderr, "\r%70s\r", "");
-        if (timed) { /* the second timing, minutes after the first */
+        if (timed && a.timings > 1) { /* the other timings, minutes after the first */
             fprintf(stderr, "[calibrate] timing them again after the recording\n");
-            if (time_again(sm.target, sm.head, a.reps, &m.cost) != HS_OK) goto fail;
+            if (time_again(sm.target, sm.head, a.reps, a.timings - 1, &m.cost) != HS_OK) goto fail;
         }
         print_cost(&m.cost, m.max_verify);
         const uint32_t n_rounds = (uint32_t)stbds_arrlen(rec.rounds);

@@ -111,7 +111,7 @@ if(NOT out MATCHES "node records" OR NOT EXISTS ${WORK}/cal.json)
   message(FATAL_ERROR "calibrate wrote no node records or no file:\n${out}\n${err}")
 endif()
 # The device timed before the recording and again after it, the faster of each pair kept and printed once.
-set(steps "timing verification, draft and consume;timing them again after the recording;kept the faster")
+set(steps "timing verification, draft and consume;timing them again after the recording;kept the fastest of 2")
 string(REPLACE ";" "|" any_step "${steps}")
 string(REGEX MATCHALL "${any_step}" timed "${err}")
 string(REGEX MATCHALL "device cost \\(ms\\)" printed "${out}")
