@@ -130,6 +130,16 @@ static void keep_faster(double *a, double b, uint32_t *n_apart, double *worst) {
     }
 }
 
+/* keep_faster over table[1 .. n]; entries that repeat the one before in both tables (a capacity bucket's
+ * time, filled over its sizes) are one timing, counted once. Downwards, so that table[i - 1] is still a's. */
+static void keep_faster_table(double *a, const double *b, uint32_t n, uint32_t *n_apart, double *worst) {
+    for (uint32_t i = n; i >= 1; i--) {
+        uint32_t copies = 0;
+        const bool copy = i > 1 && a[i] == a[i - 1] && b[i] == b[i - 1];
+        keep_faster(&a[i], b[i], copy ? &copies : n_apart, worst);
+    }
+}
+
 hs_status hs_hx_cost_keep_faster(hs_hx_cost *c, const hs_hx_cost *o, uint32_t *n_apart, double *worst) {
     if (c->n_verify != o->n_verify || c->n_draft != o->n_draft || c->ctx0 != o->ctx0 || c->ctx1 != o->ctx1 ||
         c->n_verify_all != o->n_verify_all)
@@ -140,16 +150,14 @@ hs_status hs_hx_cost_keep_faster(hs_hx_cost *c, const hs_hx_cost *o, uint32_t *n
                        c->n_verify_all, o->n_verify_all);
     uint32_t n = 0;
     double w = 1;
-    for (uint32_t i = 1; i <= c->n_verify && i <= HS_HX_MAX_N; i++) {
-        keep_faster(&c->t_verify[i], o->t_verify[i], &n, &w);
-        keep_faster(&c->t_verify_long[i], o->t_verify_long[i], &n, &w);
-    }
-    for (uint32_t i = 1; i <= c->n_draft && i <= HS_HX_MAX_WIDTH; i++)
-        keep_faster(&c->t_draft[i], o->t_draft[i], &n, &w);
-    for (uint32_t i = 1; i <= c->n_verify_all && i <= HS_TREE_EAGER_MAX; i++) {
-        keep_faster(&c->t_verify_all[i], o->t_verify_all[i], &n, &w);
-        keep_faster(&c->t_verify_all_long[i], o->t_verify_all_long[i], &n, &w);
-    }
+    const uint32_t nv = c->n_verify < HS_HX_MAX_N ? c->n_verify : HS_HX_MAX_N;
+    const uint32_t nd = c->n_draft < HS_HX_MAX_WIDTH ? c->n_draft : HS_HX_MAX_WIDTH;
+    const uint32_t na = c->n_verify_all < HS_TREE_EAGER_MAX ? c->n_verify_all : HS_TREE_EAGER_MAX;
+    keep_faster_table(c->t_verify, o->t_verify, nv, &n, &w);
+    keep_faster_table(c->t_verify_long, o->t_verify_long, nv, &n, &w);
+    keep_faster_table(c->t_draft, o->t_draft, nd, &n, &w);
+    keep_faster_table(c->t_verify_all, o->t_verify_all, na, &n, &w);
+    keep_faster_table(c->t_verify_all_long, o->t_verify_all_long, na, &n, &w);
     for (uint32_t k = 2; k <= HS_HX_MAX_HEADS; k *= 2)
         keep_faster(&c->t_heads[k], o->t_heads[k], &n, &w);
     keep_faster(&c->t_consume, o->t_consume, &n, &w);

@@ -266,9 +266,10 @@ double hs_hx_t_verify_all_at(const hs_hx_cost *c, uint32_t n, uint32_t ctx);
  * others, and a choice made on such a pair (heads at once or one at a time,
  * eager lists) flips with the hour. Entries either leaves unknown (0) take
  * the other's. Fails where the two do not time the same shape (table sizes,
- * contexts). Says in *n_apart how many entries differ by more than a
- * quarter, and in *worst (when not NULL) the largest ratio of the slower to
- * the faster. */
+ * contexts). Says in *n_apart how many timings differ by more than a
+ * quarter (a table's entries that repeat the one before in both, a capacity
+ * bucket's time, count once), and in *worst (when not NULL) the largest
+ * ratio of the slower to the faster. */
 hs_status hs_hx_cost_keep_faster(hs_hx_cost *c, const hs_hx_cost *o, uint32_t *n_apart, double *worst);
 
 /* The policy (tree.h interface; name "heterospec"). */

@@ -1779,6 +1779,10 @@ static void test_cost_keep_faster(void **state) {
     a.cost.t_after_head = 0.01;    /* against 0.05: kept, not counted */
     b.cost.t_after_head = 0.05;
     a.cost.t_verify_all[2] = 1.3; /* against 1.2: not apart */
+    for (uint32_t n = 9; n <= 16; n++) { /* a capacity bucket's time over its sizes: apart, counted once */
+        a.cost.t_verify[n] = 3.0;
+        b.cost.t_verify[n] = 2.0;
+    }
     hs_hx_cost c = a.cost, wrong = b.cost;
     wrong.ctx0 = 273;
     wrong.ctx1 = 1024;
@@ -1792,11 +1796,13 @@ static void test_cost_keep_faster(void **state) {
     assert_memory_equal(&c, &a.cost, sizeof c);
 
     HS_CHECK(hs_hx_cost_keep_faster(&c, &b.cost, &n_apart, &worst));
-    assert_int_equal(n_apart, 3);
+    assert_int_equal(n_apart, 4);
     assert_float_equal(worst, 9.0, 1e-9);
     assert_float_equal(c.t_verify[3], 1.2, 1e-12);
+    for (uint32_t n = 9; n <= 16; n++)
+        assert_float_equal(c.t_verify[n], 2.0, 0);
     for (uint32_t n = 1; n <= HS_HX_MAX_N; n++)
-        if (n != 3) assert_float_equal(c.t_verify[n], a.cost.t_verify[n], 0);
+        if (n != 3 && (n < 9 || n > 16)) assert_float_equal(c.t_verify[n], a.cost.t_verify[n], 0);
     assert_float_equal(c.t_draft[4], 0.01, 0);
     assert_float_equal(c.t_draft[5], 0.1, 1e-12);
     assert_float_equal(c.t_heads[2], 0.35, 0);
@@ -1811,7 +1817,7 @@ static void test_cost_keep_faster(void **state) {
     hs_hx_cost d = b.cost;
     HS_CHECK(hs_hx_cost_keep_faster(&d, &a.cost, &n_apart, &worst));
     assert_memory_equal(&c, &d, sizeof c);
-    assert_int_equal(n_apart, 3);
+    assert_int_equal(n_apart, 4);
 }
 
 int main(void) {
