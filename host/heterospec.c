@@ -117,13 +117,14 @@ double hs_hx_t_heads(const hs_hx_cost *c, uint32_t k) {
     return k <= HS_HX_MAX_HEADS && c->t_heads[k] > 0 ? c->t_heads[k] : k * c->t_head;
 }
 
-/* The faster of *a and b into *a (0: unknown, the other's), counted in *n_apart when they differ
- * by more than a quarter, the ratio of the slower to the faster into *worst. */
+/* The faster of *a and b into *a (0: unknown, the other's); unless n_apart is NULL (not counted),
+ * counted in *n_apart when they differ by more than a quarter, the ratio of the slower to the faster
+ * into *worst. */
 static void keep_faster(double *a, double b, uint32_t *n_apart, double *worst) {
     if (*a > 0 && b > 0) {
         const double lo = *a < b ? *a : b, hi = *a < b ? b : *a;
-        if (hi > 1.25 * lo) (*n_apart)++;
-        if (hi / lo > *worst) *worst = hi / lo;
+        if (n_apart && hi > 1.25 * lo) (*n_apart)++;
+        if (n_apart && hi / lo > *worst) *worst = hi / lo;
         *a = lo;
     } else if (b > 0) {
         *a = b;
@@ -134,9 +135,8 @@ static void keep_faster(double *a, double b, uint32_t *n_apart, double *worst) {
  * time, filled over its sizes) are one timing, counted once. Downwards, so that table[i - 1] is still a's. */
 static void keep_faster_table(double *a, const double *b, uint32_t n, uint32_t *n_apart, double *worst) {
     for (uint32_t i = n; i >= 1; i--) {
-        uint32_t copies = 0;
         const bool copy = i > 1 && a[i] == a[i - 1] && b[i] == b[i - 1];
-        keep_faster(&a[i], b[i], copy ? &copies : n_apart, worst);
+        keep_faster(&a[i], b[i], copy ? NULL : n_apart, worst);
     }
 }
 
@@ -165,9 +165,7 @@ hs_status hs_hx_cost_keep_faster(hs_hx_cost *c, const hs_hx_cost *o, uint32_t *n
     keep_faster(&c->t_plain, o->t_plain, &n, &w);
     keep_faster(&c->t_head, o->t_head, &n, &w);
     /* a difference of two timings, at least 1 us (cli_calibrate): not counted as apart */
-    uint32_t n_after = 0;
-    double w_after = 1;
-    keep_faster(&c->t_after_head, o->t_after_head, &n_after, &w_after);
+    keep_faster(&c->t_after_head, o->t_after_head, NULL, NULL);
     if (n_apart) *n_apart = n;
     if (worst) *worst = w;
     return HS_OK;
