@@ -14,7 +14,9 @@
 #      in that first pass, where two tests run at a time;
 #   3. an AddressSanitizer + UndefinedBehaviorSanitizer build running the
 #      suite but the statistics (whose host code bench_spec_smoke's
-#      temperature-1 run also takes), with leak checking and no suppressions.
+#      temperature-1 run also takes), with leak checking and no suppressions;
+#      the tests labelled "host" (calib_key: host code that sets its own
+#      device switches) run in this pass alone.
 # On lavapipe the default pass runs with split execution (each dispatch
 # divided among one logical device per CPU core, whose queue threads spin at
 # barriers): one test at a time, since two tests spinning on two cores each
@@ -57,18 +59,20 @@ run_suite() { # <build-dir> <label> <ctest jobs> <ctest options, space-separated
 # The 512-bit runs (label wide) only in the default pass, the statistical test only in the first pass (two
 # tests at a time there, where the default pass runs one at a time), the other passes without either. Tests of
 # the tools' scripts (label once: report.sh, which only calls heterospec's commands the other tests cover under
-# every fallback) run in the first pass alone.
-fallback="-LE statistical|wide|once"
+# every fallback; and the Python tests, which use no device) run in the first pass alone. Tests of host code that
+# set their own device switches (label host: calib_key) run in the sanitizer pass alone, where the sanitizers
+# watch that code; every other pass would rerun the same checks.
+fallback="-LE statistical|wide|once|host"
 # First the default kernels without split execution, two tests at a time: this pass compiles them into the
 # empty Mesa shader cache on both cores, where the split pass (one test at a time, every part of a dispatch
 # compiling the same variant at once) would use both cores for one compile. The split pass after it finds
 # them compiled (llvmpipe's cache entries are the same with and without split execution).
 # Two host-side fallbacks share it: emulated non-coherent memory and a 1 MiB maxStorageBufferRange.
-run_suite "$here/build" "emulated non-coherent host-visible memory, 1 MiB max buffer range (tensor and KV-cache splitting), no split execution" "$jobs" "-LE wide" \
+run_suite "$here/build" "emulated non-coherent host-visible memory, 1 MiB max buffer range (tensor and KV-cache splitting), no split execution" "$jobs" "-LE wide|host" \
   HS_VK_DISABLE_SPLIT=1 HS_VK_FORCE_NONCOHERENT=1 HS_VK_MAX_BUFFER_RANGE=1048576
 # HS_VK_SPLIT: split execution whether or not another program keeps a CPU busy (a context leaves busy CPUs out).
 split_n=$((jobs < 2 ? 2 : jobs))
-run_suite "$here/build" "default (split execution on lavapipe)" 1 "-LE statistical|once" HS_VK_SPLIT="$split_n"
+run_suite "$here/build" "default (split execution on lavapipe)" 1 "-LE statistical|once|host" HS_VK_SPLIT="$split_n"
 run_suite "$here/build" "no split execution, no subgroup operations (portable reductions and products)" "$jobs" \
   "$fallback" HS_VK_DISABLE_SPLIT=1 HS_VK_DISABLE_SUBGROUP_OPS=1
 run_suite "$here/build" "no split execution, no subgroup size control, no texel buffers, storage-buffer activations" "$jobs" "$fallback" \
@@ -78,6 +82,6 @@ echo "== build: AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S "$here" -B "$here/build-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHS_WERROR=ON -DHS_SANITIZE=ON \
   -DHS_PYTHON_CONVERT="$py_convert" -DHS_PYTHON_PLOT="$py_plot" >/dev/null
 ninja -C "$here/build-asan" -j "$jobs"
-run_suite "$here/build-asan" "asan+ubsan (no split execution)" "$jobs" "$fallback" HS_VK_DISABLE_SPLIT=1 \
+run_suite "$here/build-asan" "asan+ubsan (no split execution)" "$jobs" "-LE statistical|wide|once" HS_VK_DISABLE_SPLIT=1 \
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 echo "== all test passes succeeded"
