@@ -64,7 +64,9 @@ static void usage(FILE *f) {
             "  -r N               timing passes per measurement (default 5)\n"
             "  --timings N        times the whole device cost is timed, the fastest of each cost\n"
             "                     kept (default 2: before the recording and after it; with\n"
-            "                     --device back to back; 1 to 9)\n"
+            "                     --device back to back; 1 to 9); with 2 or more, up to 2\n"
+            "                     more while costs contradict each other (a one-token pass\n"
+            "                     timed a tenth apart, twice the rows dearer than twice)\n"
             "  --kv-type T        the target's KV cache: f16 (default) or f32; part of the\n"
             "                     calibration's key (its costs differ)\n"
             "  -o FILE            output (default: the cache file for this device, model, head,\n"
@@ -492,6 +494,17 @@ static hs_status time_again(hs_llama *m, hs_eagle3 *h, int reps, int more, hs_hx
                 "[calibrate] kept the fastest of %d timings of each cost: %u pairs differed by more than a "
                 "quarter, the most by %.2fx\n",
                 more + 1, n_apart, worst);
+    /* Costs that contradict each other (hs_hx_cost_doubts): a slow spell hit both timings of some. */
+    char why[200];
+    uint32_t doubts = more > 0 ? hs_hx_cost_doubts(c, why, sizeof why) : 0;
+    for (int extra = 0; doubts && extra < 2; extra++) {
+        fprintf(stderr, "[calibrate] %u costs contradict each other (%s): timing them once more\n", doubts, why);
+        hs_hx_cost again;
+        HS_TRY(measure_cost(m, h, reps, &again));
+        HS_TRY(hs_hx_cost_keep_faster(c, &again, NULL, NULL));
+        doubts = hs_hx_cost_doubts(c, why, sizeof why);
+    }
+    if (doubts) fprintf(stderr, "[calibrate] %u costs still contradict each other (%s): kept\n", doubts, why);
 fail:
     return st;
 }

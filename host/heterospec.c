@@ -2,6 +2,7 @@
 #include "heterospec.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -123,8 +124,10 @@ double hs_hx_t_heads(const hs_hx_cost *c, uint32_t k) {
 static void keep_faster(double *a, double b, uint32_t *n_apart, double *worst) {
     if (*a > 0 && b > 0) {
         const double lo = *a < b ? *a : b, hi = *a < b ? b : *a;
-        if (n_apart && hi > 1.25 * lo) (*n_apart)++;
-        if (n_apart && hi / lo > *worst) *worst = hi / lo;
+        if (n_apart) {
+            if (hi > 1.25 * lo) (*n_apart)++;
+            if (hi / lo > *worst) *worst = hi / lo;
+        }
         *a = lo;
     } else if (b > 0) {
         *a = b;
@@ -169,6 +172,53 @@ hs_status hs_hx_cost_keep_faster(hs_hx_cost *c, const hs_hx_cost *o, uint32_t *n
     if (n_apart) *n_apart = n;
     if (worst) *worst = w;
     return HS_OK;
+}
+
+/* A doubling of table t (1 .. n) dearer than two of its half: counted in *n, the first said in why. */
+static void doubts_doubling(const double *t, uint32_t n, const char *what, uint32_t *count, char *why,
+                            size_t size) {
+    for (uint32_t k = 1; 2 * k <= n; k *= 2)
+        if (t[k] > 0 && t[2 * k] > 2.5 * t[k]) {
+            if (!*count && why)
+                snprintf(why, size, "%s of %u cost %.2f ms, of %u %.2f ms", what, 2 * k, 1e3 * t[2 * k], k,
+                         1e3 * t[k]);
+            (*count)++;
+        }
+}
+
+uint32_t hs_hx_cost_doubts(const hs_hx_cost *c, char *why, size_t size) {
+    uint32_t count = 0;
+    if (why && size) why[0] = 0;
+    const double one[3] = {c->t_plain, c->n_verify ? c->t_verify[1] : 0, c->n_verify_all ? c->t_verify_all[1] : 0};
+    double lo = 0, hi = 0;
+    for (int i = 0; i < 3; i++)
+        if (one[i] > 0) {
+            if (lo == 0 || one[i] < lo) lo = one[i];
+            if (one[i] > hi) hi = one[i];
+        }
+    if (lo > 0 && hi > 1.1 * lo) {
+        if (why)
+            snprintf(why, size, "one-token passes of %.2f ms (a plain step), %.2f (a root alone) and %.2f (with "
+                     "every head)", 1e3 * one[0], 1e3 * one[1], 1e3 * one[2]);
+        count++;
+    }
+    double heads[HS_HX_MAX_HEADS + 1] = {0};
+    heads[1] = c->t_head;
+    for (uint32_t k = 2; k <= HS_HX_MAX_HEADS; k *= 2)
+        heads[k] = c->t_heads[k];
+    doubts_doubling(heads, HS_HX_MAX_HEADS, "output heads at once", &count, why, size);
+    const uint32_t nv = c->n_verify < HS_HX_MAX_N ? c->n_verify : HS_HX_MAX_N;
+    const uint32_t na = c->n_verify_all < HS_TREE_EAGER_MAX ? c->n_verify_all : HS_TREE_EAGER_MAX;
+    const uint32_t nd = c->n_draft < HS_HX_MAX_WIDTH ? c->n_draft : HS_HX_MAX_WIDTH;
+    doubts_doubling(c->t_verify, nv, "verification", &count, why, size);
+    if (c->ctx1 > c->ctx0) {
+        doubts_doubling(c->t_verify_long, nv, "verification at the longer context", &count, why, size);
+        doubts_doubling(c->t_verify_all_long, na, "verification with every head at the longer context", &count,
+                        why, size);
+    }
+    doubts_doubling(c->t_verify_all, na, "verification with every head", &count, why, size);
+    doubts_doubling(c->t_draft, nd, "a draft level", &count, why, size);
+    return count;
 }
 
 /* ---- the policy ---- */

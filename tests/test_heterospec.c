@@ -1820,6 +1820,104 @@ static void test_cost_keep_faster(void **state) {
     assert_int_equal(n_apart, 4);
 }
 
+/* A cost from calibrate's printed tables (ms): verification of N = 1 .. 8,
+ * 16, 32, 64, 128 at two contexts (a capacity bucket's time over its sizes),
+ * with every head for N = 1 .. 8, draft levels of 1, 2, 4 .. 64. */
+static hs_hx_cost printed_cost(double plain, const double heads[4], const double v[12], const double vl[12],
+                               const double all[8], const double all_l[8], const double draft[7]) {
+    hs_hx_cost c = {.n_verify = HS_HX_MAX_N, .n_draft = 64, .n_verify_all = 8, .ctx0 = 273, .ctx1 = 1024};
+    c.t_plain = plain / 1e3;
+    c.t_head = heads[0] / 1e3;
+    for (uint32_t i = 1, k = 2; k <= 8; i++, k *= 2)
+        c.t_heads[k] = heads[i] / 1e3;
+    for (uint32_t i = 0, lo = 0; i < 12; i++) {
+        const uint32_t hi = i < 8 ? i + 1 : 8u << (i - 7);
+        for (uint32_t n = lo + 1; n <= hi; n++) {
+            c.t_verify[n] = v[i] / 1e3;
+            c.t_verify_long[n] = vl[i] / 1e3;
+        }
+        lo = hi;
+    }
+    for (uint32_t n = 1; n <= 8; n++) {
+        c.t_verify_all[n] = all[n - 1] / 1e3;
+        c.t_verify_all_long[n] = all_l[n - 1] / 1e3;
+    }
+    for (uint32_t i = 0, lo = 0; i < 7; i++) {
+        for (uint32_t w = lo + 1; w <= 1u << i; w++)
+            c.t_draft[w] = draft[i] / 1e3;
+        lo = 1u << i;
+    }
+    c.t_consume = 1.1e-3;
+    return c;
+}
+
+/* Costs that contradict each other: none in a greedy calibration's costs
+ * (docs/reports/lavapipe-zen5-2026-12-07-c, calib-greedy.log); in the
+ * sampling calibration's of the same run, the one-token passes 18 % apart
+ * and four output heads at once 4.6 times two (calib-sample.log); then each
+ * kind of contradiction alone, with the slack the check allows just kept. */
+static void test_cost_doubts(void **state) {
+    (void)state;
+    static const double draft[7] = {0.8, 1.0, 1.5, 2.4, 4.5, 8.3, 16.4};
+    static const double g_heads[4] = {2.75, 3.82, 6.77, 13.60};
+    static const double g_v[12] = {12.0, 14.4, 17.3, 20.0, 22.9, 25.1, 30.9, 30.4, 56.1, 102.6, 212.1, 423.6};
+    static const double g_vl[12] = {13.5, 16.0, 22.3, 23.5, 28.2, 29.5, 36.2, 35.1, 62.0, 119.3, 254.3, 497.0};
+    static const double g_all[8] = {11.7, 15.4, 20.0, 24.4, 31.5, 33.2, 40.7, 40.4};
+    static const double g_all_l[8] = {14.0, 17.8, 24.9, 27.1, 35.2, 37.1, 44.8, 43.1};
+    const hs_hx_cost g = printed_cost(12.04, g_heads, g_v, g_vl, g_all, g_all_l, draft);
+    char why[200] = "x";
+    assert_int_equal(hs_hx_cost_doubts(&g, why, sizeof why), 0);
+    assert_string_equal(why, "");
+
+    static const double s_heads[4] = {3.16, 4.35, 19.82, 39.47};
+    static const double s_v[12] = {15.0, 17.3, 19.0, 23.5, 28.7, 30.7, 35.2, 35.5, 62.8, 120.5, 221.0, 441.6};
+    static const double s_vl[12] = {17.0, 22.0, 24.6, 26.5, 32.4, 34.2, 39.7, 41.9, 72.9, 140.7, 284.7, 600.1};
+    static const double s_all[8] = {12.9, 18.2, 22.9, 38.6, 34.0, 33.5, 67.9, 66.7};
+    static const double s_all_l[8] = {17.5, 24.2, 29.6, 45.1, 39.3, 45.8, 79.7, 81.9};
+    static const double s_draft[7] = {0.8, 1.1, 1.7, 2.8, 5.2, 9.0, 17.3};
+    const hs_hx_cost sc = printed_cost(12.68, s_heads, s_v, s_vl, s_all, s_all_l, s_draft);
+    assert_int_equal(hs_hx_cost_doubts(&sc, why, sizeof why), 2);
+    assert_non_null(strstr(why, "one-token passes of 12.68 ms"));
+    assert_int_equal(hs_hx_cost_doubts(&sc, NULL, 0), 2);
+
+    /* Each kind alone, in a cost with none. */
+    hs_hx_cost c = g;
+    c.t_plain = g.t_verify_all[1] * 1.099; /* 11.7 .. 12.86: within a tenth */
+    assert_int_equal(hs_hx_cost_doubts(&c, why, sizeof why), 0);
+    c.t_plain = g.t_verify_all[1] * 1.101;
+    assert_int_equal(hs_hx_cost_doubts(&c, why, sizeof why), 1);
+    assert_non_null(strstr(why, "one-token passes"));
+    c = g;
+    c.t_heads[2] = 2.5 * g.t_head;
+    assert_int_equal(hs_hx_cost_doubts(&c, why, sizeof why), 0);
+    c.t_heads[2] = 2.51 * g.t_head;
+    assert_int_equal(hs_hx_cost_doubts(&c, why, sizeof why), 1);
+    assert_non_null(strstr(why, "output heads at once of 2"));
+    c = g;
+    for (uint32_t n = 33; n <= 64; n++)
+        c.t_verify[n] = 2.6 * g.t_verify[32];
+    assert_int_equal(hs_hx_cost_doubts(&c, why, sizeof why), 1);
+    assert_non_null(strstr(why, "verification of 64"));
+    c = g;
+    c.t_verify_long[2] = 2.6 * g.t_verify_long[1];
+    assert_int_equal(hs_hx_cost_doubts(&c, why, sizeof why), 1);
+    assert_non_null(strstr(why, "longer context"));
+    c.ctx1 = 0; /* no long table: not looked at */
+    assert_int_equal(hs_hx_cost_doubts(&c, why, sizeof why), 0);
+    c = g;
+    c.t_verify_all[8] = 2.6 * g.t_verify_all[4];
+    assert_int_equal(hs_hx_cost_doubts(&c, why, sizeof why), 1);
+    assert_non_null(strstr(why, "every head of 8"));
+    c = g;
+    for (uint32_t w = 17; w <= 32; w++)
+        c.t_draft[w] = 2.6 * g.t_draft[16];
+    assert_int_equal(hs_hx_cost_doubts(&c, why, sizeof why), 1);
+    assert_non_null(strstr(why, "draft level of 32"));
+    /* Unknown costs (0) contradict nothing. */
+    const hs_hx_cost none = {0};
+    assert_int_equal(hs_hx_cost_doubts(&none, why, sizeof why), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values),
@@ -1846,6 +1944,7 @@ int main(void) {
         cmocka_unit_test(test_store),
         cmocka_unit_test(test_chain_bound),
         cmocka_unit_test(test_cost_keep_faster),
+        cmocka_unit_test(test_cost_doubts),
     };
     return hs_test_run_group("heterospec", tests, NULL, NULL);
 }
