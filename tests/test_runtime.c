@@ -560,6 +560,14 @@ static void test_split_dim(void **state) {
     }
 }
 
+/* Split execution's device (lavapipe), and its switches (off, or off as non-coherent memory turns it). */
+static bool is_lavapipe(const hs_vk_caps *c) {
+    return c->type == VK_PHYSICAL_DEVICE_TYPE_CPU && !strcmp(c->driver_name, "llvmpipe");
+}
+static bool split_switched_off(void) {
+    return getenv("HS_VK_DISABLE_SPLIT") || getenv("HS_VK_FORCE_NONCOHERENT");
+}
+
 /* Split execution (lavapipe): on with two or more CPUs unless switched off,
  * its parts named in the device line; a sequence on three parts (dividing
  * products of SPLIT_ROWS and SPLIT_K rows, the in-place add whole on part 0,
@@ -567,8 +575,7 @@ static void test_split_dim(void **state) {
 static void test_split(void **state) {
     hs_test_env *env = *state;
     const hs_vk_caps *c = hs_vk_ctx_caps(env->vk);
-    const bool lavapipe = c->type == VK_PHYSICAL_DEVICE_TYPE_CPU && !strcmp(c->driver_name, "llvmpipe");
-    const bool off = getenv("HS_VK_DISABLE_SPLIT") || getenv("HS_VK_FORCE_NONCOHERENT");
+    const bool lavapipe = is_lavapipe(c), off = split_switched_off();
     char line[768];
     hs_vk_caps_line(c, line, sizeof line);
     cpu_set_t cpus; /* the cores this process may run on */
@@ -627,8 +634,7 @@ static void test_split(void **state) {
 static void test_split_barrier_wait(void **state) {
     hs_test_env *env = *state;
     const hs_vk_caps *c = hs_vk_ctx_caps(env->vk);
-    const bool lavapipe = c->type == VK_PHYSICAL_DEVICE_TYPE_CPU && !strcmp(c->driver_name, "llvmpipe");
-    const bool off = getenv("HS_VK_DISABLE_SPLIT") || getenv("HS_VK_FORCE_NONCOHERENT");
+    const bool lavapipe = is_lavapipe(c), off = split_switched_off();
     uint32_t parts, per_part[4];
     hs_status st;
     char *saved = hs_test_env_override("HS_VK_TEST_SPLIT_LATE", "1");
@@ -698,8 +704,7 @@ static void test_split_skips_busy_cpus(void **state) {
     const hs_vk_caps *c0 = hs_vk_ctx_caps(env->vk);
     cpu_set_t cpus;
     const int n_cpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-    if (c0->type != VK_PHYSICAL_DEVICE_TYPE_CPU || strcmp(c0->driver_name, "llvmpipe") ||
-        getenv("HS_VK_DISABLE_SPLIT") || getenv("HS_VK_FORCE_NONCOHERENT") || n_cpu < 2) {
+    if (!is_lavapipe(c0) || split_switched_off() || n_cpu < 2) {
         assert_int_equal(c0->parts_busy, 0); /* nothing sampled where split execution is off */
         return;
     }
