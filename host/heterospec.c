@@ -174,7 +174,7 @@ hs_status hs_hx_cost_keep_faster(hs_hx_cost *c, const hs_hx_cost *o, uint32_t *n
     return HS_OK;
 }
 
-/* A doubling of table t (1 .. n) dearer than two of its half: counted in *n, the first said in why. */
+/* Each doubling of table t (1 .. n) dearer than two of its half: counted in *count, the first said in why. */
 static void doubts_doubling(const double *t, uint32_t n, const char *what, uint32_t *count, char *why,
                             size_t size) {
     for (uint32_t k = 1; 2 * k <= n; k *= 2)

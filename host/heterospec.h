@@ -272,9 +272,9 @@ double hs_hx_t_verify_all_at(const hs_hx_cost *c, uint32_t n, uint32_t ctx);
  * ratio of the slower to the faster. */
 hs_status hs_hx_cost_keep_faster(hs_hx_cost *c, const hs_hx_cost *o, uint32_t *n_apart, double *worst);
 
-/* How many of c's costs contradict each other on any device, the mark of a
- * slow spell that hit some timings of a pair and not the other (the fastest
- * of two timings keeps both when both were hit): the three one-token passes
+/* How many of c's costs contradict what holds on any device, the mark of a
+ * slow spell that hit some costs and not others (the fastest of two timings
+ * keeps a cost slow when both of its timings were hit): the three one-token passes
  * (a plain step, the pass over a root alone and the same with every head)
  * more than a tenth apart, or a product of 2k rows dearer than two of k, with
  * a quarter's slack (output heads at once, the verification passes at each
