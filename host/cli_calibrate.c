@@ -356,6 +356,14 @@ static hs_status measure_cost(hs_llama *m, hs_eagle3 *h, int reps, hs_hx_cost *c
             c->t_verify_all_long[n] = median(xla[n - 1], reps);
     }
     c->t_plain = median(xp, reps);
+    /* Tests (calib_key): HS_TEST_CALIB_SLOW_PLAIN=N doubles the plain step of
+     * the first N timings, a slow spell that hits both timings of one cost. */
+    static int slowed;
+    const char *slow = getenv("HS_TEST_CALIB_SLOW_PLAIN");
+    if (slow && slowed < atoi(slow)) {
+        c->t_plain *= 2;
+        slowed++;
+    }
     /* At least 1 us: a cost with it is told from one measured before it. */
     const double after = median(xa, reps);
     c->t_after_head = after > 1e-6 ? after : 1e-6;
