@@ -560,12 +560,17 @@ static void test_split_dim(void **state) {
     }
 }
 
-/* Split execution's device (lavapipe), and its switches (off, or off as non-coherent memory turns it). */
+/* Split execution's device (lavapipe), and its switches (off, or off as non-coherent memory turns it), read
+ * as runtime/vk_device.c's split_parts reads them: set, not empty and not "0". */
 static bool is_lavapipe(const hs_vk_caps *c) {
     return c->type == VK_PHYSICAL_DEVICE_TYPE_CPU && !strcmp(c->driver_name, "llvmpipe");
 }
+static bool env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
 static bool split_switched_off(void) {
-    return getenv("HS_VK_DISABLE_SPLIT") || getenv("HS_VK_FORCE_NONCOHERENT");
+    return env_on("HS_VK_DISABLE_SPLIT") || env_on("HS_VK_FORCE_NONCOHERENT");
 }
 
 /* Split execution (lavapipe): on with two or more CPUs unless switched off,
